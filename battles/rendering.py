@@ -1,0 +1,91 @@
+"""Markdown to safe HTML, the one renderer for prompts and both answers.
+
+Two layers, each enough on its own for the common attacks, together for the rest:
+
+1. markdown-it-py, CommonMark preset plus GFM tables and strikethrough, with ``html=False`` so raw
+   HTML in the text is escaped and shown as text rather than interpreted, and ``linkify=False`` so
+   bare URLs stay text (CommonMark ``<https://...>`` autolinks still become links). markdown-it's
+   own link validator already drops ``javascript:``, ``vbscript:``, ``file:`` and most ``data:`` URLs.
+2. nh3 (ammonia) over the result with a fixed allow-list of tags and attributes. Links keep
+   ``href`` only for http, https and mailto (relative URLs are removed too, so an answer cannot
+   link into the platform itself), and get ``rel="noopener noreferrer nofollow"`` and
+   ``target="_blank"`` (following a link must not navigate the rater away from the open battle).
+
+Images are never emitted: an ``<img>`` would make the rater's browser fetch a remote URL, which can
+leak the rater's address to whoever wrote the URL and lets a model "sign" its answer with a
+picture. Markdown images render as the plain text ``[image: <alt text>]`` instead, so the rater still
+sees that the answer tried to show a picture. Fenced code keeps its text but loses the
+``language-*`` class (there is no highlighter to consume it). Table cell alignment survives as a
+``style`` attribute filtered down to the single property ``text-align``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import nh3
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.token import Token
+from markdown_it.utils import OptionsDict
+
+__all__ = ["ALLOWED_TAGS", "ALLOWED_URL_SCHEMES", "LINK_REL", "markdown_to_safe_html"]
+
+ALLOWED_TAGS: frozenset[str] = frozenset(
+    {
+        "p", "br", "strong", "em", "code", "pre", "ul", "ol", "li",
+        "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "hr", "del", "a",
+        "table", "thead", "tbody", "tr", "th", "td",
+    }
+)  # fmt: skip
+ALLOWED_URL_SCHEMES: frozenset[str] = frozenset({"http", "https", "mailto"})
+LINK_REL = "noopener noreferrer nofollow"
+
+_ATTRIBUTES: dict[str, set[str]] = {
+    # An explicit empty generic set: otherwise ammonia's defaults (lang, title) apply to every tag.
+    "*": set(),
+    "a": {"href"},
+    # markdown-it emits alignment as style="text-align:..."; filter_style_properties keeps only that.
+    "th": {"style"},
+    "td": {"style"},
+    # Ordered lists that start at another number ("3. item") carry start="3".
+    "ol": {"start"},
+}
+
+
+def _image_as_text(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: Any) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env).strip()
+    return escapeHtml(f"[image: {alt}]" if alt else "[image]")
+
+
+def _build_parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.add_render_rule("image", _image_as_text)
+    # markdown-it-py renders ~~x~~ as <s>; <del> is the element in the allow-list.
+    md.add_render_rule("s_open", lambda *_args: "<del>")
+    md.add_render_rule("s_close", lambda *_args: "</del>")
+    return md
+
+
+_PARSER = _build_parser()
+
+_CLEANER = nh3.Cleaner(
+    tags=set(ALLOWED_TAGS),
+    # Disallowed tags are unwrapped (their text kept); these have contents that are never text.
+    clean_content_tags={"script", "style", "iframe", "object", "embed", "svg", "math", "template"},
+    attributes=_ATTRIBUTES,
+    url_schemes=set(ALLOWED_URL_SCHEMES),
+    url_relative="deny",
+    link_rel=LINK_REL,
+    set_tag_attribute_values={"a": {"target": "_blank"}},
+    filter_style_properties={"text-align"},
+    strip_comments=True,
+)
+
+
+def markdown_to_safe_html(text: str) -> str:
+    """Render untrusted markdown ``text`` to an HTML fragment that is safe to insert into a page."""
+    return _CLEANER.clean(_PARSER.render(text))
