@@ -1,0 +1,5 @@
+from django.contrib.admin.apps import AdminConfig
+
+
+class ArenaAdminConfig(AdminConfig):
+    default_site = "arena.admin_site.ArenaAdminSite"

@@ -1,0 +1,66 @@
+"""Typed readers for settings that come from the environment.
+
+A malformed value stops the process with the variable's name in the message: a typo in
+``DEBUG=ture`` must not silently mean False in production.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class ImproperEnvironment(RuntimeError):
+    pass
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperEnvironment(f"{name}={raw!r} is not a boolean (use one of 1/0, true/false, yes/no, on/off)")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ImproperEnvironment(f"{name}={raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ImproperEnvironment(f"{name}={value} is below the minimum {minimum}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    items = [item.strip() for item in raw.split(",")]
+    if any(not item for item in items):
+        raise ImproperEnvironment(f"{name}={raw!r} has an empty item; use a comma-separated list")
+    return items
+
+
+def env_url(name: str, default: str | None, *, schemes: tuple[str, ...]) -> str | None:
+    raw = os.environ.get(name, default)
+    if raw is None or raw == "":
+        return None
+    scheme = raw.split("://", 1)[0] if "://" in raw else ""
+    if scheme not in schemes:
+        raise ImproperEnvironment(f"{name}={raw!r} must be a URL with one of the schemes {', '.join(schemes)}")
+    return raw

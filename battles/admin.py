@@ -1,0 +1,168 @@
+"""Campaign configuration for managers; battles and the vote log are read-only here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import models
+from django.http import HttpRequest
+
+from raters.admin import ReadOnlyTenantAdmin, TenantAdmin
+
+from . import services
+from .models import Battle, Campaign, Competitor, Generation, Prompt, Vote
+
+
+class CompetitorInline(admin.TabularInline):
+    model = Competitor
+    extra = 0
+    fields = ("endpoint", "version_label", "active")
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "endpoint" and not request.user.is_superuser:
+            from raters.selectors import organizations_managed_by
+            from serving.models import ModelEndpoint
+
+            kwargs["queryset"] = ModelEndpoint.objects.filter(organization__in=organizations_managed_by(request.user))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class CampaignForm(forms.ModelForm):
+    new_prompts = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 6}),
+        help_text="Add prompts to the pool, one per line. Category and language are assigned by the "
+                  "classifier unless a category is chosen below.",
+    )
+    new_prompts_category = forms.ChoiceField(
+        required=False, choices=[("", "(classify automatically)")] + list(Prompt._meta.get_field("category").choices),
+    )
+
+    class Meta:
+        model = Campaign
+        fields = "__all__"
+
+
+@admin.register(Campaign)
+class CampaignAdmin(TenantAdmin):
+    form = CampaignForm
+    list_display = ("name", "organization", "status", "competitor_count", "prompt_count", "vote_count")
+    list_filter = ("status",)
+    prepopulated_fields = {"slug": ("name",)}
+    filter_horizontal = ("rater_pools",)
+    inlines = (CompetitorInline,)
+    actions = ("open_campaigns", "close_campaigns")
+    readonly_fields = ("status", "opened_at", "closed_at")
+    fieldsets = (
+        (None, {"fields": ("organization", "name", "slug", "description", "status", "opened_at", "closed_at")}),
+        ("Raters", {"fields": ("rater_pools", "allow_rater_prompts")}),
+        ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens",
+                                                              "system_prompt")}),
+        ("Sampling, caps and filters", {"fields": ("sampling", "session_cap", "rater_vote_cap",
+                                                   "prompt_hash_cap", "min_decision_ms")}),
+        ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
+        return super().get_queryset(request).annotate(
+            n_competitors=models.Count("competitors", distinct=True),
+            n_prompts=models.Count("prompts", distinct=True),
+            n_votes=models.Count("votes", distinct=True),
+        )
+
+    @admin.display(description="Competitors", ordering="n_competitors")
+    def competitor_count(self, obj: Any) -> int:
+        return obj.n_competitors
+
+    @admin.display(description="Prompts", ordering="n_prompts")
+    def prompt_count(self, obj: Any) -> int:
+        return obj.n_prompts
+
+    @admin.display(description="Votes", ordering="n_votes")
+    def vote_count(self, obj: Any) -> int:
+        return obj.n_votes
+
+    def save_model(self, request: HttpRequest, obj: Campaign, form: Any, change: bool) -> None:
+        services.campaign_save(campaign=obj, actor=request.user, changed=list(form.changed_data))
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        form.save_m2m()
+        for formset in formsets:
+            for competitor in formset.save(commit=False):
+                competitor.campaign = form.instance
+                services.competitor_save(competitor=competitor, actor=request.user, changed=[])
+            for deleted in formset.deleted_objects:
+                deleted.delete()
+        lines = [line for line in form.cleaned_data.get("new_prompts", "").splitlines() if line.strip()]
+        if lines:
+            try:
+                services.prompts_import(campaign=form.instance, texts=lines, actor=request.user,
+                                        category=form.cleaned_data.get("new_prompts_category", ""))
+            except ValueError as exc:
+                messages.error(request, f"Prompts not imported: {exc}")
+            else:
+                messages.success(request, f"{len(lines)} prompts added to the pool.")
+
+    @admin.action(description="Open the selected campaigns for voting")
+    def open_campaigns(self, request: HttpRequest, queryset: models.QuerySet[Campaign]) -> None:
+        for campaign in queryset:
+            try:
+                services.campaign_open(campaign=campaign, actor=request.user)
+            except services.BattleError as exc:
+                messages.error(request, f"{campaign.name}: {exc}")
+            else:
+                messages.success(request, f"{campaign.name} is open.")
+
+    @admin.action(description="Close the selected campaigns")
+    def close_campaigns(self, request: HttpRequest, queryset: models.QuerySet[Campaign]) -> None:
+        for campaign in queryset:
+            services.campaign_close(campaign=campaign, actor=request.user)
+            messages.success(request, f"{campaign.name} is closed.")
+
+
+@admin.register(Prompt)
+class PromptAdmin(TenantAdmin):
+    list_display = ("short_text", "campaign", "category", "language", "source", "active")
+    list_filter = ("category", "language", "source", "active")
+    search_fields = ("text",)
+    readonly_fields = ("text_hash", "source", "author")
+    exclude = ("organization",)
+
+    @admin.display(description="Prompt")
+    def short_text(self, obj: Prompt) -> str:
+        return obj.text[:80]
+
+    def save_model(self, request: HttpRequest, obj: Prompt, form: Any, change: bool) -> None:
+        built = services.prompt_build(campaign=obj.campaign, text=obj.text, source=obj.source or "pool",
+                                      category=obj.category, language=obj.language if change else "")
+        obj.organization_id, obj.text, obj.text_hash = built.organization_id, built.text, built.text_hash
+        obj.language = built.language
+        super().save_model(request, obj, form, change)
+
+
+class GenerationInline(admin.TabularInline):
+    model = Generation
+    extra = 0
+    can_delete = False
+    fields = ("side", "competitor", "output_tokens", "finish_reason", "latency_s", "error", "style")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Battle)
+class BattleAdmin(ReadOnlyTenantAdmin):
+    list_display = ("id", "campaign", "rater", "left", "right", "status", "created_at")
+    list_filter = ("status",)
+    inlines = (GenerationInline,)
+
+
+@admin.register(Vote)
+class VoteAdmin(ReadOnlyTenantAdmin):
+    list_display = ("id", "campaign", "rater", "left_model", "right_model", "choice", "decision_ms", "created_at")
+    list_filter = ("choice", "category")

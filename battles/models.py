@@ -1,0 +1,294 @@
+"""Campaigns, competitors, prompts, battles and the append-only vote log."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from raters.models import Organization, RaterPool, TenantQuerySet
+from serving.models import ModelEndpoint
+
+from .prompting import CATEGORIES
+
+
+class Campaign(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        OPEN = "open", "Open"
+        CLOSED = "closed", "Closed"
+
+    class Sampling(models.TextChoices):
+        UNIFORM = "uniform", "Uniform over pairs"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="campaigns")
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80)
+    description = models.TextField(blank=True, help_text="Instructions shown to raters.")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.DRAFT)
+    rater_pools = models.ManyToManyField(RaterPool, related_name="campaigns", blank=True)
+    sampling = models.CharField(max_length=16, choices=Sampling.choices, default=Sampling.UNIFORM)
+
+    # The one parameter set both sides of every battle are generated with (parity).
+    temperature = models.FloatField(default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
+    top_p = models.FloatField(default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    max_tokens = models.PositiveIntegerField(default=256, validators=[MinValueValidator(1)])
+    system_prompt = models.TextField(blank=True)
+
+    allow_rater_prompts = models.BooleanField(default=False, help_text="Raters may type their own prompts.")
+    min_decision_ms = models.PositiveIntegerField(
+        default=1500, help_text="Votes decided faster than this are excluded from rankings."
+    )
+    prompt_hash_cap = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most votes on one (normalised) prompt; empty means no cap."
+    )
+    rater_vote_cap = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most votes one rater may cast in this campaign; empty means no cap."
+    )
+    session_cap = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)],
+                                              help_text="Battles per rater session.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    opened_at = models.DateTimeField(null=True, blank=True, editable=False)
+    closed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="campaign_unique_slug")]
+        ordering = ["organization", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def sampling_params(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "system_prompt": self.system_prompt,
+        }
+
+
+class Competitor(models.Model):
+    """A model endpoint at one version; a new version is a new competitor with its own rating."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="competitors")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="competitors")
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="competitors")
+    version_label = models.CharField(max_length=80)
+    active = models.BooleanField(default=True, help_text="Inactive competitors get no new battles.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "endpoint", "version_label"], name="competitor_unique")
+        ]
+        ordering = ["campaign", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint.name} {self.version_label}"
+
+    @property
+    def model_name(self) -> str:
+        return self.endpoint.name
+
+
+class Prompt(models.Model):
+    class Source(models.TextChoices):
+        POOL = "pool", "Prompt pool"
+        RATER = "rater", "Typed by a rater"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="prompts")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="prompts")
+    text = models.TextField()
+    text_hash = models.CharField(max_length=64, editable=False, help_text="sha256 of the normalised text")
+    category = models.CharField(max_length=32, choices=[(c, c) for c in CATEGORIES], default="other")
+    language = models.CharField(max_length=8, default="und")
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.POOL)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "text_hash"])]
+        ordering = ["campaign", "id"]
+
+    def __str__(self) -> str:
+        return self.text[:60]
+
+
+class Side(models.TextChoices):
+    LEFT = "left", "A (left)"
+    RIGHT = "right", "B (right)"
+
+
+class Battle(models.Model):
+    class Status(models.TextChoices):
+        GENERATING = "generating", "Generating"
+        READY = "ready", "Ready for a vote"
+        VOID = "void", "Void"
+        VOTED = "voted", "Voted"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="battles")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="battles")
+    rater = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="battles")
+    pool = models.ForeignKey(RaterPool, on_delete=models.PROTECT, related_name="battles")
+    prompt = models.ForeignKey(Prompt, on_delete=models.PROTECT, related_name="battles")
+    left = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="+")
+    right = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.GENERATING)
+    void_reason = models.TextField(blank=True)
+    params = models.JSONField(default=dict, help_text="The one sampling parameter set used for both sides.")
+    session_key = models.CharField(max_length=64, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    shown_at = models.DateTimeField(null=True, blank=True)
+    voted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(left=models.F("right")), name="battle_two_competitors")
+        ]
+        indexes = [models.Index(fields=["campaign", "rater", "status"])]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Battle {self.pk}"
+
+
+class Generation(models.Model):
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="generations")
+    side = models.CharField(max_length=8, choices=Side.choices)
+    competitor = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="generations")
+    text = models.TextField(blank=True)
+    output_tokens = models.PositiveIntegerField(default=0)
+    finish_reason = models.CharField(max_length=16, blank=True)
+    latency_s = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    style = models.JSONField(default=dict, help_text="Style counts from the markdown parser.")
+    model_mentions = models.JSONField(default=list, help_text="Model or vendor names found in the answer.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["battle", "side"], name="generation_one_per_side")]
+
+    def __str__(self) -> str:
+        return f"{self.battle_id} {self.side}"
+
+
+class Choice(models.TextChoices):
+    LEFT = "left", "A is better"
+    RIGHT = "right", "B is better"
+    TIE = "tie", "Tie"
+    BOTH_BAD = "both_bad", "Both are bad"
+
+
+class AppendOnlyError(Exception):
+    pass
+
+
+class AppendOnlyQuerySet(TenantQuerySet):
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError("The vote log is append-only: votes are never updated.")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("The vote log is append-only: votes are never deleted.")
+
+    _raw_delete = delete  # type: ignore[assignment]
+
+
+class Vote(models.Model):
+    """One event of the vote log: everything needed to recompute any ranking later, denormalised so
+    the log stands alone. Later judgements about a vote are new rows pointing at it, never edits."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="votes")
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="votes")
+    battle = models.OneToOneField(Battle, on_delete=models.PROTECT, related_name="vote")
+    created_at = models.DateTimeField(db_index=True)
+    rater = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="votes")
+    pool = models.ForeignKey(RaterPool, on_delete=models.PROTECT, related_name="votes")
+    prompt = models.ForeignKey(Prompt, on_delete=models.PROTECT, related_name="votes")
+    prompt_hash = models.CharField(max_length=64, db_index=True)
+    category = models.CharField(max_length=32)
+    language = models.CharField(max_length=8)
+    prompt_source = models.CharField(max_length=8)
+    left = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="+")
+    right = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="+")
+    left_model = models.CharField(max_length=120)
+    left_version = models.CharField(max_length=80)
+    left_tokens = models.PositiveIntegerField()
+    left_finish_reason = models.CharField(max_length=16)
+    left_latency_s = models.FloatField()
+    right_model = models.CharField(max_length=120)
+    right_version = models.CharField(max_length=80)
+    right_tokens = models.PositiveIntegerField()
+    right_finish_reason = models.CharField(max_length=16)
+    right_latency_s = models.FloatField()
+    params = models.JSONField()
+    choice = models.CharField(max_length=8, choices=Choice.choices)
+    decision_ms = models.PositiveIntegerField()
+    left_style = models.JSONField()
+    right_style = models.JSONField()
+    prompt_asks_identity = models.BooleanField()
+    answer_names_model = models.BooleanField()
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(choice__in=Choice.values), name="vote_known_choice")]
+        indexes = [models.Index(fields=["campaign", "created_at"])]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"Vote {self.pk} on {self.battle_id}: {self.choice}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError("The vote log is append-only: votes are never updated.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("The vote log is append-only: votes are never deleted.")
+
+    def as_event(self) -> dict[str, Any]:
+        """The battle record as exported: the fields DESIGN.md §4 names, nothing derived later."""
+        return {
+            "battle_id": str(self.battle_id),
+            "vote_id": self.pk,
+            "timestamp": self.created_at.isoformat(),
+            "campaign_id": self.campaign_id,
+            "rater_id": self.rater_id,
+            "pool_id": self.pool_id,
+            "prompt": {
+                "id": self.prompt_id, "hash": self.prompt_hash, "category": self.category,
+                "language": self.language, "source": self.prompt_source,
+            },
+            "left": {
+                "competitor_id": self.left_id, "model": self.left_model, "version": self.left_version,
+                "output_tokens": self.left_tokens, "finish_reason": self.left_finish_reason,
+                "latency_s": self.left_latency_s, "style": self.left_style,
+            },
+            "right": {
+                "competitor_id": self.right_id, "model": self.right_model, "version": self.right_version,
+                "output_tokens": self.right_tokens, "finish_reason": self.right_finish_reason,
+                "latency_s": self.right_latency_s, "style": self.right_style,
+            },
+            "params": self.params,
+            "vote": self.choice,
+            "decision_ms": self.decision_ms,
+            "identity": {
+                "prompt_asks_identity": self.prompt_asks_identity, "answer_names_model": self.answer_names_model,
+            },
+        }

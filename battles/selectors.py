@@ -1,0 +1,108 @@
+"""Reads for campaigns and battles. Each takes the user or organisation it is scoped to."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from uuid import UUID
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, QuerySet
+
+from raters.models import RaterPool
+
+from .models import Battle, Campaign, Competitor, Prompt, Vote
+
+
+def campaigns_for_rater(user: AbstractBaseUser) -> QuerySet[Campaign]:
+    """Open campaigns that name a pool the user belongs to."""
+    return (
+        Campaign.objects.filter(status=Campaign.Status.OPEN, rater_pools__members=user)
+        .select_related("organization")
+        .distinct()
+        .order_by("organization__name", "name")
+    )
+
+
+def campaign_for_rater(*, user: AbstractBaseUser, campaign_id: int) -> Campaign | None:
+    return campaigns_for_rater(user).filter(pk=campaign_id).first()
+
+
+def pool_for_rater(*, campaign: Campaign, user: AbstractBaseUser) -> RaterPool | None:
+    """The pool the rater votes through in this campaign (the oldest, if several qualify)."""
+    return campaign.rater_pools.filter(members=user).order_by("id").first()
+
+
+def battle_for_rater(*, user: AbstractBaseUser, battle_id: UUID | str) -> Battle | None:
+    """A rater sees only their own battles; anything else is indistinguishable from a missing one."""
+    try:
+        return (
+            Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint")
+            .filter(pk=battle_id, rater=user)
+            .first()
+        )
+    except (ValueError, TypeError):
+        return None
+
+
+def battle_pending_for_rater(*, campaign: Campaign, user: AbstractBaseUser) -> Battle | None:
+    """A battle already assigned and not yet voted on is shown again rather than replaced, so reloading
+    the page cannot be used to regenerate answers or to fish for a preferred pair."""
+    return (
+        Battle.objects.filter(
+            campaign=campaign, rater=user, status__in=(Battle.Status.READY, Battle.Status.GENERATING)
+        )
+        .order_by("created_at")
+        .first()
+    )
+
+
+def battles_in_session(*, campaign: Campaign, user: AbstractBaseUser, session_key: str) -> int:
+    return Battle.objects.filter(campaign=campaign, rater=user, session_key=session_key).exclude(
+        status=Battle.Status.VOID
+    ).count()
+
+
+def votes_by_rater(*, campaign: Campaign, user: AbstractBaseUser) -> int:
+    return Vote.objects.filter(campaign=campaign, rater=user).count()
+
+
+def votes_on_prompt_hash(*, campaign: Campaign, text_hash: str) -> int:
+    return Vote.objects.filter(campaign=campaign, prompt_hash=text_hash).count()
+
+
+def prompt_candidates(*, campaign: Campaign, user: AbstractBaseUser) -> QuerySet[Prompt]:
+    """Pool prompts this rater has not been shown yet and whose hash is under the campaign's cap."""
+    prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True).exclude(
+        battles__rater=user
+    )
+    if campaign.prompt_hash_cap is not None:
+        full = (
+            Vote.objects.filter(campaign=campaign)
+            .values("prompt_hash")
+            .annotate(n=Count("id"))
+            .filter(n__gte=campaign.prompt_hash_cap)
+            .values("prompt_hash")
+        )
+        prompts = prompts.exclude(text_hash__in=full)
+    return prompts
+
+
+def prompt_pick(*, campaign: Campaign, user: AbstractBaseUser, rng: random.Random) -> Prompt | None:
+    ids = list(prompt_candidates(campaign=campaign, user=user).values_list("id", flat=True))
+    if not ids:
+        return None
+    return Prompt.objects.get(pk=rng.choice(ids))
+
+
+def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
+    """Uniform over unordered pairs of active competitors; which one is shown left is a coin flip."""
+    competitors = list(Competitor.objects.filter(campaign=campaign, active=True).select_related("endpoint"))
+    if len(competitors) < 2:
+        return None
+    first, second = rng.sample(competitors, 2)
+    return first, second
+
+
+def votes_for_export(*, campaign: Campaign) -> Iterator[Vote]:
+    return Vote.objects.filter(campaign=campaign).order_by("id").iterator(chunk_size=2000)

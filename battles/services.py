@@ -1,0 +1,298 @@
+"""Every write about campaigns, battles and votes.
+
+A battle is created, generated outside any transaction (model calls can take seconds and must not
+hold locks), then either released with both answers at once or voided. A vote locks the battle with a
+conditional update and appends to the log in the same transaction, so two tabs cannot both vote.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from raters.models import RaterPool
+from raters.services import audit_record
+from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
+from serving.triton.client import GenerationResult, SamplingParams, generate_pair
+
+from . import selectors
+from .models import Battle, Campaign, Choice, Competitor, Generation, Prompt, Side, Vote
+from .prompting import prompt_classify, prompt_hash, prompt_validate
+
+
+class BattleError(Exception):
+    """A request about a battle that cannot be carried out; the message is shown to the person."""
+
+    status_code = 400
+
+
+class NotAllowed(BattleError):
+    status_code = 404
+
+
+class CapReached(BattleError):
+    status_code = 429
+
+
+class NothingToRate(BattleError):
+    status_code = 409
+
+
+class VoteRejected(BattleError):
+    status_code = 409
+
+
+_rng = random.SystemRandom()
+
+
+# --- Campaign configuration (manager actions; each writes an audit row) ---------------------------
+
+@transaction.atomic
+def campaign_open(*, campaign: Campaign, actor: AbstractBaseUser | None) -> Campaign:
+    if Competitor.objects.filter(campaign=campaign, active=True).count() < 2:
+        raise BattleError("A campaign needs at least two active competitors before it can open.")
+    if not campaign.rater_pools.exists():
+        raise BattleError("A campaign needs at least one rater pool before it can open.")
+    Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.OPEN, opened_at=timezone.now())
+    campaign.refresh_from_db()
+    audit_record(organization=campaign.organization, actor=actor, action="campaign.opened", obj=campaign)
+    return campaign
+
+
+@transaction.atomic
+def campaign_close(*, campaign: Campaign, actor: AbstractBaseUser | None) -> Campaign:
+    Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.CLOSED, closed_at=timezone.now())
+    campaign.refresh_from_db()
+    audit_record(organization=campaign.organization, actor=actor, action="campaign.closed", obj=campaign)
+    return campaign
+
+
+@transaction.atomic
+def campaign_save(*, campaign: Campaign, actor: AbstractBaseUser | None, changed: list[str]) -> Campaign:
+    created = campaign._state.adding
+    campaign.full_clean(exclude=["rater_pools"])
+    campaign.save()
+    audit_record(organization=campaign.organization, actor=actor,
+                 action="campaign.created" if created else "campaign.changed", obj=campaign,
+                 data={"fields": changed})
+    return campaign
+
+
+@transaction.atomic
+def competitor_save(*, competitor: Competitor, actor: AbstractBaseUser | None, changed: list[str]) -> Competitor:
+    created = competitor._state.adding
+    if competitor.endpoint.organization_id != competitor.campaign.organization_id:
+        raise BattleError("The endpoint belongs to another organisation.")
+    competitor.organization_id = competitor.campaign.organization_id
+    competitor.save()
+    audit_record(organization=competitor.organization, actor=actor,
+                 action="competitor.added" if created else "competitor.changed", obj=competitor,
+                 data={"endpoint": competitor.endpoint_id, "version": competitor.version_label, "fields": changed})
+    return competitor
+
+
+def prompt_build(*, campaign: Campaign, text: str, source: str, author: AbstractBaseUser | None = None,
+                 category: str = "", language: str = "") -> Prompt:
+    """A validated, hashed and classified prompt (not yet saved). Category and language given by the
+    manager win; otherwise the deterministic classifier decides."""
+    clean = prompt_validate(text)
+    auto_category, auto_language = prompt_classify(clean)
+    return Prompt(
+        organization_id=campaign.organization_id, campaign=campaign, text=clean, text_hash=prompt_hash(clean),
+        category=category or auto_category, language=language or auto_language, source=source,
+        author=author if author is not None and author.is_authenticated else None,
+    )
+
+
+@transaction.atomic
+def prompts_import(*, campaign: Campaign, texts: list[str], actor: AbstractBaseUser | None,
+                   category: str = "") -> list[Prompt]:
+    prompts = [prompt_build(campaign=campaign, text=t, source=Prompt.Source.POOL, category=category)
+               for t in texts if t.strip()]
+    Prompt.objects.bulk_create(prompts)
+    audit_record(organization=campaign.organization, actor=actor, action="prompts.imported", obj=campaign,
+                 data={"count": len(prompts)})
+    return prompts
+
+
+# --- Battles ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Assignment:
+    battle: Battle
+    resumed: bool
+
+
+def _check_caps(*, campaign: Campaign, user: AbstractBaseUser, session_key: str) -> None:
+    if selectors.battles_in_session(campaign=campaign, user=user, session_key=session_key) >= campaign.session_cap:
+        raise CapReached(
+            f"You have rated {campaign.session_cap} battles in this session, the most this campaign allows "
+            "at a stretch. Thank you! Take a break and log in again later to continue."
+        )
+    if campaign.rater_vote_cap is not None and (
+        selectors.votes_by_rater(campaign=campaign, user=user) >= campaign.rater_vote_cap
+    ):
+        raise CapReached(
+            f"You have cast {campaign.rater_vote_cap} votes in this campaign, the most one rater may cast. "
+            "Thank you for your work!"
+        )
+
+
+def battle_assign(*, campaign: Campaign, user: AbstractBaseUser, session_key: str,
+                  prompt_text: str | None = None) -> Assignment:
+    """Give the rater a battle: the pending one if there is one, else a new one, generated now.
+
+    ``prompt_text`` is a rater-typed prompt (only where the campaign allows it)."""
+    if campaign.status != Campaign.Status.OPEN:
+        raise NotAllowed("This campaign is not open.")
+    pool = selectors.pool_for_rater(campaign=campaign, user=user)
+    if pool is None:
+        raise NotAllowed("You are not in a rater pool of this campaign.")
+    pending = selectors.battle_pending_for_rater(campaign=campaign, user=user)
+    if pending is not None:
+        if pending.status == Battle.Status.GENERATING:
+            raise NothingToRate("Your current battle is still being generated. Reload in a moment.")
+        return Assignment(battle=pending, resumed=True)
+    _check_caps(campaign=campaign, user=user, session_key=session_key)
+
+    if prompt_text is not None:
+        if not campaign.allow_rater_prompts:
+            raise NotAllowed("This campaign does not accept prompts typed by raters.")
+        try:
+            prompt = prompt_build(campaign=campaign, text=prompt_text, source=Prompt.Source.RATER, author=user)
+        except ValueError as exc:
+            raise BattleError(str(exc)) from None
+        if campaign.prompt_hash_cap is not None and selectors.votes_on_prompt_hash(
+            campaign=campaign, text_hash=prompt.text_hash
+        ) >= campaign.prompt_hash_cap:
+            raise CapReached("This prompt has already been rated as often as the campaign allows. "
+                             "Please write a different one.")
+    else:
+        picked = selectors.prompt_pick(campaign=campaign, user=user, rng=_rng)
+        if picked is None:
+            raise NothingToRate("There are no more prompts for you to rate in this campaign right now.")
+        prompt = picked
+
+    pair = selectors.pair_pick(campaign=campaign, rng=_rng)
+    if pair is None:
+        raise NothingToRate("This campaign has fewer than two active competitors.")
+    battle = _battle_create(campaign=campaign, user=user, pool=pool, prompt=prompt, pair=pair,
+                            session_key=session_key)
+    battle_generate(battle=battle)
+    battle.refresh_from_db()
+    return Assignment(battle=battle, resumed=False)
+
+
+@transaction.atomic
+def _battle_create(*, campaign: Campaign, user: AbstractBaseUser, pool: RaterPool, prompt: Prompt,
+                   pair: tuple[Competitor, Competitor], session_key: str) -> Battle:
+    if prompt._state.adding:
+        prompt.save()
+    params: dict[str, Any] = {**campaign.sampling_params(), "seed": secrets.randbits(31)}
+    return Battle.objects.create(
+        organization_id=campaign.organization_id, campaign=campaign, rater=user, pool=pool, prompt=prompt,
+        left=pair[0], right=pair[1], params=params, session_key=session_key,
+    )
+
+
+def battle_generate(*, battle: Battle) -> Battle:
+    """Fan the prompt out to both sides at once with the battle's one parameter set, then release both
+    answers together, or void the battle if either side failed."""
+    params = SamplingParams(**battle.params)
+    left_result, right_result = generate_pair(
+        battle.left.endpoint.spec(), battle.right.endpoint.spec(), battle.prompt.text, params
+    )
+    return battle_generations_record(battle=battle, left=left_result, right=right_result)
+
+
+def _void_message(left: GenerationResult, right: GenerationResult) -> str:
+    # Which side failed is not said to the rater: it would hint at which model is which.
+    reasons = sorted({r.error.split(":")[0] for r in (left, right) if not r.ok})
+    return "One of the models could not answer (" + "; ".join(reasons) + ")."
+
+
+@transaction.atomic
+def battle_generations_record(*, battle: Battle, left: GenerationResult, right: GenerationResult) -> Battle:
+    for side, competitor, result in ((Side.LEFT, battle.left, left), (Side.RIGHT, battle.right, right)):
+        Generation.objects.create(
+            battle=battle, side=side, competitor=competitor, text=result.text, output_tokens=result.output_tokens,
+            finish_reason=result.finish_reason, latency_s=result.latency_s, error=result.error,
+            style=style_counts(result.text).as_dict() if result.ok else {},
+            model_mentions=list(answer_model_mentions(result.text)) if result.ok else [],
+        )
+    now = timezone.now()
+    if left.ok and right.ok:
+        Battle.objects.filter(pk=battle.pk, status=Battle.Status.GENERATING).update(
+            status=Battle.Status.READY, ready_at=now
+        )
+    else:
+        Battle.objects.filter(pk=battle.pk, status=Battle.Status.GENERATING).update(
+            status=Battle.Status.VOID, void_reason=_void_message(left, right)
+        )
+    battle.refresh_from_db()
+    return battle
+
+
+def battle_mark_shown(*, battle: Battle) -> Battle:
+    """Stamp the first time both answers were sent to the rater; decision time counts from here."""
+    if battle.shown_at is None and battle.status == Battle.Status.READY:
+        Battle.objects.filter(pk=battle.pk, shown_at__isnull=True).update(shown_at=timezone.now())
+        battle.refresh_from_db(fields=["shown_at"])
+    return battle
+
+
+@transaction.atomic
+def vote_submit(*, battle_id: Any, user: AbstractBaseUser, choice: str) -> Vote:
+    if choice not in Choice.values:
+        raise BattleError(f"Unknown choice {choice!r}: use one of {', '.join(Choice.values)}.")
+    battle = selectors.battle_for_rater(user=user, battle_id=battle_id)
+    if battle is None:
+        raise NotAllowed("No such battle.")
+    if battle.status == Battle.Status.VOID:
+        raise VoteRejected("This battle was voided because a model failed to answer; it cannot be voted on.")
+    if battle.status == Battle.Status.VOTED:
+        raise VoteRejected("This battle has already been voted on (perhaps in another tab). "
+                           "Your first vote stands.")
+    if battle.campaign.status != Campaign.Status.OPEN:
+        raise VoteRejected("This campaign is closed; no more votes are taken.")
+    if battle.status != Battle.Status.READY or battle.shown_at is None:
+        raise VoteRejected("This battle has not been shown yet; open it before voting.")
+
+    now = timezone.now()
+    # The database settles races: of two concurrent submissions only one flips READY to VOTED.
+    claimed = Battle.objects.filter(pk=battle.pk, status=Battle.Status.READY).update(
+        status=Battle.Status.VOTED, voted_at=now
+    )
+    if not claimed:
+        raise VoteRejected("This battle has already been voted on (perhaps in another tab). "
+                           "Your first vote stands.")
+    generations = {g.side: g for g in battle.generations.all()}
+    left, right = generations[Side.LEFT], generations[Side.RIGHT]
+    decision_ms = max(0, int((now - battle.shown_at).total_seconds() * 1000))
+    try:
+        with transaction.atomic():
+            return Vote.objects.create(
+                organization_id=battle.organization_id, campaign_id=battle.campaign_id, battle=battle,
+                created_at=now, rater=user, pool_id=battle.pool_id, prompt=battle.prompt,
+                prompt_hash=battle.prompt.text_hash, category=battle.prompt.category,
+                language=battle.prompt.language, prompt_source=battle.prompt.source,
+                left=battle.left, right=battle.right,
+                left_model=battle.left.endpoint.name, left_version=battle.left.version_label,
+                left_tokens=left.output_tokens, left_finish_reason=left.finish_reason,
+                left_latency_s=left.latency_s,
+                right_model=battle.right.endpoint.name, right_version=battle.right.version_label,
+                right_tokens=right.output_tokens, right_finish_reason=right.finish_reason,
+                right_latency_s=right.latency_s,
+                params=battle.params, choice=choice, decision_ms=decision_ms,
+                left_style=left.style, right_style=right.style,
+                prompt_asks_identity=prompt_asks_identity(battle.prompt.text),
+                answer_names_model=bool(left.model_mentions or right.model_mentions),
+            )
+    except IntegrityError:
+        raise VoteRejected("This battle has already been voted on. Your first vote stands.") from None

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+
+app_name = "battles"
+
+urlpatterns = [
+    path("", views.campaign_list, name="campaigns"),
+    path("c/<int:campaign_id>/", views.campaign_detail, name="campaign"),
+    path("c/<int:campaign_id>/next/", views.battle_next, name="next"),
+    path("b/<uuid:battle_id>/", views.battle_detail, name="battle"),
+    path("b/<uuid:battle_id>/vote/", views.battle_vote, name="vote"),
+]

@@ -1,0 +1,144 @@
+"""The rater's pages: campaigns, the blind battle, the vote and the reveal."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django_ratelimit.decorators import ratelimit
+
+from raters.selectors import user_manages_anything
+
+from . import selectors, services
+from .models import Battle, Choice, Side
+from .prompting import PROMPT_MAX_CHARS
+from .rendering import markdown_to_safe_html
+
+
+def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
+    return render(request, "battles/message.html", {
+        "title": "Slow down",
+        "message": "You are sending requests faster than a person reads answers. Wait a minute and go on.",
+    }, status=429)
+
+
+def _vote_rate(group: str, request: HttpRequest) -> str:
+    return settings.ARENA_VOTE_RATE
+
+
+def _battle_rate(group: str, request: HttpRequest) -> str:
+    return settings.ARENA_BATTLE_RATE
+
+
+def _session_key(request: HttpRequest) -> str:
+    if request.session.session_key is None:
+        request.session.save()
+    return request.session.session_key or ""
+
+
+@require_GET
+@login_required
+def campaign_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "battles/campaign_list.html", {
+        "campaigns": selectors.campaigns_for_rater(request.user),
+        "manages": user_manages_anything(request.user),
+    })
+
+
+@require_GET
+@login_required
+def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
+    campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
+    if campaign is None:
+        raise Http404("No such campaign.")
+    return render(request, "battles/campaign_detail.html", {
+        "campaign": campaign,
+        "pending": selectors.battle_pending_for_rater(campaign=campaign, user=request.user),
+        "prompt_max_chars": PROMPT_MAX_CHARS,
+    })
+
+
+@require_POST
+@login_required
+@ratelimit(key="user", rate=_battle_rate, block=True)
+def battle_next(request: HttpRequest, campaign_id: int) -> HttpResponse:
+    campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
+    if campaign is None:
+        raise Http404("No such campaign.")
+    prompt_text = request.POST.get("prompt") if "prompt" in request.POST else None
+    try:
+        assignment = services.battle_assign(
+            campaign=campaign, user=request.user, session_key=_session_key(request), prompt_text=prompt_text
+        )
+    except services.NotAllowed as exc:
+        raise Http404(str(exc)) from None
+    except services.BattleError as exc:
+        return render(request, "battles/message.html", {
+            "title": "No battle for now", "message": str(exc), "campaign": campaign,
+        }, status=exc.status_code)
+    if assignment.resumed and prompt_text is not None:
+        messages.info(request, "Finish this battle first: your typed prompt was not used.")
+    return redirect("battles:battle", battle_id=assignment.battle.pk)
+
+
+def _battle_context(battle: Battle) -> dict[str, object]:
+    generations = {g.side: g for g in battle.generations.all()}
+    revealed = battle.status == Battle.Status.VOTED
+    panes = []
+    for side, label in ((Side.LEFT, "A"), (Side.RIGHT, "B")):
+        generation = generations.get(side)
+        pane: dict[str, object] = {
+            "label": label,
+            "html": markdown_to_safe_html(generation.text) if generation and battle.status != Battle.Status.VOID
+            else "",
+        }
+        if revealed and generation is not None:
+            competitor = battle.left if side == Side.LEFT else battle.right
+            pane.update({
+                "model": competitor.endpoint.name, "version": competitor.version_label,
+                "latency_s": generation.latency_s, "tokens": generation.output_tokens,
+                "finish_reason": generation.finish_reason,
+            })
+        panes.append(pane)
+    return {
+        "battle": battle,
+        "campaign": battle.campaign,
+        "prompt_html": markdown_to_safe_html(battle.prompt.text),
+        "panes": panes,
+        "revealed": revealed,
+        "vote": battle.vote if revealed else None,
+        "choices": Choice.choices,
+    }
+
+
+@require_GET
+@login_required
+def battle_detail(request: HttpRequest, battle_id: str) -> HttpResponse:
+    battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+    if battle is None:
+        raise Http404("No such battle.")
+    battle = services.battle_mark_shown(battle=battle)
+    response = render(request, "battles/battle.html", _battle_context(battle))
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@login_required
+@ratelimit(key="user", rate=_vote_rate, block=True)
+def battle_vote(request: HttpRequest, battle_id: str) -> HttpResponse:
+    try:
+        services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))
+    except services.NotAllowed:
+        raise Http404("No such battle.") from None
+    except services.BattleError as exc:
+        battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+        if battle is None:
+            raise Http404("No such battle.") from None
+        context = _battle_context(battle)
+        context["error"] = str(exc)
+        return render(request, "battles/battle.html", context, status=exc.status_code)
+    return redirect("battles:battle", battle_id=battle_id)

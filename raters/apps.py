@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RatersConfig(AppConfig):
+    name = "raters"
+    verbose_name = "Organisations and raters"

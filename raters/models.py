@@ -1,0 +1,141 @@
+"""Tenants (organisations), who belongs to them and in which role, rater pools and the audit trail."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    MANAGER = "manager", "Manager"
+    RATER = "rater", "Rater"
+    VIEWER = "viewer", "Viewer"
+
+
+MANAGING_ROLES = (Role.OWNER, Role.MANAGER)
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.RATER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "organization"], name="membership_unique_user_org")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization} ({self.role})"
+
+
+class TenantQuerySet(models.QuerySet):
+    """Every tenant-owned query starts here: rows of one organisation, or of those a user manages."""
+
+    def for_organization(self, organization: Organization | int) -> TenantQuerySet:
+        return self.filter(organization=organization)
+
+    def managed_by(self, user) -> TenantQuerySet:  # type: ignore[no-untyped-def]
+        if user.is_superuser:
+            return self
+        return self.filter(
+            organization__memberships__user=user, organization__memberships__role__in=MANAGING_ROLES
+        ).distinct()
+
+
+class RaterPool(models.Model):
+    class Kind(models.TextChoices):
+        STAFF = "staff", "Internal staff"
+        CROWD = "crowd", "Crowd vendor"
+        EXPERT = "expert", "Domain experts"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="pools")
+    name = models.CharField(max_length=120)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.STAFF)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="rater_pools", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="pool_unique_name")]
+        ordering = ["organization", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.organization})"
+
+
+def _invitation_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def _invitation_expiry():  # type: ignore[no-untyped-def]
+    return timezone.now() + timedelta(days=14)
+
+
+class Invitation(models.Model):
+    """A link a manager hands out; whoever opens it while logged in joins the pool as a rater."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    pool = models.ForeignKey(RaterPool, on_delete=models.CASCADE, related_name="invitations")
+    token = models.CharField(max_length=64, unique=True, default=_invitation_token, editable=False)
+    email = models.EmailField(blank=True, help_text="Optional: only this address may accept.")
+    max_uses = models.PositiveIntegerField(default=1)
+    uses = models.PositiveIntegerField(default=0, editable=False)
+    expires_at = models.DateTimeField(default=_invitation_expiry)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(uses__lte=models.F("max_uses")), name="invitation_uses_cap")
+        ]
+
+    def __str__(self) -> str:
+        return f"Invitation to {self.pool}"
+
+    @property
+    def path(self) -> str:
+        return f"/invite/{self.token}/"
+
+
+class AuditEvent(models.Model):
+    """One row per state change a manager makes, written in the same transaction as the change."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_events")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    action = models.CharField(max_length=64)
+    object_type = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=64)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.object_type}:{self.object_id}"

@@ -1,0 +1,30 @@
+"""Reads about organisations and people; every one takes the user or organisation it is scoped to."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+
+from .models import MANAGING_ROLES, Membership, Organization, Role
+
+
+def organizations_managed_by(user: AbstractBaseUser) -> QuerySet[Organization]:
+    if user.is_superuser:  # type: ignore[attr-defined]
+        return Organization.objects.all()
+    return Organization.objects.filter(memberships__user=user, memberships__role__in=MANAGING_ROLES).distinct()
+
+
+def organizations_viewable_by(user: AbstractBaseUser) -> QuerySet[Organization]:
+    """Organisations whose results the user may see: managers, owners and viewers."""
+    if user.is_superuser:  # type: ignore[attr-defined]
+        return Organization.objects.all()
+    roles = (*MANAGING_ROLES, Role.VIEWER)
+    return Organization.objects.filter(memberships__user=user, memberships__role__in=roles).distinct()
+
+
+def user_manages_anything(user: AbstractBaseUser) -> bool:
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return user.is_superuser or Membership.objects.filter(  # type: ignore[attr-defined]
+        user=user, role__in=MANAGING_ROLES
+    ).exists()

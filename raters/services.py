@@ -1,0 +1,116 @@
+"""Every write about organisations, people and pools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import models, transaction
+from django.utils import timezone
+
+from .models import AuditEvent, Invitation, Membership, Organization, RaterPool, Role
+
+
+class InvitationError(Exception):
+    pass
+
+
+def audit_record(
+    *, organization: Organization, actor: AbstractBaseUser | None, action: str, obj: models.Model,
+    data: dict[str, Any] | None = None,
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        organization=organization,
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        action=action,
+        object_type=obj._meta.label_lower,
+        object_id=str(obj.pk),
+        data=data or {},
+    )
+
+
+@transaction.atomic
+def organization_create(*, name: str, slug: str, owner: AbstractBaseUser) -> Organization:
+    organization = Organization.objects.create(name=name, slug=slug)
+    Membership.objects.create(user=owner, organization=organization, role=Role.OWNER)
+    audit_record(organization=organization, actor=owner, action="organization.created", obj=organization)
+    return organization
+
+
+@transaction.atomic
+def membership_set(
+    *, organization: Organization, user: AbstractBaseUser, role: str, actor: AbstractBaseUser | None
+) -> Membership:
+    membership, created = Membership.objects.update_or_create(
+        user=user, organization=organization, defaults={"role": role}
+    )
+    audit_record(
+        organization=organization, actor=actor, action="membership.created" if created else "membership.changed",
+        obj=membership, data={"user": user.pk, "role": role},
+    )
+    return membership
+
+
+@transaction.atomic
+def pool_member_add(*, pool: RaterPool, user: AbstractBaseUser, actor: AbstractBaseUser | None) -> None:
+    Membership.objects.get_or_create(user=user, organization=pool.organization, defaults={"role": Role.RATER})
+    pool.members.add(user)
+    audit_record(organization=pool.organization, actor=actor, action="pool.member_added", obj=pool,
+                 data={"user": user.pk})
+
+
+@transaction.atomic
+def pool_member_remove(*, pool: RaterPool, user: AbstractBaseUser, actor: AbstractBaseUser | None) -> None:
+    pool.members.remove(user)
+    audit_record(organization=pool.organization, actor=actor, action="pool.member_removed", obj=pool,
+                 data={"user": user.pk})
+
+
+@transaction.atomic
+def invitation_create(
+    *, pool: RaterPool, actor: AbstractBaseUser | None, email: str = "", max_uses: int = 1
+) -> Invitation:
+    invitation = Invitation.objects.create(
+        organization=pool.organization, pool=pool, email=email, max_uses=max_uses,
+        created_by=actor if actor is not None and actor.is_authenticated else None,
+    )
+    audit_record(organization=pool.organization, actor=actor, action="invitation.created", obj=invitation,
+                 data={"pool": pool.pk, "email": email, "max_uses": max_uses})
+    return invitation
+
+
+@transaction.atomic
+def invitation_accept(*, token: str, user: AbstractBaseUser) -> RaterPool:
+    """Join the invitation's pool. The use counter is claimed with a conditional update, so two people
+    racing for the last use of a link cannot both get in."""
+    invitation = Invitation.objects.select_related("pool", "organization").filter(token=token).first()
+    if invitation is None:
+        raise InvitationError("This invitation link is not valid.")
+    if invitation.expires_at <= timezone.now():
+        raise InvitationError("This invitation link has expired. Ask your manager for a new one.")
+    if invitation.email and invitation.email.lower() != (user.email or "").lower():  # type: ignore[attr-defined]
+        raise InvitationError("This invitation was sent to another email address.")
+    if invitation.pool.members.filter(pk=user.pk).exists():
+        return invitation.pool
+    claimed = Invitation.objects.filter(pk=invitation.pk, uses__lt=models.F("max_uses")).update(
+        uses=models.F("uses") + 1
+    )
+    if not claimed:
+        raise InvitationError("This invitation link has already been used.")
+    pool_member_add(pool=invitation.pool, user=user, actor=user)
+    return invitation.pool
+
+
+def user_create(*, email: str, password: str, is_superuser: bool = False) -> AbstractBaseUser:
+    """A user who can log in with allauth's email login straight away (email marked verified)."""
+    from allauth.account.models import EmailAddress
+
+    User = get_user_model()
+    username = email[:150]
+    if is_superuser:
+        user = User.objects.create_superuser(username=username, email=email, password=password)
+    else:
+        user = User.objects.create_user(username=username, email=email, password=password)
+    EmailAddress.objects.create(user=user, email=email, primary=True, verified=True)
+    return user

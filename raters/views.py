@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from . import services
+
+
+@login_required
+def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
+    """GET shows what the link is for; POST joins. A GET never changes anything (link previews)."""
+    from .models import Invitation
+
+    invitation = Invitation.objects.select_related("pool", "organization").filter(token=token).first()
+    if request.method == "POST":
+        try:
+            pool = services.invitation_accept(token=token, user=request.user)
+        except services.InvitationError as exc:
+            return render(request, "battles/message.html", {"title": "Invitation", "message": str(exc)},
+                          status=400)
+        messages.success(request, f"You joined {pool.name} of {pool.organization.name}.")
+        return redirect("battles:campaigns")
+    if invitation is None:
+        return render(request, "battles/message.html",
+                      {"title": "Invitation", "message": "This invitation link is not valid."}, status=404)
+    return render(request, "raters/invitation.html", {"invitation": invitation})

@@ -1,0 +1,44 @@
+"""Where a competitor's answers come from: a model on a Triton server."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import models
+
+from raters.models import Organization, TenantQuerySet
+
+if TYPE_CHECKING:
+    from .triton.client import EndpointSpec
+
+
+class ModelEndpoint(models.Model):
+    class Protocol(models.TextChoices):
+        GRPC = "grpc", "gRPC"
+        HTTP = "http", "HTTP"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="endpoints")
+    name = models.CharField(max_length=120, help_text="The model's public name, revealed after the vote.")
+    url = models.CharField(max_length=255, help_text="Triton server address, host:port (no scheme).")
+    protocol = models.CharField(max_length=8, choices=Protocol.choices, default=Protocol.GRPC)
+    model_name = models.CharField(max_length=120, help_text="Model name in the Triton repository.")
+    model_version = models.CharField(max_length=20, blank=True, help_text="Empty: the server's policy.")
+    timeout_s = models.FloatField(default=60.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="endpoint_unique_name")]
+        ordering = ["organization", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def spec(self) -> EndpointSpec:
+        from .triton.client import EndpointSpec
+
+        return EndpointSpec(
+            url=self.url, protocol=self.protocol,  # type: ignore[arg-type]
+            model_name=self.model_name, model_version=self.model_version, timeout_s=self.timeout_s,
+        )

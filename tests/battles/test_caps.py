@@ -1,0 +1,104 @@
+"""Independence: session, per-rater and per-prompt-hash caps, rater prompts and their limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from battles.models import Battle, Campaign, Prompt, Vote
+from battles.prompting import PROMPT_MAX_CHARS
+from tests.conftest import start_battle
+
+pytestmark = pytest.mark.django_db
+
+
+def _vote_n(client, campaign, n):  # type: ignore[no-untyped-def]
+    for _ in range(n):
+        battle, _ = start_battle(client, campaign)
+        assert client.post(f"/b/{battle.pk}/vote/", {"choice": "tie"}).status_code == 302
+
+
+def test_session_cap_stops_with_a_clear_message(acme, bob_client):
+    Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=2)
+    _vote_n(bob_client, acme.campaign, 2)
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    assert response.status_code == 429
+    assert "2 battles in this session" in response.content.decode()
+    assert Battle.objects.count() == 2
+
+
+def test_session_cap_counts_per_session(acme, bob):
+    from tests.conftest import login
+
+    Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=1)
+    _vote_n(login(bob), acme.campaign, 1)
+    _vote_n(login(bob), acme.campaign, 1)  # a new login is a new session
+    assert Vote.objects.count() == 2
+
+
+def test_rater_vote_cap(acme, bob, bob_client):
+    from tests.conftest import login
+
+    Campaign.objects.filter(pk=acme.campaign.pk).update(rater_vote_cap=2)
+    _vote_n(bob_client, acme.campaign, 2)
+    response = login(bob).post(f"/c/{acme.campaign.pk}/next/")
+    assert response.status_code == 429
+    assert "2 votes in this campaign" in response.content.decode()
+
+
+def test_prompt_hash_cap_skips_full_prompts(acme, bob_client):
+    Prompt.objects.filter(campaign=acme.campaign).exclude(
+        pk=Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0].pk).delete()
+    # A second pool prompt with the same normalised text shares the hash and so the cap.
+    only = Prompt.objects.get(campaign=acme.campaign)
+    Prompt.objects.create(organization=acme.organization, campaign=acme.campaign,
+                          text="  " + only.text.upper() + "\n", text_hash=only.text_hash)
+    Campaign.objects.filter(pk=acme.campaign.pk).update(prompt_hash_cap=1)
+    _vote_n(bob_client, acme.campaign, 1)
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    assert response.status_code == 409
+    assert "no more prompts" in response.content.decode()
+
+
+def test_rater_prompt_is_hashed_classified_and_used(acme, bob, bob_client):
+    Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "Write a Python function that sorts a list."})
+    assert response.status_code == 302
+    battle = Battle.objects.get()
+    assert battle.prompt.source == Prompt.Source.RATER and battle.prompt.author == bob
+    assert battle.prompt.category == "coding" and battle.prompt.language == "en"
+    assert len(battle.prompt.text_hash) == 64
+
+
+def test_rater_prompt_refused_where_campaign_does_not_allow_it(acme, bob_client):
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "hello"})
+    assert response.status_code == 404
+    assert not Battle.objects.exists()
+
+
+def test_prompt_over_the_size_limit_is_refused(acme, bob_client):
+    Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "x" * (PROMPT_MAX_CHARS + 1)})
+    assert response.status_code == 400
+    assert str(PROMPT_MAX_CHARS) in response.content.decode()
+    assert not Battle.objects.exists() and not Prompt.objects.filter(source="rater").exists()
+
+
+def test_empty_rater_prompt_is_refused(acme, bob_client):
+    Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "   \n "})
+    assert response.status_code == 400
+    assert not Battle.objects.exists()
+
+
+def test_rate_limit_answers_429(acme, bob_client, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.RATELIMIT_ENABLE = True
+    settings.ARENA_VOTE_RATE = "4/h"  # an hour-long window: the test cannot straddle a reset
+    limit = 4
+    battle, _ = start_battle(bob_client, acme.campaign)
+    codes = [bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "nonsense"}).status_code for _ in range(limit + 1)]
+    assert codes[:limit] == [400] * limit
+    assert codes[-1] == 429
+    cache.clear()

@@ -1,0 +1,137 @@
+"""The shared world of the suite: a real Triton server for the session, and three people.
+
+alice owns and manages Acme; bob rates for Acme; charlie belongs to Globex, another tenant, and must
+never see anything of Acme's (healthchecks' alice/bob/charlie)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from battles.models import Campaign, Competitor
+from raters.models import Organization, RaterPool, Role
+from serving.models import ModelEndpoint
+from serving.triton.server import TritonServer
+
+from .factories import (
+    CampaignFactory,
+    CompetitorFactory,
+    MembershipFactory,
+    ModelEndpointFactory,
+    OrganizationFactory,
+    PromptFactory,
+    RaterPoolFactory,
+    UserFactory,
+)
+
+TEST_MODEL_REPOSITORY = Path(__file__).parent / "serving" / "model_repository"
+
+
+@pytest.fixture(scope="session")
+def triton_server() -> Iterator[TritonServer]:
+    """One real Triton server (the nvidia-pytriton binary) for the whole session, with the shipped
+    models and the test-only ones (delays, broken output, failures)."""
+    server = TritonServer(model_repositories=[Path(settings.ARENA_MODEL_REPOSITORY), TEST_MODEL_REPOSITORY])
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclass
+class Tenant:
+    organization: Organization
+    pool: RaterPool
+    campaign: Campaign
+    left: Competitor
+    right: Competitor
+
+
+def make_tenant(*, owner, rater, triton: TritonServer, name: str, prompts: int = 8,  # type: ignore[no-untyped-def]
+                models: tuple[str, str] = ("zen-bigram", "stdlib-trigram")) -> Tenant:
+    organization = OrganizationFactory(name=name, slug=name.lower())
+    MembershipFactory(user=owner, organization=organization, role=Role.OWNER)
+    MembershipFactory(user=rater, organization=organization, role=Role.RATER)
+    pool = RaterPoolFactory(organization=organization, name=f"{name} staff")
+    pool.members.add(rater)
+    campaign = CampaignFactory(organization=organization, name=f"{name} chat", slug=f"{name.lower()}-chat")
+    campaign.rater_pools.add(pool)
+    competitors = []
+    for model in models:
+        endpoint = ModelEndpointFactory(organization=organization, name=f"{name}-{model}", url=triton.grpc_url,
+                                        model_name=model)
+        competitors.append(CompetitorFactory(campaign=campaign, endpoint=endpoint, version_label="2026-11"))
+    for _ in range(prompts):
+        PromptFactory(campaign=campaign)
+    return Tenant(organization, pool, campaign, competitors[0], competitors[1])
+
+
+@pytest.fixture
+def alice(db):  # type: ignore[no-untyped-def]
+    return UserFactory(email="alice@acme.test")
+
+
+@pytest.fixture
+def bob(db):  # type: ignore[no-untyped-def]
+    return UserFactory(email="bob@acme.test")
+
+
+@pytest.fixture
+def charlie(db):  # type: ignore[no-untyped-def]
+    return UserFactory(email="charlie@globex.test")
+
+
+@pytest.fixture
+def acme(alice, bob, triton_server) -> Tenant:  # type: ignore[no-untyped-def]
+    return make_tenant(owner=alice, rater=bob, triton=triton_server, name="Acme")
+
+
+@pytest.fixture
+def globex(charlie, triton_server) -> Tenant:  # type: ignore[no-untyped-def]
+    """charlie owns Globex and also rates in it: a fully privileged user, of the wrong tenant."""
+    return make_tenant(owner=charlie, rater=charlie, triton=triton_server, name="Globex")
+
+
+def login(user) -> Client:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def bob_client(bob) -> Client:  # type: ignore[no-untyped-def]
+    return login(bob)
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:  # type: ignore[no-untyped-def]
+    return login(alice)
+
+
+@pytest.fixture
+def charlie_client(charlie) -> Client:  # type: ignore[no-untyped-def]
+    return login(charlie)
+
+
+def endpoint_for(tenant: Tenant, *, model: str, url: str, timeout_s: float = 20.0,
+                 protocol: str = ModelEndpoint.Protocol.GRPC) -> ModelEndpoint:
+    return ModelEndpointFactory(organization=tenant.organization, model_name=model, url=url, timeout_s=timeout_s,
+                                protocol=protocol)
+
+
+def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped-def]
+    """Ask for the next battle as a rater does and open it (which stamps 'shown')."""
+    from battles.models import Battle
+
+    response = client.post(f"/c/{campaign.pk}/next/")
+    assert response.status_code == 302, response.content.decode()[:2000]
+    page = client.get(response["Location"])
+    assert page.status_code == 200
+    battle_id = response["Location"].rstrip("/").split("/")[-1]
+    return Battle.objects.get(pk=battle_id), page
