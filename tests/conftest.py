@@ -57,7 +57,8 @@ def make_tenant(*, owner, rater, triton: TritonServer, name: str, prompts: int =
                 models: tuple[str, str] = ("zen-bigram", "stdlib-trigram")) -> Tenant:
     organization = OrganizationFactory(name=name, slug=name.lower())
     MembershipFactory(user=owner, organization=organization, role=Role.OWNER)
-    MembershipFactory(user=rater, organization=organization, role=Role.RATER)
+    if rater != owner:
+        MembershipFactory(user=rater, organization=organization, role=Role.RATER)
     pool = RaterPoolFactory(organization=organization, name=f"{name} staff")
     pool.members.add(rater)
     campaign = CampaignFactory(organization=organization, name=f"{name} chat", slug=f"{name.lower()}-chat")
@@ -135,3 +136,27 @@ def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped
     assert page.status_code == 200
     battle_id = response["Location"].rstrip("/").split("/")[-1]
     return Battle.objects.get(pk=battle_id), page
+
+
+@pytest.fixture
+def vote_log_purge(transactional_db):  # type: ignore[no-untyped-def]
+    """For tests that commit: empty the append-only vote log at teardown, before Django flushes the
+    database. Only a superuser session can do it, by turning triggers off for itself (replica role);
+    the application's own connections never can."""
+    yield
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET session_replication_role = replica")
+            cursor.execute("DELETE FROM battles_vote")
+            cursor.execute("SET session_replication_role = DEFAULT")
+        else:
+            import importlib
+
+            migration = importlib.import_module("battles.migrations.0002_vote_log_append_only")
+            for statement in migration.SQLITE_BACKWARD:
+                cursor.execute(statement)
+            cursor.execute("DELETE FROM battles_vote")
+            for statement in migration.SQLITE_FORWARD:
+                cursor.execute(statement)

@@ -57,8 +57,8 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def env_url(name: str, default: str | None, *, schemes: tuple[str, ...]) -> str | None:
-    raw = os.environ.get(name, default)
-    if raw is None or raw == "":
+    raw = os.environ.get(name) or default  # set but empty means "use the default"
+    if not raw:
         return None
     scheme = raw.split("://", 1)[0] if "://" in raw else ""
     if scheme not in schemes:

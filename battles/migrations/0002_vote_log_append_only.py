@@ -14,14 +14,25 @@ CREATE TRIGGER battles_vote_no_update BEFORE UPDATE ON battles_vote
     FOR EACH ROW EXECUTE FUNCTION battles_vote_append_only();
 CREATE TRIGGER battles_vote_no_delete BEFORE DELETE ON battles_vote
     FOR EACH ROW EXECUTE FUNCTION battles_vote_append_only();
+CREATE OR REPLACE FUNCTION battles_vote_no_truncate() RETURNS trigger AS $$
+BEGIN
+    -- Truncating an empty log destroys nothing (a freshly created test database is flushed so).
+    IF EXISTS (SELECT 1 FROM battles_vote) THEN
+        RAISE EXCEPTION 'the vote log is append-only: TRUNCATE on battles_vote is not allowed'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
 CREATE TRIGGER battles_vote_no_truncate BEFORE TRUNCATE ON battles_vote
-    FOR EACH STATEMENT EXECUTE FUNCTION battles_vote_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION battles_vote_no_truncate();
 """
 PG_BACKWARD = """
 DROP TRIGGER IF EXISTS battles_vote_no_truncate ON battles_vote;
 DROP TRIGGER IF EXISTS battles_vote_no_delete ON battles_vote;
 DROP TRIGGER IF EXISTS battles_vote_no_update ON battles_vote;
 DROP FUNCTION IF EXISTS battles_vote_append_only();
+DROP FUNCTION IF EXISTS battles_vote_no_truncate();
 """
 SQLITE_FORWARD = [
     """CREATE TRIGGER battles_vote_no_update BEFORE UPDATE ON battles_vote
@@ -34,7 +45,7 @@ SQLITE_BACKWARD = ["DROP TRIGGER IF EXISTS battles_vote_no_update;", "DROP TRIGG
 
 def forward(apps, schema_editor):  # type: ignore[no-untyped-def]
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(PG_FORWARD)
+        schema_editor.execute(PG_FORWARD, params=None)
     elif schema_editor.connection.vendor == "sqlite":
         for statement in SQLITE_FORWARD:
             schema_editor.execute(statement)
@@ -42,7 +53,7 @@ def forward(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 def backward(apps, schema_editor):  # type: ignore[no-untyped-def]
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(PG_BACKWARD)
+        schema_editor.execute(PG_BACKWARD, params=None)
     elif schema_editor.connection.vendor == "sqlite":
         for statement in SQLITE_BACKWARD:
             schema_editor.execute(statement)

@@ -1,0 +1,107 @@
+"""Demo data: one organisation, a manager and a rater, the shipped local models, an open campaign.
+
+Idempotent: running it again keeps existing rows and points the endpoints at the given Triton server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from raters.models import Membership, Organization, RaterPool, Role
+from raters.services import user_create
+from serving.models import ModelEndpoint
+
+from .models import Campaign, Competitor, Prompt
+from .services import prompt_build
+
+DEMO_PASSWORD = "arena-demo-2026"
+DEMO_MANAGER = "manager@arena.demo"
+DEMO_RATER = "rater@arena.demo"
+
+DEMO_PROMPTS = (
+    "Explain what a hash table is and when you would use one.",
+    "Write a Python function that checks whether a string is a palindrome.",
+    "What is the derivative of x^3 + 2x, and why?",
+    "Write a short poem about autumn in a quiet city.",
+    "Why is the sky blue?",
+    "Give me three tips for a productive morning routine.",
+    "If all bloops are razzies and all razzies are lazzies, are all bloops lazzies? Explain.",
+    "Summarise the idea behind the Zen of Python.",
+    "How should I prepare for a job interview as a software engineer?",
+    "What is the difference between a list and a tuple in Python?",
+    "Explain recursion to a ten-year-old.",
+    "Write a haiku about error messages.",
+    "What causes the seasons on Earth?",
+    "Compare SQL and NoSQL databases in a few sentences.",
+    "How do I politely decline a meeting invitation?",
+    "Solve: a train travels 120 km in 1.5 hours. What is its average speed?",
+    "Describe the water cycle.",
+    "Write a limerick about a cat who learns to code.",
+    "What are good practices for naming variables?",
+    "Is it better to rent or to buy a home? Give the main considerations.",
+    "Explain the difference between concurrency and parallelism.",
+    "What is the capital of Australia, and why is it not Sydney?",
+    "Write an opening line for a mystery novel.",
+    "How does public-key cryptography work, in simple terms?",
+    "Why do programmers say that explicit is better than implicit?",
+    "What should I pack for a weekend hiking trip?",
+    "Prove that the sum of two even numbers is even.",
+    "Suggest a name for a bakery that also sells books.",
+    "What is a closure in programming?",
+    "Explain what makes a good code review.",
+)
+
+
+@dataclass(frozen=True)
+class DemoWorld:
+    organization: Organization
+    campaign: Campaign
+    endpoints: list[ModelEndpoint]
+
+
+def shipped_models(repository: Path) -> list[str]:
+    return sorted(p.name for p in repository.iterdir() if (p / "config.pbtxt").is_file())
+
+
+@transaction.atomic
+def demo_seed(*, triton_grpc_url: str, model_repository: Path) -> DemoWorld:
+    User = get_user_model()
+    manager = User.objects.filter(email=DEMO_MANAGER).first() or user_create(email=DEMO_MANAGER,
+                                                                             password=DEMO_PASSWORD)
+    rater = User.objects.filter(email=DEMO_RATER).first() or user_create(email=DEMO_RATER, password=DEMO_PASSWORD)
+    organization, _ = Organization.objects.get_or_create(slug="demo-lab", defaults={"name": "Demo Lab"})
+    Membership.objects.update_or_create(user=manager, organization=organization, defaults={"role": Role.OWNER})
+    Membership.objects.get_or_create(user=rater, organization=organization, defaults={"role": Role.RATER})
+    pool, _ = RaterPool.objects.get_or_create(organization=organization, name="Staff raters")
+    pool.members.add(rater)
+
+    campaign, created = Campaign.objects.get_or_create(
+        organization=organization, slug="local-models",
+        defaults={
+            "name": "Local models: which answer is better?",
+            "description": "Three small local language models answer general questions. They are not smart: "
+                           "judge which answer is more relevant, readable and useful.",
+            "status": Campaign.Status.OPEN, "allow_rater_prompts": True, "max_tokens": 120,
+            "temperature": 0.8, "top_p": 0.95, "min_decision_ms": 1500,
+        },
+    )
+    campaign.rater_pools.add(pool)
+    endpoints = []
+    for model in shipped_models(model_repository):
+        endpoint, _ = ModelEndpoint.objects.update_or_create(
+            organization=organization, name=model,
+            defaults={"url": triton_grpc_url, "protocol": ModelEndpoint.Protocol.GRPC, "model_name": model,
+                      "timeout_s": 30.0},
+        )
+        endpoints.append(endpoint)
+        Competitor.objects.get_or_create(organization=organization, campaign=campaign, endpoint=endpoint,
+                                         version_label="1")
+    if created:
+        Prompt.objects.bulk_create(
+            prompt_build(campaign=campaign, text=text, source=Prompt.Source.POOL) for text in DEMO_PROMPTS
+        )
+    return DemoWorld(organization=organization, campaign=campaign, endpoints=endpoints)

@@ -1,0 +1,45 @@
+"""``manage.py demo``: migrate, seed the demo, start the local Triton server, serve the platform."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed
+from serving.triton.server import TritonServer
+
+
+class Command(BaseCommand):
+    help = "Run the platform with demo data against a real local Triton server."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--addr", default="127.0.0.1", help="Address for the web server.")
+        parser.add_argument("--port", type=int, default=8000, help="Port for the web server.")
+        parser.add_argument("--seed-only", action="store_true", help="Seed and exit (no servers).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        repository = Path(settings.ARENA_MODEL_REPOSITORY)
+        server = TritonServer(
+            model_repositories=[repository],
+            http_port=settings.ARENA_TRITON_HTTP_PORT, grpc_port=settings.ARENA_TRITON_GRPC_PORT,
+        )
+        world = demo_seed(triton_grpc_url=server.grpc_url, model_repository=repository)
+        if options["seed_only"]:
+            self.stdout.write(f"Seeded {world.organization.name}: campaign {world.campaign.name!r}.")
+            return
+        self.stdout.write("Starting Triton (local models: %s) ..." % ", ".join(e.name for e in world.endpoints))
+        with server:
+            address = f"http://{options['addr']}:{options['port']}/"
+            self.stdout.write(self.style.SUCCESS(
+                "\nArena is running at " + address + "\n"
+                f"  rater:   {DEMO_RATER} / {DEMO_PASSWORD}   (vote at {address})\n"
+                f"  manager: {DEMO_MANAGER} / {DEMO_PASSWORD}   (console at {address}admin/)\n"
+                f"  Triton:  grpc {server.grpc_url}, http {server.http_url}\n"
+                "Stop with Ctrl-C.\n"
+            ))
+            call_command("runserver", f"{options['addr']}:{options['port']}", use_reloader=False)

@@ -1,0 +1,54 @@
+"""A side that fails, times out or returns garbage voids the battle; no vote can be cast on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from battles.models import Battle, Generation, Vote
+from tests.conftest import endpoint_for, start_battle
+
+pytestmark = pytest.mark.django_db
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("case", ["timeout", "failing", "broken", "server_down", "unknown_model"])
+def test_failed_side_voids_the_battle_with_a_clear_message(acme, bob_client, triton_server, case):
+    model, url, timeout = {
+        "timeout": ("sleepy", triton_server.grpc_url, 1.0),
+        "failing": ("failing", triton_server.grpc_url, 20.0),
+        "broken": ("broken", triton_server.grpc_url, 20.0),
+        "server_down": ("zen-bigram", f"127.0.0.1:{_free_port()}", 5.0),
+        "unknown_model": ("no-such-model", triton_server.grpc_url, 20.0),
+    }[case]
+    acme.right.endpoint = endpoint_for(acme, model=model, url=url, timeout_s=timeout)
+    acme.right.save()
+    battle, page = start_battle(bob_client, acme.campaign)
+    assert battle.status == Battle.Status.VOID
+    html = page.content.decode()
+    assert "This battle was voided" in html and "could not answer" in html
+    assert battle.void_reason
+    assert 'name="choice"' not in html  # no vote buttons
+    # The working side's answer is not shown either: a voided battle reveals nothing.
+    good = Generation.objects.get(battle=battle, competitor=acme.left)
+    assert good.text and good.text[:40] not in html
+    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    assert response.status_code == 409 and "voided" in response.content.decode()
+    assert not Vote.objects.exists()
+
+
+def test_after_a_void_the_rater_gets_a_fresh_battle(acme, bob_client, triton_server):
+    acme.right.endpoint = endpoint_for(acme, model="failing", url=triton_server.grpc_url)
+    acme.right.save()
+    first, _ = start_battle(bob_client, acme.campaign)
+    assert first.status == Battle.Status.VOID
+    acme.right.endpoint = endpoint_for(acme, model="stdlib-trigram", url=triton_server.grpc_url)
+    acme.right.save()
+    second, _ = start_battle(bob_client, acme.campaign)
+    assert second.pk != first.pk and second.status == Battle.Status.READY

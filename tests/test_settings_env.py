@@ -1,0 +1,73 @@
+"""Settings from the environment fail loudly on malformed values."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.settings.env import ImproperEnvironment, env_bool, env_int, env_list, env_url
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_typed_readers(monkeypatch):
+    monkeypatch.setenv("X_BOOL", "yes")
+    assert env_bool("X_BOOL", False) is True
+    monkeypatch.setenv("X_BOOL", "ture")
+    with pytest.raises(ImproperEnvironment, match="X_BOOL"):
+        env_bool("X_BOOL", False)
+    monkeypatch.setenv("X_INT", "12a")
+    with pytest.raises(ImproperEnvironment, match="X_INT"):
+        env_int("X_INT", 1)
+    monkeypatch.setenv("X_INT", "0")
+    with pytest.raises(ImproperEnvironment, match="minimum"):
+        env_int("X_INT", 1, minimum=1)
+    monkeypatch.setenv("X_LIST", "a,,b")
+    with pytest.raises(ImproperEnvironment):
+        env_list("X_LIST", [])
+    monkeypatch.setenv("X_URL", "mysql://x")
+    with pytest.raises(ImproperEnvironment, match="schemes"):
+        env_url("X_URL", None, schemes=("postgres",))
+    monkeypatch.delenv("X_URL")
+    assert env_url("X_URL", None, schemes=("redis",)) is None
+
+
+def _settings_in_subprocess(**env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG"}}
+    environment.update(env)
+    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE']='arena.settings.base'; django.setup(); "
+            "from django.conf import settings as s; "
+            "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.CACHES['default']['BACKEND'])")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_defaults_are_a_working_local_platform():
+    result = _settings_in_subprocess()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["django.db.backends.sqlite3", "True",
+                                     "django.core.cache.backends.locmem.LocMemCache"]
+
+
+def test_redis_url_switches_to_real_broker_and_cache():
+    result = _settings_in_subprocess(REDIS_URL="redis://127.0.0.1:6379/3",
+                                     DATABASE_URL="postgres://postgres@127.0.0.1:5432/x")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["django.db.backends.postgresql", "False",
+                                     "django.core.cache.backends.redis.RedisCache"]
+
+
+def test_production_without_secret_key_refuses_to_start():
+    result = _settings_in_subprocess(DEBUG="false")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_malformed_debug_refuses_to_start():
+    result = _settings_in_subprocess(DEBUG="maybe")
+    assert result.returncode != 0
+    assert "DEBUG='maybe' is not a boolean" in result.stderr
