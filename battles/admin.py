@@ -41,7 +41,11 @@ class CampaignForm(forms.ModelForm):
 
     class Meta:
         model = Campaign
-        fields = "__all__"
+        fields = (
+            "organization", "name", "slug", "description", "rater_pools", "allow_rater_prompts", "temperature",
+            "top_p", "max_tokens", "system_prompt", "sampling", "session_cap", "rater_vote_cap", "prompt_hash_cap",
+            "min_decision_ms",
+        )
 
 
 @admin.register(Campaign)

@@ -32,7 +32,8 @@ class Command(BaseCommand):
         if options["seed_only"]:
             self.stdout.write(f"Seeded {world.organization.name}: campaign {world.campaign.name!r}.")
             return
-        self.stdout.write("Starting Triton (local models: %s) ..." % ", ".join(e.name for e in world.endpoints))
+        models = ", ".join(e.name for e in world.endpoints)
+        self.stdout.write(f"Starting Triton (local models: {models}) ...")
         with server:
             address = f"http://{options['addr']}:{options['port']}/"
             self.stdout.write(self.style.SUCCESS(
