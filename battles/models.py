@@ -50,6 +50,18 @@ class Campaign(models.Model):
     )
     session_cap = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)],
                                               help_text="Battles per rater session.")
+
+    # How the leaderboards are computed from the log (recorded in every snapshot).
+    exclude_identity_leaks = models.BooleanField(
+        default=True, help_text="Leave out battles whose prompt asks a model who it is or whose answer names one."
+    )
+    both_bad_as_tie = models.BooleanField(
+        default=True, help_text="Count 'both are bad' as a tie in the scores (otherwise it is left out)."
+    )
+    ranking_min_votes = models.PositiveIntegerField(
+        default=30, help_text="Competitors with fewer votes are hidden from leaderboards, not listed with huge intervals."
+    )
+    ranking_bootstrap_rounds = models.PositiveIntegerField(default=100, validators=[MinValueValidator(10)])
     created_at = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True, editable=False)
     closed_at = models.DateTimeField(null=True, blank=True, editable=False)

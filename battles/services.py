@@ -51,6 +51,12 @@ class VoteRejected(BattleError):
 _rng = random.SystemRandom()
 
 
+def _leaderboards_schedule(campaign_id: int) -> None:
+    from ranking.services import leaderboards_schedule
+
+    leaderboards_schedule(campaign_id=campaign_id)
+
+
 # --- Campaign configuration (manager actions; each writes an audit row) ---------------------------
 
 @transaction.atomic
@@ -275,6 +281,8 @@ def vote_submit(*, battle_id: Any, user: AbstractBaseUser, choice: str) -> Vote:
     generations = {g.side: g for g in battle.generations.all()}
     left, right = generations[Side.LEFT], generations[Side.RIGHT]
     decision_ms = max(0, int((now - battle.shown_at).total_seconds() * 1000))
+    campaign_id = battle.campaign_id
+    transaction.on_commit(lambda: _leaderboards_schedule(campaign_id))
     try:
         with transaction.atomic():
             return Vote.objects.create(

@@ -9,7 +9,7 @@ from django.db import models
 from django.http import HttpRequest
 
 from . import services
-from .models import AuditEvent, Invitation, Membership, Organization, RaterPool
+from .models import ApiKey, AuditEvent, Invitation, Membership, Organization, RaterFlag, RaterPool
 from .selectors import organizations_managed_by, user_manages_anything
 
 
@@ -161,3 +161,38 @@ class InvitationAdmin(TenantAdmin):
 class AuditEventAdmin(ReadOnlyTenantAdmin):
     list_display = ("created_at", "organization", "actor", "action", "object_type", "object_id")
     list_filter = ("action",)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(TenantAdmin):
+    list_display = ("name", "organization", "prefix", "scope", "created_at", "last_used_at", "revoked_at")
+    fields = ("organization", "name", "scope", "prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ("revoke",)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        api_key, key = services.api_key_create(organization=obj.organization, name=obj.name, scope=obj.scope,
+                                               actor=request.user)
+        obj.pk = api_key.pk
+        obj.refresh_from_db()
+        messages.warning(request, f"API key for {api_key.name}: {key} — copy it now; it is not stored and will not "
+                                  "be shown again.")
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request: HttpRequest, queryset: models.QuerySet[ApiKey]) -> None:
+        for api_key in queryset:
+            services.api_key_revoke(api_key=api_key, actor=request.user)
+
+
+@admin.register(RaterFlag)
+class RaterFlagAdmin(TenantAdmin):
+    list_display = ("rater", "organization", "reason", "created_by", "created_at")
+    exclude = ("created_by",)
+
+    def save_model(self, request: HttpRequest, obj: RaterFlag, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)

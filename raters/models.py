@@ -139,3 +139,55 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_type}:{self.object_id}"
+
+
+class RaterFlag(models.Model):
+    """A judgement that a rater's votes should not count (a script, a careless vendor account).
+
+    The votes themselves are never touched; ranking leaves out votes of flagged raters and records how
+    many it left out."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="rater_flags")
+    rater = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="flags")
+    reason = models.CharField(max_length=300)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "rater"], name="rater_flag_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.rater} flagged: {self.reason}"
+
+
+class ApiKey(models.Model):
+    """An organisation's key for the REST API. Only a sha256 of the key is stored; the key itself is
+    shown once, at creation. The prefix identifies a key in lists and logs without revealing it."""
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read only"
+        WRITE = "write", "Read and write"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=120)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    hashed_key = models.CharField(max_length=64, unique=True, editable=False)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.READ)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["organization", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

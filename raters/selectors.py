@@ -15,7 +15,11 @@ def organizations_managed_by(user: AbstractBaseUser) -> QuerySet[Organization]:
 
 
 def organizations_viewable_by(user: AbstractBaseUser) -> QuerySet[Organization]:
-    """Organisations whose results the user may see: managers, owners and viewers."""
+    """Organisations whose results the user may see: managers, owners and viewers; for a request
+    made with an API key, the key's organisation only."""
+    api_key = getattr(user, "api_key", None)
+    if api_key is not None:
+        return Organization.objects.filter(pk=api_key.organization_id)
     if user.is_superuser:  # type: ignore[attr-defined]
         return Organization.objects.all()
     roles = (*MANAGING_ROLES, Role.VIEWER)

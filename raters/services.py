@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import models, transaction
 from django.utils import timezone
 
-from .models import AuditEvent, Invitation, Membership, Organization, RaterPool, Role
+from .models import ApiKey, AuditEvent, Invitation, Membership, Organization, RaterPool, Role
 
 
 class InvitationError(Exception):
@@ -114,3 +114,36 @@ def user_create(*, email: str, password: str, is_superuser: bool = False) -> Abs
         user = User.objects.create_user(username=username, email=email, password=password)
     EmailAddress.objects.create(user=user, email=email, primary=True, verified=True)
     return user
+
+
+API_KEY_PREFIX = "arena"
+
+
+def api_key_hash(key: str) -> str:
+    # Keys are 32 random bytes: a fast hash is enough (no dictionary to attack), and lookups stay cheap.
+    import hashlib
+
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@transaction.atomic
+def api_key_create(*, organization: Organization, name: str, scope: str,
+                   actor: AbstractBaseUser | None) -> tuple[ApiKey, str]:
+    """A new key and its plaintext, which is never stored and cannot be shown again."""
+    import secrets
+
+    prefix = secrets.token_hex(4)
+    key = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    api_key = ApiKey.objects.create(
+        organization=organization, name=name, scope=scope, prefix=prefix, hashed_key=api_key_hash(key),
+        created_by=actor if actor is not None and actor.is_authenticated else None,
+    )
+    audit_record(organization=organization, actor=actor, action="api_key.created", obj=api_key,
+                 data={"name": name, "scope": scope, "prefix": prefix})
+    return api_key, key
+
+
+@transaction.atomic
+def api_key_revoke(*, api_key: ApiKey, actor: AbstractBaseUser | None) -> None:
+    ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    audit_record(organization=api_key.organization, actor=actor, action="api_key.revoked", obj=api_key)

@@ -97,6 +97,15 @@ else:
     CELERY_TASK_ALWAYS_EAGER = True
     CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
+CELERY_BEAT_SCHEDULE = {
+    "leaderboards-recompute-open": {
+        "task": "ranking.tasks.leaderboards_recompute_open_task",
+        "schedule": float(env_int("ARENA_RANKING_SCHEDULE_S", 600, minimum=10)),
+    },
+}
+# After a vote, the campaign's leaderboards are recomputed this many seconds later (votes in between
+# share the one recompute).
+ARENA_RANKING_DEBOUNCE_S = env_int("ARENA_RANKING_DEBOUNCE_S", 30, minimum=0)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
@@ -131,7 +140,10 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "raters.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
 

@@ -1,0 +1,83 @@
+"""Read API for leaderboards: latest and historical snapshots per campaign, category and view."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from rest_framework import serializers
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from battles.models import Campaign
+from raters.selectors import organizations_viewable_by
+
+from . import selectors
+from .models import LeaderboardSnapshot
+
+
+def _campaign(request: Request, campaign_id: int) -> Campaign:
+    campaign = Campaign.objects.filter(pk=campaign_id, organization__in=organizations_viewable_by(request.user)).first()
+    if campaign is None:
+        raise Http404("No such campaign.")
+    return campaign
+
+
+class SelectionInput(serializers.Serializer):
+    category = serializers.CharField(required=False, allow_blank=True, default="")
+    view = serializers.ChoiceField(choices=LeaderboardSnapshot.View.values, required=False, default="raw")
+
+
+class SnapshotOutput(serializers.ModelSerializer):
+    class Meta:
+        model = LeaderboardSnapshot
+        fields = ("campaign", "category", "view", "version", "created_at", "last_vote_id", "votes_total",
+                  "votes_used", "method", "policy", "excluded", "rows", "pairwise", "extra", "compute_seconds")
+
+
+class SnapshotSummaryOutput(serializers.ModelSerializer):
+    class Meta:
+        model = LeaderboardSnapshot
+        fields = ("version", "created_at", "last_vote_id", "votes_total", "votes_used")
+
+
+class LeaderboardLatestApi(APIView):
+    """``GET /api/v1/campaigns/<id>/leaderboard/?category=&view=raw|style``: the newest snapshot."""
+
+    def get(self, request: Request, campaign_id: int) -> Response:
+        campaign = _campaign(request, campaign_id)
+        selection = SelectionInput(data=request.query_params)
+        selection.is_valid(raise_exception=True)
+        snapshot = selectors.snapshot_latest(campaign=campaign, **selection.validated_data)
+        if snapshot is None:
+            raise Http404("No leaderboard has been computed for this selection yet.")
+        return Response(SnapshotOutput(snapshot).data)
+
+
+class LeaderboardVersionApi(APIView):
+    """``GET /api/v1/campaigns/<id>/leaderboard/<version>/?category=&view=``: one stored version."""
+
+    def get(self, request: Request, campaign_id: int, version: int) -> Response:
+        campaign = _campaign(request, campaign_id)
+        selection = SelectionInput(data=request.query_params)
+        selection.is_valid(raise_exception=True)
+        snapshot = selectors.snapshot_history(campaign=campaign, **selection.validated_data).filter(
+            version=version).first()
+        if snapshot is None:
+            raise Http404("No such snapshot.")
+        return Response(SnapshotOutput(snapshot).data)
+
+
+class LeaderboardHistoryApi(APIView):
+    """``GET /api/v1/campaigns/<id>/leaderboard/history/?category=&view=&limit=&offset=``: versions,
+    newest first (summaries; fetch a version for its rows)."""
+
+    def get(self, request: Request, campaign_id: int) -> Response:
+        campaign = _campaign(request, campaign_id)
+        selection = SelectionInput(data=request.query_params)
+        selection.is_valid(raise_exception=True)
+        paginator = LimitOffsetPagination()
+        paginator.default_limit = 50
+        page = paginator.paginate_queryset(selectors.snapshot_history(campaign=campaign, **selection.validated_data),
+                                           request, view=self)
+        return paginator.get_paginated_response(SnapshotSummaryOutput(page, many=True).data)

@@ -1,0 +1,169 @@
+"""From the kept votes of one campaign (and category) to the numbers a leaderboard shows.
+
+Pure numpy on top of ``ranking.estimators``; no Django. The result is plain JSON-able data that a
+snapshot stores as is, so what the page and the API show is exactly what was computed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import estimators as est
+from .policy import STYLE_FEATURES, VoteArrays
+
+
+@dataclass(frozen=True)
+class Method:
+    both_bad: Literal["tie", "drop"] = "tie"
+    rounds: int = 100
+    seed: int = 0
+    confidence: float = 0.95
+    min_votes: int = 30
+    interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "bootstrap"
+    anchor: int | None = None  # a competitor id pinned at 1000; None: geometric mean of strengths 1
+
+    def as_dict(self, *, view: str) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "estimator": "Bradley-Terry" if view == "raw" else "Bradley-Terry with style control",
+            "ties": "half a win each side",
+            "confidence_pct": round(self.confidence * 100),
+            "anchor": f"competitor {self.anchor} at 1000" if self.anchor is not None
+            else "geometric mean of strengths at 1000",
+            "style_features": list(STYLE_FEATURES) if view == "style" else [],
+        }
+
+
+@dataclass(frozen=True)
+class Board:
+    rows: list[dict[str, Any]]
+    pairwise: dict[str, Any]
+    extra: dict[str, Any]
+
+
+def dense_index(votes: VoteArrays, competitor_ids: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Map competitor primary keys to 0..n-1 in the order of ``competitor_ids`` (sorted)."""
+    return np.searchsorted(competitor_ids, votes.left), np.searchsorted(competitor_ids, votes.right)
+
+
+def _counts(a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int64], n: int) -> dict[str, NDArray]:
+    def both(mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+        return (np.bincount(a[mask], minlength=n) + np.bincount(b[mask], minlength=n)).astype(np.float64)
+
+    wins = np.bincount(a[outcome == est.LEFT_WINS], minlength=n)
+    wins += np.bincount(b[outcome == est.RIGHT_WINS], minlength=n)
+    return {
+        "votes": both(np.ones_like(outcome, dtype=bool)),
+        "wins": wins.astype(np.float64),
+        "ties": both(outcome == est.TIE),
+        "both_bad": both(outcome == est.BOTH_BAD),
+    }
+
+
+def _intervals(cells: est.Cells, fit: est.BTResult, method: Method) -> est.Intervals:
+    if method.interval == "sandwich":
+        return est.sandwich_intervals(cells, fit, confidence=method.confidence)
+    if method.interval == "cluster_bootstrap":
+        return est.cluster_bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
+                                               seed=method.seed)
+    return est.bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence, seed=method.seed)
+
+
+def _pairwise(cells: est.Cells, method: Method, shown: NDArray[np.bool_],
+              competitor_ids: NDArray[np.int64]) -> dict[str, Any]:
+    table = est.pairwise_table(cells, both_bad=method.both_bad, confidence=method.confidence)
+    idx = np.flatnonzero(shown)
+
+    def grid(values: NDArray[np.float64]) -> list[list[float | None]]:
+        sub = values[np.ix_(idx, idx)]
+        n_sub = table.battles[np.ix_(idx, idx)]
+        return [[None if n_sub[i, j] == 0 or i == j else round(float(sub[i, j]), 4) for j in range(len(idx))]
+                for i in range(len(idx))]
+
+    adjacency = est.majority_graph(table.win_rate[np.ix_(idx, idx)])
+    return {
+        "competitor_ids": [int(competitor_ids[i]) for i in idx],
+        "win_rate": grid(table.win_rate),
+        "lower": grid(table.wilson_lower),
+        "upper": grid(table.wilson_upper),
+        "p_value": grid(table.p_value),
+        "n": [[int(table.battles[i, j]) for j in idx] for i in idx],
+        "intransitive_triads": int(est.count_3cycles(adjacency)),
+    }
+
+
+def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str], method: Method,
+                  *, view: Literal["raw", "style"] = "raw") -> Board:
+    """Scores with intervals and rank ranges for every competitor with enough votes; the others are
+    listed as hidden, with their vote counts only."""
+    n = int(competitor_ids.shape[0])
+    a, b = dense_index(votes, competitor_ids)
+    cells = est.aggregate_cells(a, b, votes.outcome, n_competitors=n,
+                                cluster=votes.prompt if method.interval == "cluster_bootstrap" else None)
+    counts = _counts(a, b, votes.outcome, n)
+    extra: dict[str, Any] = {}
+    if view == "raw":
+        fit = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids))
+        intervals = _intervals(cells, fit, method)
+        scores, lower, upper = fit.scores, intervals.lower, intervals.upper
+        components = fit.components
+        extra["components"] = int(fit.n_components)
+    else:
+        style = _style_fit(votes, a, b, n, method, competitor_ids)
+        scores, lower, upper, components = style["scores"], style["lower"], style["upper"], style["components"]
+        extra["style_coefficients"] = style["coefficients"]
+        extra["style_normalisation"] = style["normalisation"]
+        extra["components"] = int(np.unique(components).shape[0])
+    shown = est.shown_mask(counts["votes"], method.min_votes)
+    ranks = est.rank_ranges(lower, upper, shown)
+    decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
+    rows = []
+    order = np.lexsort((-counts["votes"], -np.where(shown, scores, -np.inf)))
+    for i in order:
+        votes_i = float(counts["votes"][i])
+        row: dict[str, Any] = {
+            "competitor_id": int(competitor_ids[i]), "label": labels.get(int(competitor_ids[i]), ""),
+            "votes": int(votes_i), "wins": int(counts["wins"][i]), "ties": int(counts["ties"][i]),
+            "both_bad": int(counts["both_bad"][i]),
+            "win_rate": round(float((counts["wins"][i] + 0.5 * counts["ties"][i]) / decided[i]), 4) if decided[i]
+            else None,
+            "tie_rate": round(float(counts["ties"][i] / votes_i), 4) if votes_i else None,
+            "hidden": not bool(shown[i]),
+            "component": int(components[i]),
+        }
+        if shown[i]:
+            row.update({
+                "score": round(float(scores[i]), 2), "lower": round(float(lower[i]), 2),
+                "upper": round(float(upper[i]), 2), "rank_best": int(ranks.best[i]), "rank_worst": int(ranks.worst[i]),
+            })
+        rows.append(row)
+    return Board(rows=rows, pairwise=_pairwise(cells, method, shown, competitor_ids), extra=extra)
+
+
+def _anchor(method: Method, competitor_ids: NDArray[np.int64]) -> int | None:
+    if method.anchor is None:
+        return None
+    position = int(np.searchsorted(competitor_ids, method.anchor))
+    if position >= competitor_ids.shape[0] or competitor_ids[position] != method.anchor:
+        raise ValueError(f"anchor competitor {method.anchor} is not in this campaign")
+    return position
+
+
+def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n: int, method: Method,
+               competitor_ids: NDArray[np.int64]) -> dict[str, Any]:
+    raise NotImplementedError  # replaced when the style-control estimator lands
+
+
+def elo_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str]) -> list[dict[str, Any]]:
+    """The live view: online Elo in log order, with its two warning flags."""
+    a, b = dense_index(votes, competitor_ids)
+    result = est.online_elo(a, b, votes.outcome, n_competitors=int(competitor_ids.shape[0]))
+    rows = [{
+        "competitor_id": int(cid), "label": labels.get(int(cid), ""), "rating": round(float(result.ratings[i]), 1),
+        "comparisons": int(result.comparisons[i]), "few_comparisons": bool(result.few_comparisons[i]),
+        "unstable": bool(result.unstable[i]),
+    } for i, cid in enumerate(competitor_ids)]
+    return sorted(rows, key=lambda r: -r["rating"])
