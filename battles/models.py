@@ -62,6 +62,16 @@ class Campaign(models.Model):
         default=30, help_text="Competitors with fewer votes are hidden from leaderboards, not listed with huge intervals."
     )
     ranking_bootstrap_rounds = models.PositiveIntegerField(default=100, validators=[MinValueValidator(10)])
+
+    class Interval(models.TextChoices):
+        BOOTSTRAP = "bootstrap", "Bootstrap (percentile)"
+        CLUSTER = "cluster_bootstrap", "Bootstrap by prompt (when prompts repeat)"
+        SANDWICH = "sandwich", "Analytic (sandwich)"
+
+    ranking_interval = models.CharField(max_length=20, choices=Interval.choices, default=Interval.BOOTSTRAP,
+                                        help_text="Intervals of the raw leaderboard.")
+    ranking_style_interval = models.CharField(max_length=20, choices=Interval.choices, default=Interval.SANDWICH,
+                                              help_text="Intervals of the style-controlled leaderboard.")
     created_at = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True, editable=False)
     closed_at = models.DateTimeField(null=True, blank=True, editable=False)

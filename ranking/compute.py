@@ -23,6 +23,9 @@ class Method:
     confidence: float = 0.95
     min_votes: int = 30
     interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "bootstrap"
+    # Style control refits a logistic model on every row (its features are continuous, so rows do not
+    # collapse into cells); its analytic interval keeps a full recompute of a million votes in seconds.
+    style_interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "sandwich"
     anchor: int | None = None  # a competitor id pinned at 1000; None: geometric mean of strengths 1
 
     def as_dict(self, *, view: str) -> dict[str, Any]:
@@ -31,6 +34,7 @@ class Method:
             "estimator": "Bradley-Terry" if view == "raw" else "Bradley-Terry with style control",
             "ties": "half a win each side",
             "confidence_pct": round(self.confidence * 100),
+            "interval": self.interval if view == "raw" else self.style_interval,
             "anchor": f"competitor {self.anchor} at 1000" if self.anchor is not None
             else "geometric mean of strengths at 1000",
             "style_features": list(STYLE_FEATURES) if view == "style" else [],
@@ -101,9 +105,12 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
     listed as hidden, with their vote counts only."""
     n = int(competitor_ids.shape[0])
     a, b = dense_index(votes, competitor_ids)
+    counts = _counts(a, b, votes.outcome, n)
+    if len(votes) == 0 or n < 2:
+        return Board(rows=[_row_counts(i, competitor_ids, labels, counts, method) for i in range(n)], pairwise={},
+                     extra={"components": 0})
     cells = est.aggregate_cells(a, b, votes.outcome, n_competitors=n,
                                 cluster=votes.prompt if method.interval == "cluster_bootstrap" else None)
-    counts = _counts(a, b, votes.outcome, n)
     extra: dict[str, Any] = {}
     if view == "raw":
         fit = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids))
@@ -119,21 +126,12 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
         extra["components"] = int(np.unique(components).shape[0])
     shown = est.shown_mask(counts["votes"], method.min_votes)
     ranks = est.rank_ranges(lower, upper, shown)
-    decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
     rows = []
     order = np.lexsort((-counts["votes"], -np.where(shown, scores, -np.inf)))
     for i in order:
-        votes_i = float(counts["votes"][i])
-        row: dict[str, Any] = {
-            "competitor_id": int(competitor_ids[i]), "label": labels.get(int(competitor_ids[i]), ""),
-            "votes": int(votes_i), "wins": int(counts["wins"][i]), "ties": int(counts["ties"][i]),
-            "both_bad": int(counts["both_bad"][i]),
-            "win_rate": round(float((counts["wins"][i] + 0.5 * counts["ties"][i]) / decided[i]), 4) if decided[i]
-            else None,
-            "tie_rate": round(float(counts["ties"][i] / votes_i), 4) if votes_i else None,
-            "hidden": not bool(shown[i]),
-            "component": int(components[i]),
-        }
+        row = _row_counts(int(i), competitor_ids, labels, counts, method)
+        row["hidden"] = not bool(shown[i])
+        row["component"] = int(components[i])
         if shown[i]:
             row.update({
                 "score": round(float(scores[i]), 2), "lower": round(float(lower[i]), 2),
@@ -141,6 +139,24 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
             })
         rows.append(row)
     return Board(rows=rows, pairwise=_pairwise(cells, method, shown, competitor_ids), extra=extra)
+
+
+def _row_counts(i: int, competitor_ids: NDArray[np.int64], labels: dict[int, str], counts: dict[str, NDArray],
+               method: Method) -> dict[str, Any]:
+    """Votes, wins, ties and rates of one competitor. Win rate counts ties as half; under the "drop"
+    rule both-bad battles are left out of it, under "tie" they count as ties."""
+    votes = float(counts["votes"][i])
+    ties = counts["ties"][i] + (counts["both_bad"][i] if method.both_bad == "tie" else 0)
+    decided = votes - (counts["both_bad"][i] if method.both_bad == "drop" else 0)
+    return {
+        "competitor_id": int(competitor_ids[i]), "label": labels.get(int(competitor_ids[i]), ""),
+        "votes": int(votes), "wins": int(counts["wins"][i]), "ties": int(counts["ties"][i]),
+        "both_bad": int(counts["both_bad"][i]),
+        "win_rate": round(float((counts["wins"][i] + 0.5 * ties) / decided), 4) if decided else None,
+        "tie_rate": round(float(counts["ties"][i] / votes), 4) if votes else None,
+        "both_bad_rate": round(float(counts["both_bad"][i] / votes), 4) if votes else None,
+        "hidden": True, "component": -1,
+    }
 
 
 def _anchor(method: Method, competitor_ids: NDArray[np.int64]) -> int | None:
@@ -154,7 +170,31 @@ def _anchor(method: Method, competitor_ids: NDArray[np.int64]) -> int | None:
 
 def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n: int, method: Method,
                competitor_ids: NDArray[np.int64]) -> dict[str, Any]:
-    raise NotImplementedError  # replaced when the style-control estimator lands
+    cluster = method.style_interval == "cluster_bootstrap"
+    design = est.style_design(a, b, votes.outcome, votes.style_left, votes.style_right, n_competitors=n,
+                              both_bad=method.both_bad, cluster=votes.prompt if cluster else None,
+                              feature_names=STYLE_FEATURES)
+    fit = est.fit_style(design, reference=_anchor(method, competitor_ids))
+    if method.style_interval == "sandwich":
+        intervals = est.style_sandwich_intervals(design, fit, confidence=method.confidence)
+    else:
+        intervals = est.style_bootstrap_intervals(design, fit, rounds=method.rounds, confidence=method.confidence,
+                                                  scheme="cluster" if cluster else "multinomial", seed=method.seed)
+    return {
+        "scores": fit.scores, "lower": intervals.scores.lower, "upper": intervals.scores.upper,
+        "components": fit.components,
+        "coefficients": [
+            {"feature": name, "coef": round(float(fit.coef[k]), 4), "lower": round(float(intervals.coef_lower[k]), 4),
+             "upper": round(float(intervals.coef_upper[k]), 4)}
+            for k, name in enumerate(fit.feature_names)
+        ],
+        "normalisation": {
+            "rule": "per feature: (left - right) / (left + right), 0 when both are 0, divided by its standard "
+                    "deviation over the battles; not centred",
+            "mean": [round(float(v), 6) for v in fit.feature_mean],
+            "std": [round(float(v), 6) for v in fit.feature_std],
+        },
+    }
 
 
 def elo_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str]) -> list[dict[str, Any]]:

@@ -26,6 +26,8 @@ def method_for(campaign: Campaign) -> Method:
         rounds=campaign.ranking_bootstrap_rounds,
         seed=0,
         min_votes=campaign.ranking_min_votes,
+        interval=campaign.ranking_interval,  # type: ignore[arg-type]
+        style_interval=campaign.ranking_style_interval,  # type: ignore[arg-type]
     )
 
 
