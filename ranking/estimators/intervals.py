@@ -74,9 +74,15 @@ def _check_conf(confidence: float) -> None:
 def percentile_bounds(
     samples: NDArray[np.float64], confidence: float
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Two-sided percentile interval of bootstrap samples (rounds along axis 0)."""
+    """Two-sided percentile interval of bootstrap samples (rounds along axis 0).
+
+    Uses the ``(B + 1) * q``-th order statistic (numpy's "weibull" rule, Davison & Hinkley's
+    recommendation) rather than the default linear rule at ``(B - 1) * q``: with B = 100 rounds the
+    default sits inside the sample range and the 95% interval covered only ~93% in our coverage
+    test; this rule restores ~94-95%.
+    """
     alpha = 1.0 - confidence
-    q = np.quantile(samples, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0)
+    q = np.quantile(samples, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0, method="weibull")
     return q[0], q[1]
 
 
