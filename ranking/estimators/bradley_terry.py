@@ -131,7 +131,9 @@ class BTResult:
         return self.n_components == 1
 
 
-def comparison_components(design: PairDesign, pair_total: NDArray[np.float64]) -> tuple[int, NDArray[np.int64]]:
+def comparison_components(
+    design: PairDesign, pair_total: NDArray[np.float64]
+) -> tuple[int, NDArray[np.int64]]:
     """Connected components of the comparison graph (edges: pairs with positive weight)."""
     n = design.n_competitors
     keep = pair_total > 0
@@ -140,9 +142,7 @@ def comparison_components(design: PairDesign, pair_total: NDArray[np.float64]) -
     return int(n_comp), labels.astype(np.int64)
 
 
-def normalisation_matrix(
-    components: NDArray[np.int64], reference: int | None = None
-) -> NDArray[np.float64]:
+def normalisation_matrix(components: NDArray[np.int64], reference: int | None = None) -> NDArray[np.float64]:
     """Linear map from raw to published log-strengths: subtract the component mean, or the reference.
 
     Returned as a matrix so the sandwich covariance can be pushed through it exactly.

@@ -36,7 +36,6 @@ from .bradley_terry import (
     _BATCH_ENTRIES,
     BASE,
     SCALE,
-    BothBad,
     BTResult,
     PairDesign,
     _null_projector,
@@ -305,4 +304,3 @@ def sandwich_intervals(
     z = float(norm.ppf(0.5 + confidence / 2.0))
     params = {"cluster_robust": cluster_robust, "distribution": "normal"}
     return Intervals(fit.scores - z * se, fit.scores + z * se, se, "sandwich", confidence, None, params)
-

@@ -29,11 +29,11 @@ def fit(a, b, o, n=None, **kw):
     return fit_bradley_terry(aggregate_cells(a, b, o, n_competitors=n), **kw)
 
 
-@pytest.mark.parametrize(("w", "l"), [(30, 10), (7, 13), (1, 1), (55, 3)])
-def test_two_competitors_closed_form(w: int, l: int) -> None:
-    a, b, o = battles((0, 1, LEFT_WINS, w), (1, 0, LEFT_WINS, l))
+@pytest.mark.parametrize(("w", "n_lost"), [(30, 10), (7, 13), (1, 1), (55, 3)])
+def test_two_competitors_closed_form(w: int, n_lost: int) -> None:
+    a, b, o = battles((0, 1, LEFT_WINS, w), (1, 0, LEFT_WINS, n_lost))
     res = fit(a, b, o, prior_games=0)
-    assert res.scores[0] - res.scores[1] == pytest.approx(400 * np.log10(w / l), abs=1e-6)
+    assert res.scores[0] - res.scores[1] == pytest.approx(400 * np.log10(w / n_lost), abs=1e-6)
     assert res.scores.mean() == pytest.approx(1000.0, abs=1e-9)
     assert res.converged
 
@@ -68,7 +68,9 @@ def test_both_bad_policy_is_recorded_and_applied() -> None:
 
 
 def test_reference_competitor_pinned_to_1000() -> None:
-    a, b, o = battles((0, 1, LEFT_WINS, 30), (1, 2, LEFT_WINS, 20), (2, 0, LEFT_WINS, 5), (1, 0, LEFT_WINS, 9))
+    a, b, o = battles(
+        (0, 1, LEFT_WINS, 30), (1, 2, LEFT_WINS, 20), (2, 0, LEFT_WINS, 5), (1, 0, LEFT_WINS, 9)
+    )
     free = fit(a, b, o)
     pinned = fit(a, b, o, reference=2)
     assert pinned.scores[2] == 1000.0
@@ -78,8 +80,14 @@ def test_reference_competitor_pinned_to_1000() -> None:
 
 def test_no_wins_no_losses_and_no_battles_are_finite() -> None:
     # 2 never wins, 3 never loses, 4 never plays.
-    a, b, o = battles((0, 1, LEFT_WINS, 10), (1, 0, LEFT_WINS, 8), (0, 2, LEFT_WINS, 12), (2, 1, RIGHT_WINS, 9),
-                      (3, 0, LEFT_WINS, 6), (1, 3, RIGHT_WINS, 7))
+    a, b, o = battles(
+        (0, 1, LEFT_WINS, 10),
+        (1, 0, LEFT_WINS, 8),
+        (0, 2, LEFT_WINS, 12),
+        (2, 1, RIGHT_WINS, 9),
+        (3, 0, LEFT_WINS, 6),
+        (1, 3, RIGHT_WINS, 7),
+    )
     res = fit(a, b, o, n=5)
     assert np.all(np.isfinite(res.scores))
     assert res.scores[2] == res.scores[:4].min()
@@ -110,7 +118,11 @@ def test_bad_input_rejected() -> None:
 
 
 def test_weights_equal_repeats() -> None:
-    a, b, o = np.array([0, 1, 2, 0]), np.array([1, 2, 0, 2]), np.array([LEFT_WINS, TIE, RIGHT_WINS, LEFT_WINS])
+    a, b, o = (
+        np.array([0, 1, 2, 0]),
+        np.array([1, 2, 0, 2]),
+        np.array([LEFT_WINS, TIE, RIGHT_WINS, LEFT_WINS]),
+    )
     w = np.array([3.0, 2.0, 1.0, 4.0])
     rep = np.repeat(np.arange(4), w.astype(int))
     weighted = fit_bradley_terry(aggregate_cells(a, b, o, w))
