@@ -17,12 +17,26 @@ from .aggregate import (
     validate_battles,
 )
 from .bradley_terry import BASE, SCALE, BTResult, fit_bradley_terry, normalise
+from .elo import EloResult, online_elo
 from .intervals import (
     Intervals,
     bootstrap_intervals,
     bt_covariance,
     cluster_bootstrap_intervals,
     sandwich_intervals,
+)
+from .pairwise import (
+    PairwiseTable,
+    battles_for_margin,
+    battles_for_power,
+    binomial_test,
+    binomial_test_p,
+    count_3cycles,
+    cyclic_groups,
+    has_cycle,
+    majority_graph,
+    pairwise_table,
+    wilson_interval,
 )
 from .ranks import RankRanges, rank_ranges, shown_mask
 
@@ -36,17 +50,30 @@ __all__ = [
     "BTResult",
     "Battles",
     "Cells",
+    "EloResult",
+    "PairwiseTable",
     "Intervals",
     "RankRanges",
     "aggregate_battles",
     "aggregate_cells",
     "bootstrap_intervals",
+    "battles_for_margin",
+    "battles_for_power",
+    "binomial_test",
+    "binomial_test_p",
     "bt_covariance",
     "cluster_bootstrap_intervals",
+    "count_3cycles",
+    "cyclic_groups",
     "fit_bradley_terry",
+    "has_cycle",
+    "majority_graph",
     "normalise",
+    "online_elo",
+    "pairwise_table",
     "rank_ranges",
     "sandwich_intervals",
     "shown_mask",
     "validate_battles",
+    "wilson_interval",
 ]
