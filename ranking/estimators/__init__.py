@@ -39,6 +39,19 @@ from .pairwise import (
     wilson_interval,
 )
 from .ranks import RankRanges, rank_ranges, shown_mask
+from .style import (
+    STYLE_FEATURES,
+    StyleDesign,
+    StyleFeatures,
+    StyleIntervals,
+    StyleResult,
+    fit_style,
+    style_bootstrap_intervals,
+    style_covariance,
+    style_design,
+    style_differences,
+    style_sandwich_intervals,
+)
 
 __all__ = [
     "BASE",
@@ -46,6 +59,7 @@ __all__ = [
     "LEFT_WINS",
     "RIGHT_WINS",
     "SCALE",
+    "STYLE_FEATURES",
     "TIE",
     "BTResult",
     "Battles",
@@ -54,6 +68,10 @@ __all__ = [
     "PairwiseTable",
     "Intervals",
     "RankRanges",
+    "StyleDesign",
+    "StyleFeatures",
+    "StyleIntervals",
+    "StyleResult",
     "aggregate_battles",
     "aggregate_cells",
     "bootstrap_intervals",
@@ -66,6 +84,7 @@ __all__ = [
     "count_3cycles",
     "cyclic_groups",
     "fit_bradley_terry",
+    "fit_style",
     "has_cycle",
     "majority_graph",
     "normalise",
@@ -74,6 +93,11 @@ __all__ = [
     "rank_ranges",
     "sandwich_intervals",
     "shown_mask",
+    "style_bootstrap_intervals",
+    "style_covariance",
+    "style_design",
+    "style_differences",
+    "style_sandwich_intervals",
     "validate_battles",
     "wilson_interval",
 ]
