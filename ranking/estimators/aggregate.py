@@ -35,6 +35,12 @@ N_OUTCOMES: int = 4
 _DENSE_KEY_LIMIT = 1 << 23
 
 
+def weighted_bincount(index: ArrayLike, weights: ArrayLike, minlength: int = 0) -> NDArray[np.float64]:
+    """``np.bincount`` with weights (float64), typed as such: numpy's stubs declare an int result."""
+    out: NDArray[np.float64] = np.bincount(index, weights, minlength=minlength)  # type: ignore[arg-type,assignment]
+    return out
+
+
 @dataclass(frozen=True)
 class Battles:
     """Validated battle arrays (see the module docstring for the convention)."""
@@ -78,7 +84,9 @@ class Cells:
     def battles_per_competitor(self) -> NDArray[np.float64]:
         """Summed battle weight each competitor took part in (both_bad included)."""
         n = self.n_competitors
-        return np.bincount(self.lo, self.weight, minlength=n) + np.bincount(self.hi, self.weight, minlength=n)
+        return weighted_bincount(self.lo, self.weight, minlength=n) + weighted_bincount(
+            self.hi, self.weight, minlength=n
+        )
 
 
 def validate_battles(
@@ -185,8 +193,8 @@ def aggregate_battles(bt: Battles) -> Cells:
             wsum = count.astype(np.float64)
             wsq = wsum.copy()
         else:
-            wsum = np.bincount(key, w, minlength=n_keys)[keys]
-            wsq = np.bincount(key, w * w, minlength=n_keys)[keys]
+            wsum = weighted_bincount(key, w, minlength=n_keys)[keys]
+            wsq = weighted_bincount(key, w * w, minlength=n_keys)[keys]
     else:
         keys, inv = np.unique(key, return_inverse=True)
         count = np.bincount(inv, minlength=keys.shape[0])
@@ -194,8 +202,8 @@ def aggregate_battles(bt: Battles) -> Cells:
             wsum = count.astype(np.float64)
             wsq = wsum.copy()
         else:
-            wsum = np.bincount(inv, w, minlength=keys.shape[0])
-            wsq = np.bincount(inv, w * w, minlength=keys.shape[0])
+            wsum = weighted_bincount(inv, w, minlength=keys.shape[0])
+            wsq = weighted_bincount(inv, w * w, minlength=keys.shape[0])
     keys = keys.astype(np.int64)
     out_c = keys % N_OUTCOMES
     pair = (keys // N_OUTCOMES) % (n * n)

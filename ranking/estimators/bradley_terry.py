@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 
-from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, Cells
+from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, Cells, weighted_bincount
 
 SCALE: float = 400.0 / float(np.log(10.0))
 BASE: float = 1000.0
@@ -78,8 +78,8 @@ class PairDesign:
         """Per-pair (lo wins, hi wins), ties split half/half, from one vector of cell weights."""
         cw = np.where(self.cell_used, cell_weight, 0.0)
         p = self.n_pairs
-        w_lo = np.bincount(self.cell_pair, cw * self.cell_y, minlength=p)
-        w_hi = np.bincount(self.cell_pair, cw * (1.0 - self.cell_y), minlength=p)
+        w_lo = weighted_bincount(self.cell_pair, cw * self.cell_y, minlength=p)
+        w_hi = weighted_bincount(self.cell_pair, cw * (1.0 - self.cell_y), minlength=p)
         return w_lo, w_hi
 
 
@@ -309,7 +309,7 @@ def fit_bradley_terry(
     theta_raw = theta[0]
     log_strength = normalise(theta_raw, components, reference)
     tot = w_lo + w_hi
-    battles = np.bincount(design.lo, tot, minlength=n) + np.bincount(design.hi, tot, minlength=n)
+    battles = weighted_bincount(design.lo, tot, minlength=n) + weighted_bincount(design.hi, tot, minlength=n)
     params: dict[str, object] = {
         "model": "bradley_terry",
         "both_bad": both_bad,

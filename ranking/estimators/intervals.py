@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from scipy.special import expit
 from scipy.stats import norm
 
-from .aggregate import Cells
+from .aggregate import Cells, weighted_bincount
 from .bradley_terry import (
     _BATCH_ENTRIES,
     BASE,
@@ -163,8 +163,8 @@ class _DrawCells:
 
     def pair_wins(self, k: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         cw = k * self.mean_weight
-        w_lo = np.bincount(self.pair, cw * self.y, minlength=self.n_pairs + 1)[: self.n_pairs]
-        w_hi = np.bincount(self.pair, cw * (1.0 - self.y), minlength=self.n_pairs + 1)[: self.n_pairs]
+        w_lo = weighted_bincount(self.pair, cw * self.y, minlength=self.n_pairs + 1)[: self.n_pairs]
+        w_hi = weighted_bincount(self.pair, cw * (1.0 - self.y), minlength=self.n_pairs + 1)[: self.n_pairs]
         return w_lo, w_hi
 
 
@@ -174,8 +174,8 @@ def _draw_cells(cells: Cells, design: PairDesign) -> _DrawCells:
     pair = np.where(design.cell_used, design.cell_pair, n_pairs)  # dropped -> one pooled category
     key = np.where(design.cell_used, pair * 3 + cls, n_pairs * 3)
     uniq, inv = np.unique(key, return_inverse=True)
-    count = np.bincount(inv, cells.count.astype(np.float64))
-    weight = np.bincount(inv, cells.weight)
+    count = weighted_bincount(inv, cells.count.astype(np.float64))
+    weight = weighted_bincount(inv, cells.weight)
     mean_w = np.divide(weight, count, out=np.zeros_like(count), where=count > 0)
     y = np.array([1.0, 0.0, 0.5])[uniq % 3]
     return _DrawCells(uniq // 3, y, count, mean_w, n_pairs)
@@ -306,7 +306,9 @@ def bt_covariance(
         )
         meat = np.asarray((score.T @ score).todense())
     else:
-        m_pair = np.bincount(design.cell_pair, cells.weight_sq * resid * resid, minlength=design.n_pairs)
+        m_pair = weighted_bincount(
+            design.cell_pair, cells.weight_sq * resid * resid, minlength=design.n_pairs
+        )
         meat = _laplacian(n, design.lo, design.hi, m_pair)
     cov = bread_inv @ meat @ bread_inv
     nm = normalisation_matrix(fit.components, fit.params["reference"])  # type: ignore[arg-type]

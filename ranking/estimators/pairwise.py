@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import connected_components
 from scipy.stats import binom, binomtest, norm
 
-from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, Cells
+from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, Cells, weighted_bincount
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def pairwise_table(
 
     def mat(mask: NDArray[np.bool_], values: NDArray[np.float64], lo_row: bool) -> NDArray[np.float64]:
         r, c = (cells.lo, cells.hi) if lo_row else (cells.hi, cells.lo)
-        flat = np.bincount(r[mask] * n + c[mask], values[mask], minlength=n * n)
+        flat = weighted_bincount(r[mask] * n + c[mask], values[mask], minlength=n * n)
         return flat.reshape(n, n)
 
     w = cells.weight

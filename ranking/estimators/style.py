@@ -47,7 +47,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 from scipy.stats import norm
 
-from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, validate_battles
+from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, validate_battles, weighted_bincount
 from .bradley_terry import BASE, SCALE, BothBad, _null_projector, normalisation_matrix, normalise, softplus
 from .intervals import Intervals, _round_generators, _seed_repr, percentile_bounds
 
@@ -347,7 +347,7 @@ def fit_style(
     )
     log_strength = normalise(theta, comps, reference)
     wp = np.bincount(sd.pair, sd.weight, minlength=sd.pair_lo.shape[0])
-    battles = np.bincount(sd.pair_lo, wp, minlength=n) + np.bincount(sd.pair_hi, wp, minlength=n)
+    battles = weighted_bincount(sd.pair_lo, wp, minlength=n) + weighted_bincount(sd.pair_hi, wp, minlength=n)
     params: dict[str, object] = {
         "model": "bradley_terry_style_control",
         "both_bad": sd.both_bad,
