@@ -36,9 +36,10 @@ _DENSE_KEY_LIMIT = 1 << 23
 
 
 def weighted_bincount(index: ArrayLike, weights: ArrayLike, minlength: int = 0) -> NDArray[np.float64]:
-    """``np.bincount`` with weights (float64), typed as such: numpy's stubs declare an int result."""
-    out: NDArray[np.float64] = np.bincount(index, weights, minlength=minlength)  # type: ignore[arg-type,assignment]
-    return out
+    """``np.bincount`` with weights, always float64 (numpy returns int64 for empty input, and its stubs
+    declare an int result)."""
+    out = np.bincount(index, weights, minlength=minlength)  # type: ignore[arg-type]
+    return out.astype(np.float64, copy=False)
 
 
 @dataclass(frozen=True)

@@ -283,7 +283,9 @@ def fit_bradley_terry(
 ) -> BTResult:
     """Fit weighted Bradley-Terry on aggregated cells (see the module docstring for the choices).
 
-    ``prior_games``: virtual tied games per competitor against log-strength 0 (0 = plain MLE).
+    ``prior_games``: virtual tied games per competitor against log-strength 0 (0 = plain MLE; then
+    a competitor that never lost or never won has no finite MLE, Newton stops at ``max_iter`` with
+    ``converged=False`` and a very large score - keep the default prior for publishing).
     ``reference``: competitor pinned to exactly 1000 within its component (default: geometric mean
     of each component is 1, i.e. mean score 1000).
     """

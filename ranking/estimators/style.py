@@ -327,7 +327,11 @@ def fit_style(
     max_iter: int = 100,
     tol: float = 1e-5,
 ) -> StyleResult:
-    """Style-controlled Bradley-Terry (see the module docstring); Newton from zero."""
+    """Style-controlled Bradley-Terry (see the module docstring); Newton from zero.
+
+    The coefficients are unpenalised, so on tiny or separable data (a style gap that always
+    predicts the winner) a coefficient has no finite estimate; ``converged`` is then False.
+    """
     if prior_games < 0:
         raise ValueError("prior_games must be >= 0")
     n = sd.n_competitors
