@@ -161,3 +161,14 @@ def test_adding_a_win_never_lowers_the_winner(rows: list[tuple[int, int, int]], 
     before = fit(a, b, o, n=5).scores[x]
     after = fit(np.append(a, x), np.append(b, (x + shift) % 5), np.append(o, LEFT_WINS), n=5).scores[x]
     assert after >= before - 1e-7
+
+
+def test_no_battles_at_all() -> None:
+    from ranking.estimators import bootstrap_intervals, sandwich_intervals
+
+    cells = aggregate_cells([], [], [], n_competitors=3)
+    res = fit_bradley_terry(cells)
+    np.testing.assert_array_equal(res.scores, [1000.0] * 3)
+    assert res.n_components == 3
+    np.testing.assert_array_equal(bootstrap_intervals(cells, res, rounds=3).lower, [1000.0] * 3)
+    np.testing.assert_array_equal(sandwich_intervals(cells, res).se, [0.0] * 3)
