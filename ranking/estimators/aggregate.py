@@ -1,0 +1,222 @@
+"""Input validation and aggregation of battles into (pair, outcome) cells.
+
+Every estimator in this package that does not need per-battle features works on *cells*, not on
+battles: a cell is one unordered competitor pair together with one outcome, carrying how many
+battles fell into it and their summed weights. A million battles among 200 competitors collapse to
+well under 100k cells, so fitting and bootstrapping touch 10-20x less data, and the multinomial
+bootstrap over cells is exactly the row bootstrap (all battles in a cell are interchangeable).
+
+Input convention (shared by the whole package)::
+
+    a, b     integer competitor ids 0..n-1 shown on the left and right
+    outcome  LEFT_WINS, RIGHT_WINS, TIE or BOTH_BAD (codes 0..3)
+    weight   optional non-negative float per battle (default 1)
+    cluster  optional integer prompt/cluster id per battle (for the bootstrap by prompt)
+
+Pairs are canonicalised to ``lo < hi``; an outcome is re-expressed from the ``lo`` side
+(``LEFT_WINS`` then means "lo won"). Bradley-Terry has no position effect, so this makes the fit
+exactly invariant to swapping left and right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+LEFT_WINS: int = 0
+RIGHT_WINS: int = 1
+TIE: int = 2
+BOTH_BAD: int = 3
+N_OUTCOMES: int = 4
+
+# Above this many possible keys a dense bincount would allocate too much; fall back to np.unique.
+_DENSE_KEY_LIMIT = 1 << 23
+
+
+def weighted_bincount(index: ArrayLike, weights: ArrayLike, minlength: int = 0) -> NDArray[np.float64]:
+    """``np.bincount`` with weights, always float64 (numpy returns int64 for empty input, and its stubs
+    declare an int result)."""
+    out = np.bincount(index, weights, minlength=minlength)  # type: ignore[arg-type]
+    return out.astype(np.float64, copy=False)
+
+
+@dataclass(frozen=True)
+class Battles:
+    """Validated battle arrays (see the module docstring for the convention)."""
+
+    n_competitors: int
+    a: NDArray[np.int64]
+    b: NDArray[np.int64]
+    outcome: NDArray[np.int64]
+    weight: NDArray[np.float64] | None
+    cluster: NDArray[np.int64] | None
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Battles reduced to unique (cluster, pair, outcome) cells, sorted by that key.
+
+    ``outcome`` is from the ``lo`` side: LEFT_WINS means ``lo`` won. ``weight`` is the summed battle
+    weight, ``weight_sq`` the summed squared weight (what the sandwich variance needs), ``count``
+    the number of battles. ``cluster`` is ``None`` unless clusters were given; ``n_clusters`` is 0
+    then.
+    """
+
+    n_competitors: int
+    lo: NDArray[np.int64]
+    hi: NDArray[np.int64]
+    outcome: NDArray[np.int64]
+    weight: NDArray[np.float64]
+    weight_sq: NDArray[np.float64]
+    count: NDArray[np.int64]
+    cluster: NDArray[np.int64] | None
+    n_clusters: int
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.lo.shape[0])
+
+    @property
+    def n_battles(self) -> int:
+        return int(self.count.sum())
+
+    def battles_per_competitor(self) -> NDArray[np.float64]:
+        """Summed battle weight each competitor took part in (both_bad included)."""
+        n = self.n_competitors
+        return weighted_bincount(self.lo, self.weight, minlength=n) + weighted_bincount(
+            self.hi, self.weight, minlength=n
+        )
+
+
+def validate_battles(
+    a: ArrayLike,
+    b: ArrayLike,
+    outcome: ArrayLike,
+    weight: ArrayLike | None = None,
+    *,
+    n_competitors: int | None = None,
+    cluster: ArrayLike | None = None,
+) -> Battles:
+    """Check shapes, ranges and codes once, so the numeric code can trust its inputs.
+
+    Raises ``ValueError`` on mismatched lengths, ids outside ``0..n-1``, a competitor facing itself,
+    unknown outcome codes or negative/non-finite weights: silently fitting bad input would publish a
+    wrong leaderboard.
+    """
+    a_arr = np.asarray(a, dtype=np.int64).ravel()
+    b_arr = np.asarray(b, dtype=np.int64).ravel()
+    o_arr = np.asarray(outcome, dtype=np.int64).ravel()
+    m = a_arr.shape[0]
+    if b_arr.shape[0] != m or o_arr.shape[0] != m:
+        raise ValueError("a, b and outcome must have the same length")
+    if n_competitors is None:
+        n_competitors = int(max(a_arr.max(initial=-1), b_arr.max(initial=-1)) + 1)
+    if n_competitors < 1:
+        raise ValueError("need at least one competitor")
+    if m and (min(a_arr.min(), b_arr.min()) < 0 or max(a_arr.max(), b_arr.max()) >= n_competitors):
+        raise ValueError(f"competitor ids must lie in 0..{n_competitors - 1}")
+    if np.any(a_arr == b_arr):
+        raise ValueError("a competitor cannot battle itself (a == b)")
+    if m and (o_arr.min() < 0 or o_arr.max() >= N_OUTCOMES):
+        raise ValueError("outcome codes must be LEFT_WINS, RIGHT_WINS, TIE or BOTH_BAD (0..3)")
+    w_arr: NDArray[np.float64] | None = None
+    if weight is not None:
+        w_arr = np.asarray(weight, dtype=np.float64).ravel()
+        if w_arr.shape[0] != m:
+            raise ValueError("weight must have one entry per battle")
+        if not np.all(np.isfinite(w_arr)) or np.any(w_arr < 0):
+            raise ValueError("weights must be finite and non-negative")
+    c_arr: NDArray[np.int64] | None = None
+    if cluster is not None:
+        c_arr = np.asarray(cluster, dtype=np.int64).ravel()
+        if c_arr.shape[0] != m:
+            raise ValueError("cluster must have one entry per battle")
+        if m and c_arr.min() < 0:
+            raise ValueError("cluster ids must be non-negative")
+    return Battles(n_competitors, a_arr, b_arr, o_arr, w_arr, c_arr)
+
+
+def canonical_pairs(
+    a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+    """Return ``(lo, hi, outcome_from_lo, swapped)``: the pair ordered ``lo < hi``.
+
+    ``swapped`` marks battles where ``lo`` was shown on the right; their win codes are exchanged.
+    """
+    swapped = a > b
+    lo = np.where(swapped, b, a)
+    hi = np.where(swapped, a, b)
+    flip = swapped & (outcome <= RIGHT_WINS)
+    out = np.where(flip, 1 - outcome, outcome)
+    return lo, hi, out, swapped
+
+
+def aggregate_cells(
+    a: ArrayLike,
+    b: ArrayLike,
+    outcome: ArrayLike,
+    weight: ArrayLike | None = None,
+    *,
+    n_competitors: int | None = None,
+    cluster: ArrayLike | None = None,
+) -> Cells:
+    """Reduce battles to unique (cluster, pair, outcome) cells.
+
+    The key ``((cluster * n + lo) * n + hi) * 4 + outcome`` is an int64; when the key space is small
+    a single ``np.bincount`` counts it (linear time), otherwise ``np.unique`` sorts it. Either way
+    the cells come out sorted by key, so the result does not depend on the order of battles.
+    Cluster ids are relabelled to ``0..n_clusters-1`` in sorted order.
+    """
+    bt = validate_battles(a, b, outcome, weight, n_competitors=n_competitors, cluster=cluster)
+    return aggregate_battles(bt)
+
+
+def aggregate_battles(bt: Battles) -> Cells:
+    """``aggregate_cells`` for already validated battles."""
+    n = bt.n_competitors
+    lo, hi, out, _ = canonical_pairs(bt.a, bt.b, bt.outcome)
+    key = (lo * n + hi) * N_OUTCOMES + out
+    n_clusters = 0
+    cluster_ids: NDArray[np.int64] | None = None
+    if bt.cluster is not None:
+        cluster_ids, cl = np.unique(bt.cluster, return_inverse=True)
+        n_clusters = int(cluster_ids.shape[0])
+        key = cl.astype(np.int64) * (n * n * N_OUTCOMES) + key
+    n_keys = max(n_clusters, 1) * n * n * N_OUTCOMES
+    w = bt.weight
+    if n_keys <= _DENSE_KEY_LIMIT:
+        counts_all = np.bincount(key, minlength=n_keys)
+        keys = np.flatnonzero(counts_all)
+        count = counts_all[keys]
+        if w is None:
+            wsum = count.astype(np.float64)
+            wsq = wsum.copy()
+        else:
+            wsum = weighted_bincount(key, w, minlength=n_keys)[keys]
+            wsq = weighted_bincount(key, w * w, minlength=n_keys)[keys]
+    else:
+        keys, inv = np.unique(key, return_inverse=True)
+        count = np.bincount(inv, minlength=keys.shape[0])
+        if w is None:
+            wsum = count.astype(np.float64)
+            wsq = wsum.copy()
+        else:
+            wsum = weighted_bincount(inv, w, minlength=keys.shape[0])
+            wsq = weighted_bincount(inv, w * w, minlength=keys.shape[0])
+    keys = keys.astype(np.int64)
+    out_c = keys % N_OUTCOMES
+    pair = (keys // N_OUTCOMES) % (n * n)
+    cell_cluster = keys // (n * n * N_OUTCOMES) if bt.cluster is not None else None
+    return Cells(
+        n_competitors=n,
+        lo=pair // n,
+        hi=pair % n,
+        outcome=out_c,
+        weight=wsum.astype(np.float64),
+        weight_sq=wsq.astype(np.float64),
+        count=count.astype(np.int64),
+        cluster=cell_cluster,
+        n_clusters=n_clusters,
+    )

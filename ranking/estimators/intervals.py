@@ -1,0 +1,337 @@
+"""Confidence intervals for Bradley-Terry scores.
+
+Three methods, all on the published 400*log10 + 1000 scale and the same per-component
+normalisation as the point estimate (so an interval is about the quantity that is shown):
+
+* ``bootstrap_intervals``: reweight the aggregated cells. ``scheme="multinomial"`` (default) draws
+  the battle total over cells in proportion to their counts, which is exactly resampling battles
+  with replacement; ``"poisson"`` gives every battle an independent Poisson(1) count (cheaper,
+  asymptotically equivalent). Percentile intervals.
+* ``cluster_bootstrap_intervals``: resample prompts (clusters) with replacement. Battles on the same
+  prompt are correlated (an easy prompt produces many ties, a coding prompt favours coders), so
+  the battle bootstrap is too optimistic when prompts repeat; this one is honest about that.
+* ``sandwich_intervals``: normal intervals from the robust covariance ``H^-1 M H^-1`` (observed
+  information ``H`` and the outer products of per-cell scores ``M``; optionally per cluster).
+
+Reproducibility: round ``r`` draws from its own generator spawned from ``SeedSequence(seed)``, so
+the output is byte-identical for the same votes and seed whatever the number of ``workers``.
+Every round is warm-started from the full-data optimum and a batch of rounds is solved together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+from scipy.special import expit
+from scipy.stats import norm
+
+from .aggregate import Cells, weighted_bincount
+from .bradley_terry import (
+    _BATCH_ENTRIES,
+    BASE,
+    SCALE,
+    BTResult,
+    PairDesign,
+    _null_projector,
+    newton_batch,
+    normalisation_matrix,
+    normalise,
+    pair_design,
+)
+
+Scheme = Literal["multinomial", "poisson"]
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """Score intervals: ``lower``/``upper`` per competitor on the published scale.
+
+    ``se`` is the standard error on the score scale (sandwich) or the bootstrap standard deviation.
+    ``samples`` holds the bootstrap scores (rounds x n) for bootstrap methods, else ``None``.
+    """
+
+    lower: NDArray[np.float64]
+    upper: NDArray[np.float64]
+    se: NDArray[np.float64]
+    method: str
+    confidence: float
+    samples: NDArray[np.float64] | None = None
+    params: Mapping[str, object] = field(default_factory=dict)
+
+
+def _check_conf(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must lie strictly between 0 and 1")
+
+
+def percentile_bounds(
+    samples: NDArray[np.float64], confidence: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Two-sided percentile interval of bootstrap samples (rounds along axis 0).
+
+    Uses the ``(B + 1) * q``-th order statistic (numpy's "weibull" rule, Davison & Hinkley's
+    recommendation) rather than the default linear rule at ``(B - 1) * q``: with B = 100 rounds the
+    default sits inside the sample range and the 95% interval covered only ~93% in our coverage
+    test; this rule restores ~94-95%.
+    """
+    alpha = 1.0 - confidence
+    q = np.quantile(samples, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0, method="weibull")
+    return q[0], q[1]
+
+
+def multinomial_draw(
+    g: np.random.Generator, total: int, pvals: NDArray[np.float64], cum: NDArray[np.float64]
+) -> NDArray[np.int64]:
+    """Exact Multinomial(total, pvals) draw, about twice as fast as ``Generator.multinomial``.
+
+    Draw Poisson(lam * p) with ``lam`` a few standard deviations below ``total``, redraw in the rare
+    case the sum S exceeds ``total``, then add ``total - S`` categorical draws (``cum`` is
+    ``cumsum(pvals)``). Given S = s the Poisson vector is Multinomial(s, p) whatever s is (so the
+    rejection does not bias it), and adding independent Multinomial(total - s, p) makes it exactly
+    Multinomial(total, p). Poisson variates are cheaper than the K sequential binomials numpy uses.
+    """
+    lam = max(0.0, total - 4.0 * np.sqrt(total) - 10.0)
+    while True:
+        k = g.poisson(lam * pvals) if lam > 0 else np.zeros(pvals.shape[0], dtype=np.int64)
+        s = int(k.sum())
+        if s <= total:
+            break
+    rest = total - s
+    if rest:
+        u = g.random(rest) * cum[-1]
+        idx = np.minimum(np.searchsorted(cum, u, side="right"), pvals.shape[0] - 1)
+        k = k + np.bincount(idx, minlength=pvals.shape[0])
+    return k
+
+
+def _round_generators(seed: int | np.random.SeedSequence, rounds: int) -> list[np.random.Generator]:
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return [np.random.default_rng(s) for s in ss.spawn(rounds)]
+
+
+Draw = Callable[[np.random.Generator], tuple[NDArray[np.float64], NDArray[np.float64]]]
+
+# Rounds solved together in one Newton batch. Fixed (not derived from ``workers``) so that the
+# arithmetic, and hence the output bytes, never depend on the thread count.
+_ROUNDS_PER_BATCH = 25
+
+
+def _run_rounds(
+    fit: BTResult, design: PairDesign, draw: Draw, gens: list[np.random.Generator], workers: int
+) -> NDArray[np.float64]:
+    """Draw every round's pair weights on worker threads while the calling thread solves finished
+    batches (numpy's samplers and large array operations release the GIL, so the two overlap).
+    Each batch is a warm-started batched Newton; returns normalised scores (rounds x n)."""
+    n = design.n_competitors
+    prior = float(fit.params["prior_games"])  # type: ignore[arg-type]
+    reference = fit.params["reference"]
+    null_proj = _null_projector(fit.components) if prior == 0 else None
+    rounds = len(gens)
+    chunk = max(1, min(_ROUNDS_PER_BATCH, _BATCH_ENTRIES // (n * n)))
+    thetas = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+        futures = [ex.submit(draw, g) for g in gens]
+        for start in range(0, rounds, chunk):
+            batch = [f.result() for f in futures[start : start + chunk]]
+            w_lo = np.stack([w[0] for w in batch])
+            w_hi = np.stack([w[1] for w in batch])
+            th0 = np.broadcast_to(fit.theta_raw, w_lo.shape[:1] + (n,))
+            th, _, _ = newton_batch(th0, design, w_lo, w_hi, prior=prior, null_proj=null_proj)
+            thetas.append(th)
+    theta = np.concatenate(thetas)
+    return SCALE * normalise(theta, fit.components, reference) + BASE  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class _DrawCells:
+    """Cells as the bootstrap draws them: per pair at most three categories (lo won, hi won, a tie
+    or - when counted as one - both_bad), and with both_bad dropped a single pooled category for all
+    dropped battles. Merging categories that the likelihood treats alike is exact for the
+    multinomial and cuts the number of random variates per round by up to a quarter."""
+
+    pair: NDArray[np.int64]
+    y: NDArray[np.float64]
+    count: NDArray[np.float64]
+    mean_weight: NDArray[np.float64]
+    n_pairs: int
+
+    def pair_wins(self, k: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        cw = k * self.mean_weight
+        w_lo = weighted_bincount(self.pair, cw * self.y, minlength=self.n_pairs + 1)[: self.n_pairs]
+        w_hi = weighted_bincount(self.pair, cw * (1.0 - self.y), minlength=self.n_pairs + 1)[: self.n_pairs]
+        return w_lo, w_hi
+
+
+def _draw_cells(cells: Cells, design: PairDesign) -> _DrawCells:
+    n_pairs = design.n_pairs
+    cls = np.where(design.cell_y == 1.0, 0, np.where(design.cell_y == 0.0, 1, 2))
+    pair = np.where(design.cell_used, design.cell_pair, n_pairs)  # dropped -> one pooled category
+    key = np.where(design.cell_used, pair * 3 + cls, n_pairs * 3)
+    uniq, inv = np.unique(key, return_inverse=True)
+    count = weighted_bincount(inv, cells.count.astype(np.float64))
+    weight = weighted_bincount(inv, cells.weight)
+    mean_w = np.divide(weight, count, out=np.zeros_like(count), where=count > 0)
+    y = np.array([1.0, 0.0, 0.5])[uniq % 3]
+    return _DrawCells(uniq // 3, y, count, mean_w, n_pairs)
+
+
+def _bootstrap_result(
+    samples: NDArray[np.float64], method: str, confidence: float, params: dict[str, object]
+) -> Intervals:
+    lower, upper = percentile_bounds(samples, confidence)
+    se = samples.std(axis=0, ddof=1) if samples.shape[0] > 1 else np.zeros(samples.shape[1])
+    return Intervals(lower, upper, se, method, confidence, samples, params)
+
+
+def bootstrap_intervals(
+    cells: Cells,
+    fit: BTResult,
+    *,
+    rounds: int = 100,
+    confidence: float = 0.95,
+    scheme: Scheme = "multinomial",
+    seed: int | np.random.SeedSequence = 0,
+    workers: int = 2,
+) -> Intervals:
+    """Percentile bootstrap by reweighting the (pair, outcome) cells of ``fit``.
+
+    A cell with ``k`` battles of total weight ``w`` gets weight ``draw * w / k`` in a round (exact
+    row resampling for unit weights; for unequal weights within a cell it resamples the cell's
+    mean weight).
+    """
+    _check_conf(confidence)
+    if rounds < 1:
+        raise ValueError("rounds must be >= 1")
+    if scheme not in ("multinomial", "poisson"):
+        raise ValueError("scheme must be 'multinomial' or 'poisson'")
+    design = pair_design(cells, fit.params["both_bad"])  # type: ignore[arg-type]
+    dc = _draw_cells(cells, design)
+    total = int(cells.count.sum())
+    pvals = dc.count / max(total, 1)
+    cum = np.cumsum(pvals)
+
+    def draw(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        if scheme == "multinomial":
+            k = multinomial_draw(g, total, pvals, cum)
+        else:
+            k = g.poisson(dc.count)
+        return dc.pair_wins(k.astype(np.float64))
+
+    samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers)
+    params = {"rounds": rounds, "scheme": scheme, "seed": _seed_repr(seed), "resample": "cells"}
+    return _bootstrap_result(samples, "bootstrap", confidence, params)
+
+
+def cluster_bootstrap_intervals(
+    cells: Cells,
+    fit: BTResult,
+    *,
+    rounds: int = 100,
+    confidence: float = 0.95,
+    seed: int | np.random.SeedSequence = 0,
+    workers: int = 2,
+) -> Intervals:
+    """Percentile bootstrap resampling prompts (clusters) with replacement.
+
+    ``cells`` must come from ``aggregate_cells(..., cluster=prompt_ids)``. Each round draws
+    multinomial(C, uniform) counts over the C clusters (as ``bincount`` of C uniform draws, which is
+    the same distribution) and weights every (cluster, pair, outcome) cell by its cluster's count.
+    """
+    _check_conf(confidence)
+    if cells.cluster is None:
+        raise ValueError("cells were aggregated without cluster ids")
+    if rounds < 1:
+        raise ValueError("rounds must be >= 1")
+    design = pair_design(cells, fit.params["both_bad"])  # type: ignore[arg-type]
+    n_cl = cells.n_clusters
+    cl = cells.cluster
+
+    def draw(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        m = np.bincount(g.integers(0, n_cl, n_cl), minlength=n_cl).astype(np.float64)
+        return design.pair_wins(cells.weight * m[cl])
+
+    samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers)
+    params = {"rounds": rounds, "seed": _seed_repr(seed), "resample": "clusters", "n_clusters": n_cl}
+    return _bootstrap_result(samples, "cluster_bootstrap", confidence, params)
+
+
+def _seed_repr(seed: int | np.random.SeedSequence) -> object:
+    return seed.entropy if isinstance(seed, np.random.SeedSequence) else int(seed)
+
+
+def bt_covariance(
+    cells: Cells, fit: BTResult, *, cluster_robust: bool = False
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Robust (sandwich) covariance of the raw and of the normalised log-strengths.
+
+    Bread: ``H = L(n_ij p_ij (1-p_ij)) + prior diag`` (observed information). Meat: the per-battle
+    score of a battle of pair (i, j) is ``(y - p_ij)(e_i - e_j)``; summing ``w^2`` times its outer
+    product over the battles of every cell gives another Laplacian with edge weights
+    ``sum_cells weight_sq (y - p)^2``. With ``cluster_robust`` the scores are first summed within each
+    cluster (cells must carry cluster ids). When ``prior_games == 0`` the Laplacian is singular along
+    each component's constant vector, which the normalisation removes anyway: we use
+    ``(L + J)^-1 - J``, the pseudo-inverse.
+    """
+    design = pair_design(cells, fit.params["both_bad"])  # type: ignore[arg-type]
+    n = cells.n_competitors
+    prior = float(fit.params["prior_games"])  # type: ignore[arg-type]
+    theta = fit.theta_raw
+    w_lo, w_hi = design.pair_wins(cells.weight)
+    tot = w_lo + w_hi
+    p = expit(theta[design.lo] - theta[design.hi])
+    v = tot * p * (1.0 - p)
+    bread = _laplacian(n, design.lo, design.hi, v)
+    if prior > 0:
+        p0 = expit(theta)
+        bread[np.diag_indices(n)] += prior * p0 * (1.0 - p0)
+        bread_inv = np.linalg.inv(bread)
+    else:
+        j = _null_projector(fit.components)
+        bread_inv = np.linalg.inv(bread + j) - j
+    resid = np.where(design.cell_used, design.cell_y - p[design.cell_pair], 0.0)
+    if cluster_robust:
+        if cells.cluster is None:
+            raise ValueError("cluster_robust needs cells aggregated with cluster ids")
+        s = cells.weight * resid
+        lo_c, hi_c = design.lo[design.cell_pair], design.hi[design.cell_pair]
+        score = sp.csr_matrix(
+            (np.concatenate([s, -s]), (np.concatenate([cells.cluster] * 2), np.concatenate([lo_c, hi_c]))),
+            shape=(cells.n_clusters, n),
+        )
+        meat = np.asarray((score.T @ score).todense())
+    else:
+        m_pair = weighted_bincount(
+            design.cell_pair, cells.weight_sq * resid * resid, minlength=design.n_pairs
+        )
+        meat = _laplacian(n, design.lo, design.hi, m_pair)
+    cov = bread_inv @ meat @ bread_inv
+    nm = normalisation_matrix(fit.components, fit.params["reference"])  # type: ignore[arg-type]
+    return cov, nm @ cov @ nm.T
+
+
+def _laplacian(
+    n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    lap = np.zeros((n, n))
+    lap[lo, hi] = -w
+    lap[hi, lo] = -w
+    lap[np.diag_indices(n)] = np.bincount(lo, w, minlength=n) + np.bincount(hi, w, minlength=n)
+    return lap
+
+
+def sandwich_intervals(
+    cells: Cells, fit: BTResult, *, confidence: float = 0.95, cluster_robust: bool = False
+) -> Intervals:
+    """Normal intervals ``score +- z * SCALE * sqrt(diag(cov))`` from ``bt_covariance``."""
+    _check_conf(confidence)
+    _, cov_norm = bt_covariance(cells, fit, cluster_robust=cluster_robust)
+    se = SCALE * np.sqrt(np.clip(np.diag(cov_norm), 0.0, None))
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    params = {"cluster_robust": cluster_robust, "distribution": "normal"}
+    return Intervals(fit.scores - z * se, fit.scores + z * se, se, "sandwich", confidence, None, params)

@@ -1,0 +1,108 @@
+"""Style control: coefficient recovery, symmetry, intervals, reproducibility."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ranking.estimators import (
+    LEFT_WINS,
+    RIGHT_WINS,
+    TIE,
+    aggregate_cells,
+    fit_bradley_terry,
+    fit_style,
+    style_bootstrap_intervals,
+    style_design,
+    style_differences,
+    style_sandwich_intervals,
+)
+from ranking.estimators.synthetic import random_pairs, simulate_bt, simulate_style_counts
+
+BETA = np.array([0.4, 0.1, 0.0, 0.15])
+
+
+def synthetic(n_battles: int, n_competitors: int = 20, seed: int = 0, tie_prob: float = 0.0):
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0, 0.7, n_competitors)
+    a, b = random_pairs(rng, n_competitors, n_battles)
+    left, right = simulate_style_counts(rng, n_battles), simulate_style_counts(rng, n_battles)
+    x = style_differences(left, right).x
+    sim = simulate_bt(rng, theta, n_battles, tie_prob=tie_prob, extra_logit=x @ BETA, a=a, b=b)
+    return theta, a, b, sim.outcome, left, right
+
+
+def test_style_normalisation_by_hand() -> None:
+    left = np.array([[100, 0], [300, 2], [50, 0]])
+    right = np.array([[300, 0], [100, 0], [50, 1]])
+    f = style_differences(left, right, names=("length", "bold"))
+    d = np.array([[-0.5, 0.0], [0.5, 1.0], [0.0, -1.0]])
+    np.testing.assert_allclose(f.std, d.std(axis=0))
+    np.testing.assert_allclose(f.mean, d.mean(axis=0))
+    np.testing.assert_allclose(f.x, d / d.std(axis=0))  # scaled, not centred
+    np.testing.assert_allclose(style_differences(right, left).x, -f.x)
+
+
+def test_recovers_known_length_coefficient_within_5_percent() -> None:
+    theta, a, b, o, left, right = synthetic(200_000)
+    fit = fit_style(style_design(a, b, o, left, right, n_competitors=20))
+    assert fit.converged
+    assert fit.coef[0] == pytest.approx(BETA[0], rel=0.05)
+    np.testing.assert_allclose(fit.coef, BETA, atol=0.02)
+    np.testing.assert_allclose(fit.log_strength, theta - theta.mean(), atol=0.05)
+    assert fit.params["coef_penalty"] == 0.0
+    # Without style information the same votes give no coefficients at all.
+    assert fit_style(style_design(a, b, o, 0 * left, 0 * right)).coef.tolist() == [0.0] * 4
+
+
+def test_zero_style_equals_plain_bradley_terry() -> None:
+    _, a, b, o, left, _ = synthetic(3000, n_competitors=6, tie_prob=0.1)
+    zero = np.zeros_like(left)
+    fit = fit_style(style_design(a, b, o, zero, zero))
+    plain = fit_bradley_terry(aggregate_cells(a, b, o))
+    np.testing.assert_allclose(fit.scores, plain.scores, atol=1e-6)
+
+
+def test_swap_sides_and_ties() -> None:
+    _, a, b, o, left, right = synthetic(4000, n_competitors=6, tie_prob=0.15)
+    fit = fit_style(style_design(a, b, o, left, right))
+    flipped = np.where(o == LEFT_WINS, RIGHT_WINS, np.where(o == RIGHT_WINS, LEFT_WINS, o))
+    swapped = fit_style(style_design(b, a, flipped, right, left))
+    np.testing.assert_allclose(swapped.scores, fit.scores, atol=1e-8)
+    np.testing.assert_allclose(swapped.coef, fit.coef, atol=1e-10)
+    assert fit.params["both_bad"] == "tie" and (o == TIE).any()
+
+
+def test_no_wins_competitor_is_finite() -> None:
+    _, a, b, o, left, right = synthetic(2000, n_competitors=5)
+    o = np.where(a == 4, RIGHT_WINS, np.where(b == 4, LEFT_WINS, o))
+    fit = fit_style(style_design(a, b, o, left, right))
+    assert np.all(np.isfinite(fit.scores)) and fit.scores[4] == fit.scores.min()
+
+
+def test_intervals_agree_and_are_reproducible() -> None:
+    _, a, b, o, left, right = synthetic(20_000, n_competitors=8, seed=3, tie_prob=0.1)
+    sd = style_design(a, b, o, left, right, cluster=np.arange(a.shape[0]) // 4)
+    fit = fit_style(sd)
+    sand = style_sandwich_intervals(sd, fit)
+    boot = style_bootstrap_intervals(sd, fit, rounds=60, seed=5)
+    np.testing.assert_allclose(boot.scores.se, sand.scores.se, rtol=0.35)
+    np.testing.assert_allclose(boot.coef_se, sand.coef_se, rtol=0.35)
+    assert np.all(sand.coef_lower < fit.coef) and np.all(fit.coef < sand.coef_upper)
+    assert sand.coef_lower[0] > 0  # length matters, clearly
+    again = style_bootstrap_intervals(sd, fit, rounds=60, seed=5, workers=1)
+    assert boot.scores.samples is not None and again.scores.samples is not None
+    assert again.scores.samples.tobytes() == boot.scores.samples.tobytes()
+    assert boot.coef_samples is not None and again.coef_samples is not None
+    assert again.coef_samples.tobytes() == boot.coef_samples.tobytes()
+    by_prompt = style_bootstrap_intervals(sd, fit, rounds=20, scheme="cluster", seed=1)
+    assert np.all(np.isfinite(by_prompt.scores.lower))
+
+
+def test_style_reference_pins_1000() -> None:
+    _, a, b, o, left, right = synthetic(3000, n_competitors=5)
+    sd = style_design(a, b, o, left, right)
+    fit = fit_style(sd, reference=3, prior_games=0)
+    assert fit.scores[3] == 1000.0
+    sand = style_sandwich_intervals(sd, fit)
+    assert sand.scores.se[3] == pytest.approx(0.0, abs=1e-6)
