@@ -194,7 +194,7 @@ class TritonServer:
                     return self
                 except TritonServerError as exc:
                     # A port picked free may have been taken before Triton bound it; try new ones.
-                    port_clash = "address already in use" in str(exc).lower()
+                    port_clash = "already in use" in str(exc).lower()
                     self._stop_locked()
                     if not port_clash or attempt == attempts - 1:
                         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ def _ready(url: str) -> int:
 
 
 def test_session_server_is_ready_on_loopback(triton_server):
+    assert triton_server.metrics_url is None  # metrics are off unless a port is given
     assert triton_server.is_running()
     assert triton_server.http_url.startswith("127.0.0.1:")
     assert triton_server.grpc_url.startswith("127.0.0.1:")
@@ -39,11 +41,17 @@ def test_session_server_is_ready_on_loopback(triton_server):
 def test_start_stop_releases_process_and_workspace(tmp_path):
     repository = tmp_path / "repo"
     shutil.copytree(TEST_REPOSITORY / "delay-fast", repository / "delay-fast")
-    with TritonServer([repository]) as server:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        metrics_port = int(sock.getsockname()[1])
+    with TritonServer([repository], metrics_port=metrics_port) as server:
         pid = server.pid
         workspace = server._workspace
         assert pid is not None and workspace is not None and workspace.is_dir()
         assert _ready(server.http_url) == 200
+        assert server.metrics_url == f"http://127.0.0.1:{metrics_port}/metrics"
+        with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
+            assert b"nv_inference_request_success" in response.read()
     assert not server.is_running()
     assert not workspace.exists()
     with pytest.raises(ProcessLookupError):
