@@ -123,6 +123,7 @@ class TritonServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._workspace: Path | None = None
         self._log_file: Path | None = None
+        self._shm_prefix: str | None = None
         self._lock = threading.Lock()
 
     # -- addresses -------------------------------------------------------------------------------
@@ -207,6 +208,8 @@ class TritonServer:
         self.metrics_port = metrics_port
 
         self._workspace = Path(tempfile.mkdtemp(prefix="arena-triton-"))
+        # Shared-memory region names must not collide between servers on one machine.
+        self._shm_prefix = f"arena{os.getpid()}_{self._workspace.name}_"
         backends_dir = self._prepare_backends(self._workspace)
         self._log_file = self._workspace / "tritonserver.log"
         cmd = self._command(backends_dir)
@@ -253,8 +256,7 @@ class TritonServer:
             "--allow-grpc=true",
             "--grpc-address=127.0.0.1",
             f"--grpc-port={self.grpc_port}",
-            # Shared-memory region names must not collide between servers on one machine.
-            f"--backend-config=python,shm-region-prefix-name=arena{os.getpid()}_{self._workspace.name}",
+            f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
             f"--backend-config=python,shm-default-byte-size={_SHM_DEFAULT_BYTES}",
             f"--backend-config=python,shm-growth-byte-size={_SHM_GROWTH_BYTES}",
         ]
@@ -312,13 +314,24 @@ class TritonServer:
 
     def _stop_locked(self) -> None:
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=self.exit_timeout_s + self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+        if process is not None:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=self.exit_timeout_s + self.stop_grace_s)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=10)
+            # When Triton gives up on an in-flight request at exit, that model's Python-backend stub
+            # is orphaned and never exits. The stubs share the server's process group (its own
+            # session, see start), so one signal to the group ends them.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        if self._shm_prefix is not None:
+            for region in Path("/dev/shm").glob(f"{self._shm_prefix}*"):
+                with contextlib.suppress(OSError):
+                    region.unlink()
+            self._shm_prefix = None
         if self._workspace is not None:
             shutil.rmtree(self._workspace, ignore_errors=True)
             self._workspace = None

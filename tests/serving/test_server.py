@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from serving.triton.client import EndpointSpec, SamplingParams, generate
 from serving.triton.server import TritonServer, TritonServerError
 
 pytestmark = pytest.mark.triton
@@ -27,6 +28,20 @@ def _ready(url: str) -> int:
         return int(response.status)
 
 
+def _live_processes_in_group(pgid: int) -> list[int]:
+    """Processes of a process group that are still running (zombies awaiting reaping excluded)."""
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state not in ("Z", "X"):
+            live.append(int(stat.parent.name))
+    return live
+
+
 def test_session_server_is_ready_on_loopback(triton_server):
     assert triton_server.metrics_url is None  # metrics are off unless a port is given
     assert triton_server.is_running()
@@ -38,24 +53,34 @@ def test_session_server_is_ready_on_loopback(triton_server):
         assert response.status == 200
 
 
-def test_start_stop_releases_process_and_workspace(tmp_path):
+def test_start_stop_releases_processes_workspace_and_shared_memory(tmp_path):
     repository = tmp_path / "repo"
-    shutil.copytree(TEST_REPOSITORY / "delay-fast", repository / "delay-fast")
+    for model in ("delay-fast", "sleepy"):
+        shutil.copytree(TEST_REPOSITORY / model, repository / model)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         metrics_port = int(sock.getsockname()[1])
-    with TritonServer([repository], metrics_port=metrics_port) as server:
+    with TritonServer([repository], metrics_port=metrics_port, exit_timeout_s=2) as server:
         pid = server.pid
         workspace = server._workspace
+        shm_prefix = server._shm_prefix
         assert pid is not None and workspace is not None and workspace.is_dir()
         assert _ready(server.http_url) == 200
         assert server.metrics_url == f"http://127.0.0.1:{metrics_port}/metrics"
         with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
             assert b"nv_inference_request_success" in response.read()
+        # Leave requests in flight (one executing, one queued): Triton's exit timeout expires and
+        # it exits without them, orphaning the sleepy model's stub unless stop() ends it.
+        params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=4)
+        for protocol, url in (("grpc", server.grpc_url), ("http", server.http_url)):
+            assert not generate(EndpointSpec(url, protocol, "sleepy", timeout_s=0.5), "x", params).ok  # type: ignore[arg-type]
+        assert list(Path("/dev/shm").glob(f"{shm_prefix}*"))
     assert not server.is_running()
     assert not workspace.exists()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+    assert _live_processes_in_group(pid) == []  # no model stub survives the server
+    assert not list(Path("/dev/shm").glob(f"{shm_prefix}*"))
 
 
 def test_broken_repository_fails_with_the_log_tail(tmp_path):
