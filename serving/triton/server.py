@@ -199,6 +199,9 @@ class TritonServer:
                     self._stop_locked()
                     if not port_clash or attempt == attempts - 1:
                         raise
+                except BaseException:  # Ctrl-C while waiting, say: leave no server behind
+                    self._stop_locked()
+                    raise
             raise AssertionError("unreachable")
 
     def _start_once(self) -> None:
@@ -221,7 +224,8 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 env=self._environment(),
                 cwd=self._workspace,
-                # Own process group: a Ctrl-C in the terminal reaches us, and we stop the server.
+                # Own session and process group: a Ctrl-C in the terminal reaches only us (and we
+                # stop the server), and stop() can signal the server's model stubs as one group.
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
