@@ -1,0 +1,257 @@
+"""Call Triton text-generation models, one at a time or as a battle pair.
+
+Why this shape: a battle is only fair if both models get the same request at the same moment and
+neither answer is shown before the other exists. `generate_pair` therefore sends one identical
+parameter set to both sides from two threads released together by a barrier, and returns only
+when both have answered (the parity buffer). Failures are data, not exceptions: a side that is
+down, slow, broken or refusing yields a `GenerationResult` with a human-readable `error`, so the
+caller can void the battle with a clear message instead of handling a zoo of client exceptions.
+
+The wire contract is the one GPU LLM backends use: `text_input` BYTES [1] and optional
+`system_prompt`, `max_tokens`, `temperature`, `top_p`, `seed`; outputs `text_output` BYTES [1] and,
+where the model provides them, `output_tokens` and `finish_reason`. Only pure `tritonclient` here,
+no Django: the platform's `ModelEndpoint` rows are turned into `EndpointSpec`s by the caller.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = ["EndpointSpec", "GenerationResult", "SamplingParams", "generate", "generate_pair"]
+
+Protocol = Literal["grpc", "http"]
+FINISH_REASONS = ("stop", "length")
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """Where a model is served: `url` is `host:port` (no scheme), as tritonclient expects."""
+
+    url: str
+    protocol: Protocol
+    model_name: str
+    model_version: str = ""
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """The one parameter set both sides of a battle receive."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int
+    system_prompt: str = ""
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    text: str
+    output_tokens: int
+    finish_reason: str  # "stop", "length", or "error"
+    latency_s: float
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error == ""
+
+
+class _MalformedOutput(Exception):
+    pass
+
+
+def _inputs(module: Any, prompt: str, params: SamplingParams) -> list[Any]:
+    def tensor(name: str, value: np.ndarray, datatype: str) -> Any:
+        infer_input = module.InferInput(name, list(value.shape), datatype)
+        infer_input.set_data_from_numpy(value)
+        return infer_input
+
+    def text(value: str) -> np.ndarray:
+        return np.array([value.encode("utf-8", errors="surrogatepass")], dtype=np.object_)
+
+    inputs = [
+        tensor("text_input", text(prompt), "BYTES"),
+        tensor("max_tokens", np.array([params.max_tokens], dtype=np.int32), "INT32"),
+        tensor("temperature", np.array([params.temperature], dtype=np.float32), "FP32"),
+        tensor("top_p", np.array([params.top_p], dtype=np.float32), "FP32"),
+        tensor("seed", np.array([params.seed], dtype=np.uint64), "UINT64"),
+    ]
+    # Sent only when set, so a model without a system_prompt input still serves battles that do
+    # not use one; a battle that does use one fails loudly on such a model instead of silently
+    # dropping it from one side.
+    if params.system_prompt:
+        inputs.append(tensor("system_prompt", text(params.system_prompt), "BYTES"))
+    return inputs
+
+
+def _single(result: Any, name: str, required: bool) -> Any:
+    array = result.as_numpy(name)
+    if array is None:
+        if required:
+            raise _MalformedOutput(f"model returned no '{name}' output")
+        return None
+    if array.size != 1:
+        raise _MalformedOutput(f"'{name}' has shape {list(array.shape)}, expected a single element")
+    return array.reshape(-1)[0]
+
+
+def _as_text(value: Any, name: str) -> str:
+    if isinstance(value, np.bytes_ | bytes):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _MalformedOutput(f"'{name}' is not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    if isinstance(value, str):
+        return value
+    raise _MalformedOutput(f"'{name}' is {type(value).__name__}, expected bytes")
+
+
+def _parse(result: Any, params: SamplingParams, latency_s: float) -> GenerationResult:
+    text = _as_text(_single(result, "text_output", required=True), "text_output")
+    raw_tokens = _single(result, "output_tokens", required=False)
+    if raw_tokens is None:
+        # Models without a token count: count whitespace words, as the shipped models do.
+        output_tokens = len(text.split())
+    elif isinstance(raw_tokens, np.integer | int) and raw_tokens >= 0:
+        output_tokens = int(raw_tokens)
+    else:
+        raise _MalformedOutput(f"'output_tokens' is {raw_tokens!r}, expected a non-negative integer")
+    raw_finish = _single(result, "finish_reason", required=False)
+    if raw_finish is None:
+        finish_reason = "length" if output_tokens >= params.max_tokens else "stop"
+    else:
+        finish_reason = _as_text(raw_finish, "finish_reason")
+        if finish_reason not in FINISH_REASONS:
+            raise _MalformedOutput(f"'finish_reason' is {finish_reason!r}, expected one of {FINISH_REASONS}")
+    return GenerationResult(text, output_tokens, finish_reason, latency_s)
+
+
+def _describe(exc: BaseException, endpoint: EndpointSpec) -> str:
+    """A one-line, human-readable reason for a failed call."""
+    where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    lowered = message.lower()
+    if (
+        isinstance(exc, TimeoutError)
+        or "deadline" in lowered
+        or "timed out" in lowered
+        or "timeout" in lowered
+    ):
+        return f"{where}: no answer within {endpoint.timeout_s:g} s (timeout)"
+    if isinstance(exc, ConnectionError) or "connection refused" in lowered or "failed to connect" in lowered:
+        return f"{where}: server unreachable ({message})"
+    if "unknown model" in lowered or ("not found" in lowered and "model" in lowered):
+        return f"{where}: model not served ({message})"
+    return f"{where}: {message}"
+
+
+class _Call:
+    """One inference: prepared (client and inputs built) before the timed part starts."""
+
+    def __init__(self, endpoint: EndpointSpec, prompt: str, params: SamplingParams) -> None:
+        self.endpoint = endpoint
+        self.params = params
+        self.client: Any = None
+        self.result: GenerationResult | None = None
+        try:
+            if endpoint.protocol == "grpc":
+                import tritonclient.grpc as module
+            elif endpoint.protocol == "http":
+                import tritonclient.http as module
+            else:
+                raise ValueError(f"unknown protocol {endpoint.protocol!r}")
+            self.inputs = _inputs(module, prompt, params)
+            if endpoint.protocol == "grpc":
+                self.client = module.InferenceServerClient(endpoint.url)
+            else:
+                self.client = module.InferenceServerClient(
+                    endpoint.url,
+                    connection_timeout=endpoint.timeout_s,
+                    network_timeout=endpoint.timeout_s,
+                )
+        except Exception as exc:  # a bad URL or protocol is a failed side, not a crash
+            self.result = GenerationResult("", 0, "error", 0.0, _describe(exc, endpoint))
+
+    def run(self) -> GenerationResult:
+        if self.result is not None:
+            return self.result
+        endpoint = self.endpoint
+        kwargs: dict[str, Any] = {"model_version": endpoint.model_version}
+        if endpoint.protocol == "grpc":
+            kwargs["client_timeout"] = endpoint.timeout_s
+        started = time.perf_counter()
+        try:
+            response = self.client.infer(endpoint.model_name, self.inputs, **kwargs)
+            latency_s = time.perf_counter() - started
+        except Exception as exc:
+            latency_s = time.perf_counter() - started
+            self.result = GenerationResult("", 0, "error", latency_s, _describe(exc, endpoint))
+            return self.result
+        try:
+            self.result = _parse(response, self.params, latency_s)
+        except Exception as exc:  # _MalformedOutput, or tritonclient failing to decode a tensor
+            where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
+            reason = str(exc) if isinstance(exc, _MalformedOutput) else f"{type(exc).__name__}: {exc}"
+            self.result = GenerationResult("", 0, "error", latency_s, f"{where}: malformed answer: {reason}")
+        return self.result
+
+    def close(self) -> None:
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception:  # closing a broken connection must not turn a result into a crash
+                pass
+            self.client = None
+
+
+def generate(endpoint: EndpointSpec, prompt: str, params: SamplingParams) -> GenerationResult:
+    """One non-streaming generation. Never raises for server-side problems; see `GenerationResult.error`."""
+    call = _Call(endpoint, prompt, params)
+    try:
+        return call.run()
+    finally:
+        call.close()
+
+
+def generate_pair(
+    left: EndpointSpec, right: EndpointSpec, prompt: str, params: SamplingParams
+) -> tuple[GenerationResult, GenerationResult]:
+    """Both sides at once, with the identical parameter set; returns when both have answered."""
+    results: list[GenerationResult | None] = [None, None]
+    # Clients are built before the barrier so that both requests leave at the same instant.
+    barrier = threading.Barrier(2)
+
+    def side(index: int, endpoint: EndpointSpec) -> None:
+        call = _Call(endpoint, prompt, params)
+        try:
+            barrier.wait(timeout=max(endpoint.timeout_s, 1.0))
+        except threading.BrokenBarrierError:
+            pass  # the other side never got ready; go anyway rather than hang
+        try:
+            results[index] = call.run()
+        finally:
+            call.close()
+
+    threads = [
+        threading.Thread(target=side, args=(0, left), name="arena-generate-left", daemon=True),
+        threading.Thread(target=side, args=(1, right), name="arena-generate-right", daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for index, endpoint in enumerate((left, right)):
+        if results[index] is None:  # the thread died on something unexpected
+            results[index] = GenerationResult(
+                "", 0, "error", 0.0, f"{endpoint.model_name}: generation thread failed unexpectedly"
+            )
+    left_result, right_result = results
+    assert left_result is not None and right_result is not None
+    return left_result, right_result
