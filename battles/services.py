@@ -7,6 +7,7 @@ conditional update and appends to the log in the same transaction, so two tabs c
 
 from __future__ import annotations
 
+import logging
 import random
 import secrets
 from dataclasses import dataclass
@@ -49,12 +50,18 @@ class VoteRejected(BattleError):
 
 
 _rng = random.SystemRandom()
+logger = logging.getLogger(__name__)
 
 
 def _leaderboards_schedule(campaign_id: int) -> None:
+    """Runs after the vote's commit: a failure to schedule (broker down) must not turn a stored vote
+    into an error page; the periodic recompute catches up."""
     from ranking.services import leaderboards_schedule
 
-    leaderboards_schedule(campaign_id=campaign_id)
+    try:
+        leaderboards_schedule(campaign_id=campaign_id)
+    except Exception:
+        logger.exception("could not schedule the leaderboard recompute of campaign %s", campaign_id)
 
 
 # --- Campaign configuration (manager actions; each writes an audit row) ---------------------------

@@ -29,8 +29,9 @@ def test_each_rule_is_counted_and_excluded():
     keep, counts = policy.apply(_votes())
     assert counts == {"too_fast": 2, "identity_leak": 1, "over_prompt_cap": 1, "over_rater_cap": 2,
                       "flagged_rater": 3, "total": 6}
-    # Kept: vote 2 (rater 1, second vote) and vote 4 (rater 2's first). Vote 5 is rater 2's second: under cap.
-    assert np.flatnonzero(keep).tolist() == [1, 3, 4]
+    # Kept: the second vote (rater 1's second, prompt 0's second) and the fifth (rater 2's second, under the
+    # rater cap of 2, and prompt 1's first). The fourth is prompt 0's fourth vote: over the prompt cap of 3.
+    assert np.flatnonzero(keep).tolist() == [1, 4]
 
 
 def test_permissive_policy_keeps_everything():

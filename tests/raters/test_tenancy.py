@@ -96,7 +96,8 @@ def test_anonymous_is_sent_to_login(acme):
     client = Client()
     assert client.get("/").status_code == 302
     assert client.get(f"/c/{acme.campaign.pk}/").status_code == 302
-    assert client.get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl").status_code == 403
+    response = client.get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl")
+    assert response.status_code == 401 and response["WWW-Authenticate"] == "Api-Key"
 
 
 def test_rater_in_org_but_not_in_campaign_pool_gets_404(acme, alice, alice_client):
