@@ -59,7 +59,8 @@ class Campaign(models.Model):
         default=True, help_text="Count 'both are bad' as a tie in the scores (otherwise it is left out)."
     )
     ranking_min_votes = models.PositiveIntegerField(
-        default=30, help_text="Competitors with fewer votes are hidden from leaderboards, not listed with huge intervals."
+        default=30,
+        help_text="Competitors with fewer votes are hidden from leaderboards, not listed with huge intervals.",
     )
     ranking_bootstrap_rounds = models.PositiveIntegerField(default=100, validators=[MinValueValidator(10)])
 

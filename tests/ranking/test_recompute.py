@@ -6,11 +6,11 @@ import pytest
 from django.test import Client
 
 from battles.models import Campaign, Prompt
-from raters.models import RaterFlag, Role
-from raters.services import api_key_create, api_key_revoke
 from ranking.models import LeaderboardSnapshot
 from ranking.selectors import vote_arrays
 from ranking.services import leaderboards_recompute, leaderboards_schedule
+from raters.models import RaterFlag, Role
+from raters.services import api_key_create, api_key_revoke
 from tests.conftest import login
 from tests.factories import CompetitorFactory, MembershipFactory, ModelEndpointFactory, UserFactory
 
