@@ -82,10 +82,11 @@ def _pairwise(cells: est.Cells, method: Method, shown: NDArray[np.bool_],
     idx = np.flatnonzero(shown)
 
     def grid(values: NDArray[np.float64]) -> list[list[float | None]]:
+        # None where a cell has no battles or no defined value (a p-value of ties only): JSON has no NaN.
         sub = values[np.ix_(idx, idx)]
         n_sub = table.battles[np.ix_(idx, idx)]
-        return [[None if n_sub[i, j] == 0 or i == j else round(float(sub[i, j]), 4) for j in range(len(idx))]
-                for i in range(len(idx))]
+        return [[None if n_sub[i, j] == 0 or i == j or not np.isfinite(sub[i, j]) else round(float(sub[i, j]), 4)
+                 for j in range(len(idx))] for i in range(len(idx))]
 
     adjacency = est.majority_graph(table.win_rate[np.ix_(idx, idx)])
     return {
