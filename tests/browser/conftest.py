@@ -1,0 +1,96 @@
+"""A real headless Chromium, driven by Playwright's sync API, against pytest-django's live server.
+
+Playwright's sync API keeps an asyncio loop in the main thread, and Django refuses ORM calls from a
+thread with a running loop. The tests only read rows between browser steps, never concurrently with
+them, so the guard is switched off for this folder before any query runs.
+
+The browser is Debian's Chromium at /usr/bin/chromium unless ARENA_CHROMIUM names another binary;
+without either, Playwright's own download is tried.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, ViewportSize, sync_playwright  # noqa: E402
+from playwright.sync_api import Error as PlaywrightError  # noqa: E402
+
+from tests.factories import PASSWORD  # noqa: E402
+
+SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Wide enough for the two panes to sit side by side (they stack below 800 px).
+VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
+TIMEOUT_MS = 30_000
+
+
+def chromium_executable() -> str | None:
+    override = os.environ.get("ARENA_CHROMIUM")
+    if override:
+        if not Path(override).is_file():
+            raise pytest.UsageError(f"ARENA_CHROMIUM={override!r} is not a file")
+        return override
+    return str(SYSTEM_CHROMIUM) if SYSTEM_CHROMIUM.is_file() else None
+
+
+@pytest.fixture(scope="session")
+def playwright_driver() -> Iterator[Playwright]:
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def chromium(playwright_driver: Playwright) -> Iterator[Browser]:
+    executable = chromium_executable()
+    try:
+        browser = playwright_driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+    except PlaywrightError as exc:
+        pytest.skip(f"no Chromium to drive (set ARENA_CHROMIUM to a chromium binary): {exc.message[:300]}")
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+@pytest.fixture
+def browser_context(chromium: Browser) -> Iterator[BrowserContext]:
+    """A fresh profile per test: no cookies or storage carried between tests."""
+    context = chromium.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield context
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def screenshot_dir() -> Path:
+    """Where the tests leave screenshots of the pages for a person to look at (ARENA_SCREENSHOT_DIR)."""
+    path = Path(os.environ.get("ARENA_SCREENSHOT_DIR") or tempfile.gettempdir())
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def log_in(page: Page, base_url: str, *, email: str, password: str = PASSWORD) -> None:
+    """Log in through the allauth form, as a person does."""
+    page.goto(f"{base_url}/accounts/login/")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign In").click()
+    page.wait_for_url(f"{base_url}/")
