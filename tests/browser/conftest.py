@@ -61,7 +61,8 @@ def chromium(playwright_driver: Playwright) -> Iterator[Browser]:
     try:
         browser = playwright_driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
     except PlaywrightError as exc:
-        pytest.skip(f"no Chromium to drive (set ARENA_CHROMIUM to a chromium binary): {exc.message[:300]}")
+        # A missing browser is a broken set-up, not a reason to pass: scripts/test installs Debian's chromium.
+        pytest.fail(f"no Chromium to drive (install Debian's chromium or set ARENA_CHROMIUM): {exc.message[:300]}")
     try:
         yield browser
     finally:
