@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, QuerySet
 
 from raters.models import RaterPool
+from raters.selectors import organizations_viewable_by
 
 from .models import Battle, Campaign, Competitor, Prompt, Vote
 
@@ -22,6 +23,12 @@ def campaigns_for_rater(user: AbstractBaseUser) -> QuerySet[Campaign]:
         .distinct()
         .order_by("organization__name", "name")
     )
+
+
+def campaigns_with_results_for(user: AbstractBaseUser) -> QuerySet[Campaign]:
+    """Campaigns whose leaderboards the user may read (owners, managers and viewers of the organisation)."""
+    return (Campaign.objects.filter(organization__in=organizations_viewable_by(user)).exclude(
+        status=Campaign.Status.DRAFT).select_related("organization").order_by("organization__name", "name"))
 
 
 def campaign_for_rater(*, user: AbstractBaseUser, campaign_id: int) -> Campaign | None:

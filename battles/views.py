@@ -45,6 +45,7 @@ def campaign_list(request: HttpRequest) -> HttpResponse:
     return render(request, "battles/campaign_list.html", {
         "campaigns": selectors.campaigns_for_rater(request.user),
         "manages": user_manages_anything(request.user),
+        "boards": selectors.campaigns_with_results_for(request.user),
     })
 
 

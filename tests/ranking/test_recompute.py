@@ -159,3 +159,17 @@ def test_read_api_with_session_and_api_key(board, acme, alice, alice_client, glo
 
     api_key_revoke(api_key=ApiKey.objects.get(name="dashboards"), actor=alice)
     assert external.get(f"/api/v1/campaigns/{campaign.pk}/leaderboard/").status_code == 401
+
+
+def test_campaign_list_links_leaderboards_for_managers_not_raters(board, alice_client, bob_client):
+    campaign, _, _ = board
+    assert f"/leaderboard/{campaign.pk}/" in alice_client.get("/").content.decode()
+    assert f"/leaderboard/{campaign.pk}/" not in bob_client.get("/").content.decode()
+
+
+def test_live_elo_section_with_flags(board, alice_client):
+    campaign, competitors, _ = board
+    leaderboards_recompute(campaign_id=campaign.pk)
+    html = alice_client.get(f"/leaderboard/{campaign.pk}/").content.decode()
+    assert "Live Elo" in html
+    assert "fewer than 50 comparisons" in html  # the rare competitor has 5
