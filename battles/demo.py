@@ -87,6 +87,8 @@ def demo_seed(*, triton_grpc_url: str, model_repository: Path) -> DemoWorld:
                            "judge which answer is more relevant, readable and useful.",
             "status": Campaign.Status.OPEN, "allow_rater_prompts": True, "max_tokens": 120,
             "temperature": 0.8, "top_p": 0.95, "min_decision_ms": 1500,
+            # A demo session of a few dozen votes should already show a leaderboard.
+            "ranking_min_votes": 5,
         },
     )
     campaign.rater_pools.add(pool)

@@ -1,0 +1,43 @@
+"""The README's demo: the seed gives a working campaign on the real local models, and is idempotent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_PROMPTS, DEMO_RATER, demo_seed
+from battles.models import Battle, Prompt, Vote
+from ranking.models import LeaderboardSnapshot
+
+pytestmark = pytest.mark.django_db
+
+
+def test_demo_seed_gives_a_votable_campaign_and_a_leaderboard(triton_server):
+    repository = Path(settings.ARENA_MODEL_REPOSITORY)
+    world = demo_seed(triton_grpc_url=triton_server.grpc_url, model_repository=repository)
+    again = demo_seed(triton_grpc_url=triton_server.grpc_url, model_repository=repository)
+    assert again.campaign.pk == world.campaign.pk
+    assert Prompt.objects.filter(campaign=world.campaign).count() == len(DEMO_PROMPTS)
+    assert {e.model_name for e in world.endpoints} == {"zen-bigram", "stdlib-trigram", "docs-markdown"}
+
+    rater = Client()
+    assert rater.post("/accounts/login/", {"login": DEMO_RATER, "password": DEMO_PASSWORD}).status_code == 302
+    assert world.campaign.name in rater.get("/").content.decode()
+    battle_url = rater.post(f"/c/{world.campaign.pk}/next/")["Location"]
+    assert "Answer A" in rater.get(battle_url).content.decode()
+    battle = Battle.objects.get()
+    assert battle.status == Battle.Status.READY
+    assert rater.post(f"{battle_url}vote/", {"choice": "left"}).status_code == 302
+    assert Vote.objects.count() == 1
+
+    manager = Client()
+    assert manager.post("/accounts/login/", {"login": DEMO_MANAGER, "password": DEMO_PASSWORD}).status_code == 302
+    assert manager.get("/admin/battles/campaign/").status_code == 200
+    from ranking.services import leaderboards_recompute
+
+    leaderboards_recompute(campaign_id=world.campaign.pk)
+    assert LeaderboardSnapshot.objects.filter(campaign=world.campaign).exists()
+    assert manager.get(f"/leaderboard/{world.campaign.pk}/").status_code == 200
