@@ -13,10 +13,14 @@ class _Collector(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, attrs))
 
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
 
 def tags_and_attributes(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
     collector = _Collector()
     collector.feed(html)
+    collector.close()
     return collector.tags
 
 

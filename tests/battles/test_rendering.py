@@ -11,33 +11,13 @@ as with a full HTML parser.
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from battles.rendering import ALLOWED_TAGS, LINK_REL, markdown_to_safe_html
-
-
-class _Collector(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-
-def _tags(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
-    parser = _Collector()
-    parser.feed(html)
-    parser.close()
-    return parser.tags
-
+from tests.html_safety import tags_and_attributes as _tags
 
 _ALLOWED_ATTRS = {"a": {"href", "rel", "target"}, "th": {"style"}, "td": {"style"}, "ol": {"start"}}
 
