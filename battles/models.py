@@ -71,6 +71,11 @@ class Campaign(models.Model):
 
     ranking_interval = models.CharField(max_length=20, choices=Interval.choices, default=Interval.BOOTSTRAP,
                                         help_text="Intervals of the raw leaderboard.")
+    ranking_anchor = models.ForeignKey(
+        "Competitor", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="Pin this competitor at 1000 (e.g. a production baseline); empty: the geometric mean of "
+                  "all strengths is 1000.",
+    )
     ranking_style_interval = models.CharField(max_length=20, choices=Interval.choices, default=Interval.SANDWICH,
                                               help_text="Intervals of the style-controlled leaderboard.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -85,6 +90,12 @@ class Campaign(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.ranking_anchor_id is not None and self.ranking_anchor.campaign_id != self.pk:
+            raise ValidationError({"ranking_anchor": "The anchor must be a competitor of this campaign."})
 
     def sampling_params(self) -> dict[str, Any]:
         return {

@@ -28,6 +28,7 @@ def method_for(campaign: Campaign) -> Method:
         min_votes=campaign.ranking_min_votes,
         interval=campaign.ranking_interval,  # type: ignore[arg-type]
         style_interval=campaign.ranking_style_interval,  # type: ignore[arg-type]
+        anchor=campaign.ranking_anchor_id,
     )
 
 

@@ -173,3 +173,27 @@ def test_live_elo_section_with_flags(board, alice_client):
     html = alice_client.get(f"/leaderboard/{campaign.pk}/").content.decode()
     assert "Live Elo" in html
     assert "fewer than 50 comparisons" in html  # the rare competitor has 5
+
+
+def test_anchor_competitor_is_pinned_at_1000(board):
+    campaign, competitors, _ = board
+    Campaign.objects.filter(pk=campaign.pk).update(ranking_anchor=competitors[2])
+    for snapshot in leaderboards_recompute(campaign_id=campaign.pk):
+        if snapshot.category:
+            continue
+        row = next(r for r in snapshot.rows if r["competitor_id"] == competitors[2].pk)
+        assert row["score"] == 1000.0
+        assert "competitor" in snapshot.method["anchor"]
+
+
+def test_anchor_from_another_campaign_is_refused(board, acme):
+    from django.core.exceptions import ValidationError
+
+    from tests.factories import CampaignFactory
+
+    campaign, _, _ = board
+    other = CampaignFactory(organization=acme.organization)
+    stranger = CompetitorFactory(campaign=other, endpoint=ModelEndpointFactory(organization=acme.organization))
+    campaign.ranking_anchor = stranger
+    with pytest.raises(ValidationError):
+        campaign.full_clean(exclude=["rater_pools"])

@@ -1,0 +1,47 @@
+"""``manage.py triton_serve`` starts a real Triton on loopback, answers, and stops on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_triton_serve_command_serves_and_stops_cleanly():
+    http_port, grpc_port = _free_port(), _free_port()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "arena.settings.base", "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "triton_serve", "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        deadline = time.monotonic() + 90
+        while "Triton ready" not in line and time.monotonic() < deadline and process.poll() is None:
+            line = process.stdout.readline()
+        assert f"grpc 127.0.0.1:{grpc_port}" in line, line
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2/models/zen-bigram/ready", timeout=5) as r:
+            assert r.status == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    with socket.socket() as s:  # nothing listens there any more (REUSEADDR: TIME_WAIT does not count)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", http_port))
+        s.listen()
