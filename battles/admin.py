@@ -9,6 +9,8 @@ from django.contrib import admin, messages
 from django.db import models
 from django.http import HttpRequest
 
+from arena.admin_site import admin_user
+from arena.http import AuthenticatedHttpRequest
 from raters.admin import ReadOnlyTenantAdmin, TenantAdmin
 
 from . import services
@@ -25,7 +27,8 @@ class CompetitorInline(admin.TabularInline):
             from raters.selectors import organizations_managed_by
             from serving.models import ModelEndpoint
 
-            kwargs["queryset"] = ModelEndpoint.objects.filter(organization__in=organizations_managed_by(request.user))
+            managed = organizations_managed_by(admin_user(request))
+            kwargs["queryset"] = ModelEndpoint.objects.filter(organization__in=managed)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
@@ -36,7 +39,7 @@ class CampaignForm(forms.ModelForm):
                   "classifier unless a category is chosen below.",
     )
     new_prompts_category = forms.ChoiceField(
-        required=False, choices=[("", "(classify automatically)")] + list(Prompt._meta.get_field("category").choices),
+        required=False, choices=[("", "(classify automatically)")] + Prompt._meta.get_field("category").flatchoices,
     )
 
     class Meta:
@@ -113,7 +116,7 @@ class CampaignAdmin(TenantAdmin):
                 messages.success(request, f"{len(lines)} prompts added to the pool.")
 
     @admin.action(description="Open the selected campaigns for voting")
-    def open_campaigns(self, request: HttpRequest, queryset: models.QuerySet[Campaign]) -> None:
+    def open_campaigns(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[Campaign]) -> None:
         for campaign in queryset:
             try:
                 services.campaign_open(campaign=campaign, actor=request.user)
@@ -123,7 +126,7 @@ class CampaignAdmin(TenantAdmin):
                 messages.success(request, f"{campaign.name} is open.")
 
     @admin.action(description="Close the selected campaigns")
-    def close_campaigns(self, request: HttpRequest, queryset: models.QuerySet[Campaign]) -> None:
+    def close_campaigns(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[Campaign]) -> None:
         for campaign in queryset:
             services.campaign_close(campaign=campaign, actor=request.user)
             messages.success(request, f"{campaign.name} is closed.")

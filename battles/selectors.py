@@ -6,7 +6,7 @@ import random
 from collections.abc import Iterator
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import Count, QuerySet
 
 from raters.models import RaterPool
@@ -15,7 +15,7 @@ from raters.selectors import organizations_viewable_by
 from .models import Battle, Campaign, Competitor, Prompt, Vote
 
 
-def campaigns_for_rater(user: AbstractBaseUser) -> QuerySet[Campaign]:
+def campaigns_for_rater(user: User) -> QuerySet[Campaign]:
     """Open campaigns that name a pool the user belongs to."""
     return (
         Campaign.objects.filter(status=Campaign.Status.OPEN, rater_pools__members=user)
@@ -25,22 +25,22 @@ def campaigns_for_rater(user: AbstractBaseUser) -> QuerySet[Campaign]:
     )
 
 
-def campaigns_with_results_for(user: AbstractBaseUser) -> QuerySet[Campaign]:
+def campaigns_with_results_for(user: User) -> QuerySet[Campaign]:
     """Campaigns whose leaderboards the user may read (owners, managers and viewers of the organisation)."""
     return (Campaign.objects.filter(organization__in=organizations_viewable_by(user)).exclude(
         status=Campaign.Status.DRAFT).select_related("organization").order_by("organization__name", "name"))
 
 
-def campaign_for_rater(*, user: AbstractBaseUser, campaign_id: int) -> Campaign | None:
+def campaign_for_rater(*, user: User, campaign_id: int) -> Campaign | None:
     return campaigns_for_rater(user).filter(pk=campaign_id).first()
 
 
-def pool_for_rater(*, campaign: Campaign, user: AbstractBaseUser) -> RaterPool | None:
+def pool_for_rater(*, campaign: Campaign, user: User) -> RaterPool | None:
     """The pool the rater votes through in this campaign (the oldest, if several qualify)."""
     return campaign.rater_pools.filter(members=user).order_by("id").first()
 
 
-def battle_for_rater(*, user: AbstractBaseUser, battle_id: UUID | str) -> Battle | None:
+def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
     """A rater sees only their own battles; anything else is indistinguishable from a missing one."""
     try:
         return (
@@ -52,7 +52,7 @@ def battle_for_rater(*, user: AbstractBaseUser, battle_id: UUID | str) -> Battle
         return None
 
 
-def battle_pending_for_rater(*, campaign: Campaign, user: AbstractBaseUser) -> Battle | None:
+def battle_pending_for_rater(*, campaign: Campaign, user: User) -> Battle | None:
     """A battle already assigned and not yet voted on is shown again rather than replaced, so reloading
     the page cannot be used to regenerate answers or to fish for a preferred pair."""
     return (
@@ -64,13 +64,13 @@ def battle_pending_for_rater(*, campaign: Campaign, user: AbstractBaseUser) -> B
     )
 
 
-def battles_in_session(*, campaign: Campaign, user: AbstractBaseUser, session_key: str) -> int:
+def battles_in_session(*, campaign: Campaign, user: User, session_key: str) -> int:
     return Battle.objects.filter(campaign=campaign, rater=user, session_key=session_key).exclude(
         status=Battle.Status.VOID
     ).count()
 
 
-def votes_by_rater(*, campaign: Campaign, user: AbstractBaseUser) -> int:
+def votes_by_rater(*, campaign: Campaign, user: User) -> int:
     return Vote.objects.filter(campaign=campaign, rater=user).count()
 
 
@@ -78,7 +78,7 @@ def votes_on_prompt_hash(*, campaign: Campaign, text_hash: str) -> int:
     return Vote.objects.filter(campaign=campaign, prompt_hash=text_hash).count()
 
 
-def prompt_candidates(*, campaign: Campaign, user: AbstractBaseUser) -> QuerySet[Prompt]:
+def prompt_candidates(*, campaign: Campaign, user: User) -> QuerySet[Prompt]:
     """Pool prompts this rater has not been shown yet and whose hash is under the campaign's cap."""
     prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True).exclude(
         battles__rater=user
@@ -95,7 +95,7 @@ def prompt_candidates(*, campaign: Campaign, user: AbstractBaseUser) -> QuerySet
     return prompts
 
 
-def prompt_pick(*, campaign: Campaign, user: AbstractBaseUser, rng: random.Random) -> Prompt | None:
+def prompt_pick(*, campaign: Campaign, user: User, rng: random.Random) -> Prompt | None:
     ids = list(prompt_candidates(campaign=campaign, user=user).values_list("id", flat=True))
     if not ids:
         return None

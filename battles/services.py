@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -67,7 +67,7 @@ def _leaderboards_schedule(campaign_id: int) -> None:
 # --- Campaign configuration (manager actions; each writes an audit row) ---------------------------
 
 @transaction.atomic
-def campaign_open(*, campaign: Campaign, actor: AbstractBaseUser | None) -> Campaign:
+def campaign_open(*, campaign: Campaign, actor: User | AnonymousUser | None) -> Campaign:
     if Competitor.objects.filter(campaign=campaign, active=True).count() < 2:
         raise BattleError("A campaign needs at least two active competitors before it can open.")
     if not campaign.rater_pools.exists():
@@ -79,7 +79,7 @@ def campaign_open(*, campaign: Campaign, actor: AbstractBaseUser | None) -> Camp
 
 
 @transaction.atomic
-def campaign_close(*, campaign: Campaign, actor: AbstractBaseUser | None) -> Campaign:
+def campaign_close(*, campaign: Campaign, actor: User | AnonymousUser | None) -> Campaign:
     Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.CLOSED, closed_at=timezone.now())
     campaign.refresh_from_db()
     audit_record(organization=campaign.organization, actor=actor, action="campaign.closed", obj=campaign)
@@ -87,7 +87,7 @@ def campaign_close(*, campaign: Campaign, actor: AbstractBaseUser | None) -> Cam
 
 
 @transaction.atomic
-def campaign_save(*, campaign: Campaign, actor: AbstractBaseUser | None, changed: list[str]) -> Campaign:
+def campaign_save(*, campaign: Campaign, actor: User | AnonymousUser | None, changed: list[str]) -> Campaign:
     created = campaign._state.adding
     campaign.full_clean(exclude=["rater_pools"])
     campaign.save()
@@ -98,7 +98,7 @@ def campaign_save(*, campaign: Campaign, actor: AbstractBaseUser | None, changed
 
 
 @transaction.atomic
-def competitor_save(*, competitor: Competitor, actor: AbstractBaseUser | None, changed: list[str]) -> Competitor:
+def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | None, changed: list[str]) -> Competitor:
     created = competitor._state.adding
     if competitor.endpoint.organization_id != competitor.campaign.organization_id:
         raise BattleError("The endpoint belongs to another organisation.")
@@ -110,7 +110,7 @@ def competitor_save(*, competitor: Competitor, actor: AbstractBaseUser | None, c
     return competitor
 
 
-def prompt_build(*, campaign: Campaign, text: str, source: str, author: AbstractBaseUser | None = None,
+def prompt_build(*, campaign: Campaign, text: str, source: str, author: User | AnonymousUser | None = None,
                  category: str = "", language: str = "") -> Prompt:
     """A validated, hashed and classified prompt (not yet saved). Category and language given by the
     manager win; otherwise the deterministic classifier decides."""
@@ -124,7 +124,7 @@ def prompt_build(*, campaign: Campaign, text: str, source: str, author: Abstract
 
 
 @transaction.atomic
-def prompts_import(*, campaign: Campaign, texts: list[str], actor: AbstractBaseUser | None,
+def prompts_import(*, campaign: Campaign, texts: list[str], actor: User | AnonymousUser | None,
                    category: str = "") -> list[Prompt]:
     prompts = [prompt_build(campaign=campaign, text=t, source=Prompt.Source.POOL, category=category)
                for t in texts if t.strip()]
@@ -142,7 +142,7 @@ class Assignment:
     resumed: bool
 
 
-def _check_caps(*, campaign: Campaign, user: AbstractBaseUser, session_key: str) -> None:
+def _check_caps(*, campaign: Campaign, user: User, session_key: str) -> None:
     if selectors.battles_in_session(campaign=campaign, user=user, session_key=session_key) >= campaign.session_cap:
         raise CapReached(
             f"You have rated {campaign.session_cap} battles in this session, the most this campaign allows "
@@ -157,7 +157,7 @@ def _check_caps(*, campaign: Campaign, user: AbstractBaseUser, session_key: str)
         )
 
 
-def battle_assign(*, campaign: Campaign, user: AbstractBaseUser, session_key: str,
+def battle_assign(*, campaign: Campaign, user: User, session_key: str,
                   prompt_text: str | None = None) -> Assignment:
     """Give the rater a battle: the pending one if there is one, else a new one, generated now.
 
@@ -203,7 +203,7 @@ def battle_assign(*, campaign: Campaign, user: AbstractBaseUser, session_key: st
 
 
 @transaction.atomic
-def _battle_create(*, campaign: Campaign, user: AbstractBaseUser, pool: RaterPool, prompt: Prompt,
+def _battle_create(*, campaign: Campaign, user: User, pool: RaterPool, prompt: Prompt,
                    pair: tuple[Competitor, Competitor], session_key: str) -> Battle:
     if prompt._state.adding:
         prompt.save()
@@ -261,7 +261,7 @@ def battle_mark_shown(*, battle: Battle) -> Battle:
 
 
 @transaction.atomic
-def vote_submit(*, battle_id: Any, user: AbstractBaseUser, choice: str) -> Vote:
+def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
     if choice not in Choice.values:
         raise BattleError(f"Unknown choice {choice!r}: use one of {', '.join(Choice.values)}.")
     battle = selectors.battle_for_rater(user=user, battle_id=battle_id)

@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.decorators import ratelimit
 
+from arena.http import AuthenticatedHttpRequest
 from raters.selectors import user_manages_anything
 
 from . import selectors, services
@@ -41,7 +42,7 @@ def _session_key(request: HttpRequest) -> str:
 
 @require_GET
 @login_required
-def campaign_list(request: HttpRequest) -> HttpResponse:
+def campaign_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(request, "battles/campaign_list.html", {
         "campaigns": selectors.campaigns_for_rater(request.user),
         "manages": user_manages_anything(request.user),
@@ -51,7 +52,7 @@ def campaign_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
+def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
     campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")
@@ -65,7 +66,7 @@ def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
 @require_POST
 @login_required
 @ratelimit(key="user", rate=_battle_rate, block=True)
-def battle_next(request: HttpRequest, campaign_id: int) -> HttpResponse:
+def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
     campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")
@@ -117,7 +118,7 @@ def _battle_context(battle: Battle) -> dict[str, object]:
 
 @require_GET
 @login_required
-def battle_detail(request: HttpRequest, battle_id: str) -> HttpResponse:
+def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
     if battle is None:
         raise Http404("No such battle.")
@@ -130,7 +131,7 @@ def battle_detail(request: HttpRequest, battle_id: str) -> HttpResponse:
 @require_POST
 @login_required
 @ratelimit(key="user", rate=_vote_rate, block=True)
-def battle_vote(request: HttpRequest, battle_id: str) -> HttpResponse:
+def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     try:
         services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))
     except services.NotAllowed:

@@ -34,7 +34,7 @@ class VoteArrays:
         return int(self.vote_id.shape[0])
 
     def subset(self, mask: NDArray[np.bool_]) -> VoteArrays:
-        fields = {k: v[mask] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()}
+        fields: dict[str, Any] = {k: v[mask] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()}
         return VoteArrays(**fields)
 
 

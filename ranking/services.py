@@ -58,7 +58,9 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
         subset = kept.subset(mask)
         for view in (LeaderboardSnapshot.View.RAW, LeaderboardSnapshot.View.STYLE):
             t0 = time.perf_counter()
-            board = board_compute(subset, competitor_ids, labels, method, view=view)
+            # A View member is the str its Literal names ("raw", "style"); mypy cannot relate a
+            # TextChoices member to a Literal, as with the campaign's interval choices above.
+            board = board_compute(subset, competitor_ids, labels, method, view=view)  # type: ignore[arg-type]
             extra = dict(board.extra)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
                 extra["elo"] = elo_compute(kept, competitor_ids, labels)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.contrib.auth.models import User
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from arena.http import AuthenticatedHttpRequest
 from battles.models import Campaign
 from raters.selectors import organizations_viewable_by
 
@@ -16,7 +18,7 @@ from . import selectors
 from .models import LeaderboardSnapshot
 
 
-def campaign_viewable(*, user: Any, campaign_id: int) -> Campaign | None:
+def campaign_viewable(*, user: User, campaign_id: int) -> Campaign | None:
     return Campaign.objects.filter(pk=campaign_id, organization__in=organizations_viewable_by(user)).first()
 
 
@@ -42,7 +44,7 @@ def _heat(value: float | None) -> str:
 
 @require_GET
 @login_required
-def leaderboard(request: HttpRequest, campaign_id: int) -> HttpResponse:
+def leaderboard(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
     campaign = campaign_viewable(user=request.user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")

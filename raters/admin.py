@@ -8,6 +8,9 @@ from django.contrib import admin, messages
 from django.db import models
 from django.http import HttpRequest
 
+from arena.admin_site import admin_user
+from arena.http import AuthenticatedHttpRequest
+
 from . import services
 from .models import ApiKey, AuditEvent, Invitation, Membership, Organization, RaterFlag, RaterPool
 from .selectors import organizations_managed_by, user_manages_anything
@@ -22,7 +25,7 @@ class TenantAdmin(admin.ModelAdmin):
     organization_field = "organization"
 
     def _orgs(self, request: HttpRequest) -> models.QuerySet[Organization]:
-        return organizations_managed_by(request.user)
+        return organizations_managed_by(admin_user(request))
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
         qs = super().get_queryset(request)
@@ -133,7 +136,7 @@ class RaterPoolAdmin(TenantAdmin):
                                              defaults={"role": "rater"})
 
     @admin.action(description="Create an invitation link for the selected pools")
-    def create_invitation(self, request: HttpRequest, queryset: models.QuerySet[RaterPool]) -> None:
+    def create_invitation(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[RaterPool]) -> None:
         for pool in queryset:
             invitation = services.invitation_create(pool=pool, actor=request.user, max_uses=50)
             messages.success(request, f"Invitation link for {pool.name}: "
@@ -152,7 +155,7 @@ class InvitationAdmin(TenantAdmin):
 
     def save_model(self, request: HttpRequest, obj: Invitation, form: Any, change: bool) -> None:
         if not change:
-            obj.created_by = request.user
+            obj.created_by = admin_user(request)
             obj.organization = obj.pool.organization
         super().save_model(request, obj, form, change)
 
@@ -182,7 +185,7 @@ class ApiKeyAdmin(TenantAdmin):
                                   "be shown again.")
 
     @admin.action(description="Revoke the selected keys")
-    def revoke(self, request: HttpRequest, queryset: models.QuerySet[ApiKey]) -> None:
+    def revoke(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[ApiKey]) -> None:
         for api_key in queryset:
             services.api_key_revoke(api_key=api_key, actor=request.user)
 
@@ -194,5 +197,5 @@ class RaterFlagAdmin(TenantAdmin):
 
     def save_model(self, request: HttpRequest, obj: RaterFlag, form: Any, change: bool) -> None:
         if not change:
-            obj.created_by = request.user
+            obj.created_by = admin_user(request)
         super().save_model(request, obj, form, change)

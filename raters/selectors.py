@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
+from .authentication import ApiKeyPrincipal
 from .models import MANAGING_ROLES, Membership, Organization, Role
 
 
-def organizations_managed_by(user: AbstractBaseUser) -> QuerySet[Organization]:
-    if user.is_superuser:  # type: ignore[attr-defined]
+def organizations_managed_by(user: User) -> QuerySet[Organization]:
+    if user.is_superuser:
         return Organization.objects.all()
     return Organization.objects.filter(memberships__user=user, memberships__role__in=MANAGING_ROLES).distinct()
 
 
-def organizations_viewable_by(user: AbstractBaseUser) -> QuerySet[Organization]:
+def organizations_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organization]:
     """Organisations whose results the user may see: managers, owners and viewers; for a request
     made with an API key, the key's organisation only."""
-    api_key = getattr(user, "api_key", None)
-    if api_key is not None:
-        return Organization.objects.filter(pk=api_key.organization_id)
-    if user.is_superuser:  # type: ignore[attr-defined]
+    if isinstance(user, ApiKeyPrincipal):
+        return Organization.objects.filter(pk=user.api_key.organization_id)
+    if user.is_superuser:
         return Organization.objects.all()
     roles = (*MANAGING_ROLES, Role.VIEWER)
     return Organization.objects.filter(memberships__user=user, memberships__role__in=roles).distinct()
 
 
-def user_manages_anything(user: AbstractBaseUser) -> bool:
+def user_manages_anything(user: User | AnonymousUser) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
-    return user.is_superuser or Membership.objects.filter(  # type: ignore[attr-defined]
+    return user.is_superuser or Membership.objects.filter(
         user=user, role__in=MANAGING_ROLES
     ).exists()

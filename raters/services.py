@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models, transaction
 from django.utils import timezone
 
@@ -17,7 +17,7 @@ class InvitationError(Exception):
 
 
 def audit_record(
-    *, organization: Organization, actor: AbstractBaseUser | None, action: str, obj: models.Model,
+    *, organization: Organization, actor: User | AnonymousUser | None, action: str, obj: models.Model,
     data: dict[str, Any] | None = None,
 ) -> AuditEvent:
     return AuditEvent.objects.create(
@@ -31,7 +31,7 @@ def audit_record(
 
 
 @transaction.atomic
-def organization_create(*, name: str, slug: str, owner: AbstractBaseUser) -> Organization:
+def organization_create(*, name: str, slug: str, owner: User) -> Organization:
     organization = Organization.objects.create(name=name, slug=slug)
     Membership.objects.create(user=owner, organization=organization, role=Role.OWNER)
     audit_record(organization=organization, actor=owner, action="organization.created", obj=organization)
@@ -40,7 +40,7 @@ def organization_create(*, name: str, slug: str, owner: AbstractBaseUser) -> Org
 
 @transaction.atomic
 def membership_set(
-    *, organization: Organization, user: AbstractBaseUser, role: str, actor: AbstractBaseUser | None
+    *, organization: Organization, user: User, role: str, actor: User | AnonymousUser | None
 ) -> Membership:
     membership, created = Membership.objects.update_or_create(
         user=user, organization=organization, defaults={"role": role}
@@ -53,7 +53,7 @@ def membership_set(
 
 
 @transaction.atomic
-def pool_member_add(*, pool: RaterPool, user: AbstractBaseUser, actor: AbstractBaseUser | None) -> None:
+def pool_member_add(*, pool: RaterPool, user: User, actor: User | AnonymousUser | None) -> None:
     Membership.objects.get_or_create(user=user, organization=pool.organization, defaults={"role": Role.RATER})
     pool.members.add(user)
     audit_record(organization=pool.organization, actor=actor, action="pool.member_added", obj=pool,
@@ -61,7 +61,7 @@ def pool_member_add(*, pool: RaterPool, user: AbstractBaseUser, actor: AbstractB
 
 
 @transaction.atomic
-def pool_member_remove(*, pool: RaterPool, user: AbstractBaseUser, actor: AbstractBaseUser | None) -> None:
+def pool_member_remove(*, pool: RaterPool, user: User, actor: User | AnonymousUser | None) -> None:
     pool.members.remove(user)
     audit_record(organization=pool.organization, actor=actor, action="pool.member_removed", obj=pool,
                  data={"user": user.pk})
@@ -69,7 +69,7 @@ def pool_member_remove(*, pool: RaterPool, user: AbstractBaseUser, actor: Abstra
 
 @transaction.atomic
 def invitation_create(
-    *, pool: RaterPool, actor: AbstractBaseUser | None, email: str = "", max_uses: int = 1
+    *, pool: RaterPool, actor: User | AnonymousUser | None, email: str = "", max_uses: int = 1
 ) -> Invitation:
     invitation = Invitation.objects.create(
         organization=pool.organization, pool=pool, email=email, max_uses=max_uses,
@@ -81,7 +81,7 @@ def invitation_create(
 
 
 @transaction.atomic
-def invitation_accept(*, token: str, user: AbstractBaseUser) -> RaterPool:
+def invitation_accept(*, token: str, user: User) -> RaterPool:
     """Join the invitation's pool. The use counter is claimed with a conditional update, so two people
     racing for the last use of a link cannot both get in."""
     invitation = Invitation.objects.select_related("pool", "organization").filter(token=token).first()
@@ -89,7 +89,7 @@ def invitation_accept(*, token: str, user: AbstractBaseUser) -> RaterPool:
         raise InvitationError("This invitation link is not valid.")
     if invitation.expires_at <= timezone.now():
         raise InvitationError("This invitation link has expired. Ask your manager for a new one.")
-    if invitation.email and invitation.email.lower() != (user.email or "").lower():  # type: ignore[attr-defined]
+    if invitation.email and invitation.email.lower() != (user.email or "").lower():
         raise InvitationError("This invitation was sent to another email address.")
     if invitation.pool.members.filter(pk=user.pk).exists():
         return invitation.pool
@@ -102,7 +102,7 @@ def invitation_accept(*, token: str, user: AbstractBaseUser) -> RaterPool:
     return invitation.pool
 
 
-def user_create(*, email: str, password: str, is_superuser: bool = False) -> AbstractBaseUser:
+def user_create(*, email: str, password: str, is_superuser: bool = False) -> User:
     """A user who can log in with allauth's email login straight away (email marked verified)."""
     from allauth.account.models import EmailAddress
 
@@ -128,7 +128,7 @@ def api_key_hash(key: str) -> str:
 
 @transaction.atomic
 def api_key_create(*, organization: Organization, name: str, scope: str,
-                   actor: AbstractBaseUser | None) -> tuple[ApiKey, str]:
+                   actor: User | AnonymousUser | None) -> tuple[ApiKey, str]:
     """A new key and its plaintext, which is never stored and cannot be shown again."""
     import secrets
 
@@ -144,6 +144,6 @@ def api_key_create(*, organization: Organization, name: str, scope: str,
 
 
 @transaction.atomic
-def api_key_revoke(*, api_key: ApiKey, actor: AbstractBaseUser | None) -> None:
+def api_key_revoke(*, api_key: ApiKey, actor: User | AnonymousUser | None) -> None:
     ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     audit_record(organization=api_key.organization, actor=actor, action="api_key.revoked", obj=api_key)

@@ -2,14 +2,16 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
+
+from arena.http import AuthenticatedHttpRequest
 
 from . import services
 
 
 @login_required
-def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
+def invitation_accept(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     """GET shows what the link is for; POST joins. A GET never changes anything (link previews)."""
     from .models import Invitation
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.test import Client
 
 from battles.models import Campaign, Competitor
@@ -53,77 +54,77 @@ class Tenant:
     right: Competitor
 
 
-def make_tenant(*, owner, rater, triton: TritonServer, name: str, prompts: int = 8,  # type: ignore[no-untyped-def]
+def make_tenant(*, owner: User, rater: User, triton: TritonServer, name: str, prompts: int = 8,
                 models: tuple[str, str] = ("zen-bigram", "stdlib-trigram")) -> Tenant:
-    organization = OrganizationFactory(name=name, slug=name.lower())
-    MembershipFactory(user=owner, organization=organization, role=Role.OWNER)
+    organization = OrganizationFactory.create(name=name, slug=name.lower())
+    MembershipFactory.create(user=owner, organization=organization, role=Role.OWNER)
     if rater != owner:
-        MembershipFactory(user=rater, organization=organization, role=Role.RATER)
-    pool = RaterPoolFactory(organization=organization, name=f"{name} staff")
+        MembershipFactory.create(user=rater, organization=organization, role=Role.RATER)
+    pool = RaterPoolFactory.create(organization=organization, name=f"{name} staff")
     pool.members.add(rater)
-    campaign = CampaignFactory(organization=organization, name=f"{name} chat", slug=f"{name.lower()}-chat")
+    campaign = CampaignFactory.create(organization=organization, name=f"{name} chat", slug=f"{name.lower()}-chat")
     campaign.rater_pools.add(pool)
     competitors = []
     for model in models:
-        endpoint = ModelEndpointFactory(organization=organization, name=f"{name}-{model}", url=triton.grpc_url,
-                                        model_name=model)
-        competitors.append(CompetitorFactory(campaign=campaign, endpoint=endpoint, version_label="2026-11"))
+        endpoint = ModelEndpointFactory.create(organization=organization, name=f"{name}-{model}",
+                                               url=triton.grpc_url, model_name=model)
+        competitors.append(CompetitorFactory.create(campaign=campaign, endpoint=endpoint, version_label="2026-11"))
     for _ in range(prompts):
-        PromptFactory(campaign=campaign)
+        PromptFactory.create(campaign=campaign)
     return Tenant(organization, pool, campaign, competitors[0], competitors[1])
 
 
 @pytest.fixture
-def alice(db):  # type: ignore[no-untyped-def]
-    return UserFactory(email="alice@acme.test")
+def alice(db: None) -> User:
+    return UserFactory.create(email="alice@acme.test")
 
 
 @pytest.fixture
-def bob(db):  # type: ignore[no-untyped-def]
-    return UserFactory(email="bob@acme.test")
+def bob(db: None) -> User:
+    return UserFactory.create(email="bob@acme.test")
 
 
 @pytest.fixture
-def charlie(db):  # type: ignore[no-untyped-def]
-    return UserFactory(email="charlie@globex.test")
+def charlie(db: None) -> User:
+    return UserFactory.create(email="charlie@globex.test")
 
 
 @pytest.fixture
-def acme(alice, bob, triton_server) -> Tenant:  # type: ignore[no-untyped-def]
+def acme(alice: User, bob: User, triton_server: TritonServer) -> Tenant:
     return make_tenant(owner=alice, rater=bob, triton=triton_server, name="Acme")
 
 
 @pytest.fixture
-def globex(charlie, triton_server) -> Tenant:  # type: ignore[no-untyped-def]
+def globex(charlie: User, triton_server: TritonServer) -> Tenant:
     """charlie owns Globex and also rates in it: a fully privileged user, of the wrong tenant."""
     return make_tenant(owner=charlie, rater=charlie, triton=triton_server, name="Globex")
 
 
-def login(user) -> Client:  # type: ignore[no-untyped-def]
+def login(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
 
 
 @pytest.fixture
-def bob_client(bob) -> Client:  # type: ignore[no-untyped-def]
+def bob_client(bob: User) -> Client:
     return login(bob)
 
 
 @pytest.fixture
-def alice_client(alice) -> Client:  # type: ignore[no-untyped-def]
+def alice_client(alice: User) -> Client:
     return login(alice)
 
 
 @pytest.fixture
-def charlie_client(charlie) -> Client:  # type: ignore[no-untyped-def]
+def charlie_client(charlie: User) -> Client:
     return login(charlie)
 
 
 def endpoint_for(tenant: Tenant, *, model: str, url: str, timeout_s: float = 20.0,
                  protocol: str = ModelEndpoint.Protocol.GRPC) -> ModelEndpoint:
-    return ModelEndpointFactory(organization=tenant.organization, model_name=model, url=url, timeout_s=timeout_s,
-                                protocol=protocol)
+    return ModelEndpointFactory.create(organization=tenant.organization, model_name=model, url=url,
+                                       timeout_s=timeout_s, protocol=protocol)
 
 
 def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped-def]
@@ -139,7 +140,7 @@ def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped
 
 
 @pytest.fixture
-def vote_log_purge(transactional_db):  # type: ignore[no-untyped-def]
+def vote_log_purge(transactional_db: None) -> Iterator[None]:
     """For tests that commit: empty the append-only vote log at teardown, before Django flushes the
     database. Only a superuser session can do it, by turning triggers off for itself (replica role);
     the application's own connections never can."""

@@ -1,9 +1,13 @@
-"""factory_boy factories for the platform's rows. Endpoints default to the session's real Triton."""
+"""factory_boy factories for the platform's rows. Endpoints default to the session's real Triton.
+
+Each is a ``DjangoModelFactory[Model]``: ``XFactory.create(...)`` is then typed as the model (calling
+``XFactory(...)`` does the same at run time but is typed as the factory)."""
 
 from __future__ import annotations
 
 import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 
 from battles.models import Campaign, Competitor, Prompt
 from battles.prompting import prompt_hash
@@ -13,7 +17,7 @@ from serving.models import ModelEndpoint
 PASSWORD = "correct-horse-battery"
 
 
-class OrganizationFactory(factory.django.DjangoModelFactory):
+class OrganizationFactory(factory.django.DjangoModelFactory[Organization]):
     class Meta:
         model = Organization
 
@@ -21,7 +25,7 @@ class OrganizationFactory(factory.django.DjangoModelFactory):
     slug = factory.Sequence(lambda n: f"org-{n}")
 
 
-class UserFactory(factory.django.DjangoModelFactory):
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = get_user_model()
         skip_postgeneration_save = True
@@ -39,7 +43,7 @@ class UserFactory(factory.django.DjangoModelFactory):
             EmailAddress.objects.create(user=obj, email=obj.email, primary=True, verified=True)
 
 
-class MembershipFactory(factory.django.DjangoModelFactory):
+class MembershipFactory(factory.django.DjangoModelFactory[Membership]):
     class Meta:
         model = Membership
 
@@ -48,7 +52,7 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     role = Role.RATER
 
 
-class RaterPoolFactory(factory.django.DjangoModelFactory):
+class RaterPoolFactory(factory.django.DjangoModelFactory[RaterPool]):
     class Meta:
         model = RaterPool
 
@@ -56,7 +60,7 @@ class RaterPoolFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"Pool {n}")
 
 
-class ModelEndpointFactory(factory.django.DjangoModelFactory):
+class ModelEndpointFactory(factory.django.DjangoModelFactory[ModelEndpoint]):
     class Meta:
         model = ModelEndpoint
 
@@ -68,7 +72,7 @@ class ModelEndpointFactory(factory.django.DjangoModelFactory):
     timeout_s = 20.0
 
 
-class CampaignFactory(factory.django.DjangoModelFactory):
+class CampaignFactory(factory.django.DjangoModelFactory[Campaign]):
     class Meta:
         model = Campaign
 
@@ -80,7 +84,7 @@ class CampaignFactory(factory.django.DjangoModelFactory):
     min_decision_ms = 0
 
 
-class CompetitorFactory(factory.django.DjangoModelFactory):
+class CompetitorFactory(factory.django.DjangoModelFactory[Competitor]):
     class Meta:
         model = Competitor
 
@@ -90,7 +94,7 @@ class CompetitorFactory(factory.django.DjangoModelFactory):
     version_label = "v1"
 
 
-class PromptFactory(factory.django.DjangoModelFactory):
+class PromptFactory(factory.django.DjangoModelFactory[Prompt]):
     class Meta:
         model = Prompt
 
