@@ -94,7 +94,8 @@ class Campaign(models.Model):
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 
-        if self.ranking_anchor_id is not None and self.ranking_anchor.campaign_id != self.pk:
+        anchor = self.ranking_anchor
+        if anchor is not None and anchor.campaign_id != self.pk:
             raise ValidationError({"ranking_anchor": "The anchor must be a competitor of this campaign."})
 
     def sampling_params(self) -> dict[str, Any]:

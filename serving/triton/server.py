@@ -83,6 +83,24 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     libc.prctl(1, signal.SIGTERM)
 
 
+def _group_members_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies awaiting their reaper do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _wait_group_gone(pgid: int, *, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _group_members_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 class TritonServer:
     """One `tritonserver` process serving the given model repositories on 127.0.0.1.
 
@@ -331,6 +349,9 @@ class TritonServer:
             # session, see start), so one signal to the group ends them.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
+            # SIGKILL is delivered asynchronously: wait until no member of the group still runs, so
+            # that a stopped server has really released its processes, ports and shared memory.
+            _wait_group_gone(process.pid, timeout_s=10.0)
         if self._shm_prefix is not None:
             for region in Path("/dev/shm").glob(f"{self._shm_prefix}*"):
                 with contextlib.suppress(OSError):
