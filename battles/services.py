@@ -224,10 +224,19 @@ def battle_generate(*, battle: Battle) -> Battle:
     return battle_generations_record(battle=battle, left=left_result, right=right_result)
 
 
+_FAILURE_PHRASES = {
+    "timeout": "did not answer in time",
+    "unreachable": "could not be reached",
+    "not_served": "is not being served at the moment",
+    "malformed": "returned a malformed answer",
+}
+
+
 def _void_message(left: GenerationResult, right: GenerationResult) -> str:
-    # Which side failed is not said to the rater: it would hint at which model is which.
-    reasons = sorted({r.error.split(":")[0] for r in (left, right) if not r.ok})
-    return "One of the models could not answer (" + "; ".join(reasons) + ")."
+    # Built only from the failure's kind: which side failed, or the model's name or server (both in
+    # GenerationResult.error, kept for managers), would tell the rater who is who.
+    phrases = sorted({_FAILURE_PHRASES.get(r.error_kind, "failed with an error") for r in (left, right) if not r.ok})
+    return "One of the models " + " and ".join(phrases) + "."
 
 
 @transaction.atomic

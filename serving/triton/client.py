@@ -57,6 +57,9 @@ class GenerationResult:
     finish_reason: str  # "stop", "length", or "error"
     latency_s: float
     error: str = ""
+    # A fixed, model-free class of the failure ("timeout", "unreachable", "not_served", "malformed",
+    # "error"), for messages that may reach a rater: `error` names the model and its server.
+    error_kind: str = ""
 
     @property
     def ok(self) -> bool:
@@ -133,8 +136,8 @@ def _parse(result: Any, params: SamplingParams, latency_s: float) -> GenerationR
     return GenerationResult(text, output_tokens, finish_reason, latency_s)
 
 
-def _describe(exc: BaseException, endpoint: EndpointSpec) -> str:
-    """A one-line, human-readable reason for a failed call."""
+def _failure(exc: BaseException, endpoint: EndpointSpec, latency_s: float) -> GenerationResult:
+    """A failed call as a result: a one-line, human-readable reason and its kind."""
     where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
     message = " ".join(str(exc).split()) or type(exc).__name__
     lowered = message.lower()
@@ -144,12 +147,14 @@ def _describe(exc: BaseException, endpoint: EndpointSpec) -> str:
         or "timed out" in lowered
         or "timeout" in lowered
     ):
-        return f"{where}: no answer within {endpoint.timeout_s:g} s (timeout)"
-    if isinstance(exc, ConnectionError) or "connection refused" in lowered or "failed to connect" in lowered:
-        return f"{where}: server unreachable ({message})"
-    if "unknown model" in lowered or ("not found" in lowered and "model" in lowered):
-        return f"{where}: model not served ({message})"
-    return f"{where}: {message}"
+        kind, error = "timeout", f"{where}: no answer within {endpoint.timeout_s:g} s (timeout)"
+    elif isinstance(exc, ConnectionError) or "connection refused" in lowered or "failed to connect" in lowered:
+        kind, error = "unreachable", f"{where}: server unreachable ({message})"
+    elif "unknown model" in lowered or ("not found" in lowered and "model" in lowered):
+        kind, error = "not_served", f"{where}: model not served ({message})"
+    else:
+        kind, error = "error", f"{where}: {message}"
+    return GenerationResult("", 0, "error", latency_s, error, kind)
 
 
 class _Call:
@@ -177,7 +182,7 @@ class _Call:
                     network_timeout=endpoint.timeout_s,
                 )
         except Exception as exc:  # a bad URL or protocol is a failed side, not a crash
-            self.result = GenerationResult("", 0, "error", 0.0, _describe(exc, endpoint))
+            self.result = _failure(exc, endpoint, 0.0)
 
     def run(self) -> GenerationResult:
         if self.result is not None:
@@ -192,14 +197,16 @@ class _Call:
             latency_s = time.perf_counter() - started
         except Exception as exc:
             latency_s = time.perf_counter() - started
-            self.result = GenerationResult("", 0, "error", latency_s, _describe(exc, endpoint))
+            self.result = _failure(exc, endpoint, latency_s)
             return self.result
         try:
             self.result = _parse(response, self.params, latency_s)
         except Exception as exc:  # _MalformedOutput, or tritonclient failing to decode a tensor
             where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
             reason = str(exc) if isinstance(exc, _MalformedOutput) else f"{type(exc).__name__}: {exc}"
-            self.result = GenerationResult("", 0, "error", latency_s, f"{where}: malformed answer: {reason}")
+            self.result = GenerationResult(
+                "", 0, "error", latency_s, f"{where}: malformed answer: {reason}", "malformed"
+            )
         return self.result
 
     def close(self) -> None:
@@ -250,7 +257,7 @@ def generate_pair(
     for index, endpoint in enumerate((left, right)):
         if results[index] is None:  # the thread died on something unexpected
             results[index] = GenerationResult(
-                "", 0, "error", 0.0, f"{endpoint.model_name}: generation thread failed unexpectedly"
+                "", 0, "error", 0.0, f"{endpoint.model_name}: generation thread failed unexpectedly", "error"
             )
     left_result, right_result = results
     assert left_result is not None and right_result is not None

@@ -18,7 +18,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("case", ["timeout", "failing", "broken", "server_down", "unknown_model"])
+REASONS = {
+    "timeout": "did not answer in time",
+    "failing": "failed with an error",
+    "broken": "returned a malformed answer",
+    "server_down": "could not be reached",
+    "unknown_model": "is not being served",
+}
+
+
+@pytest.mark.parametrize("case", sorted(REASONS))
 def test_failed_side_voids_the_battle_with_a_clear_message(acme, bob_client, triton_server, case):
     model, url, timeout = {
         "timeout": ("sleepy", triton_server.grpc_url, 1.0),
@@ -32,8 +41,14 @@ def test_failed_side_voids_the_battle_with_a_clear_message(acme, bob_client, tri
     battle, page = start_battle(bob_client, acme.campaign)
     assert battle.status == Battle.Status.VOID
     html = page.content.decode()
-    assert "This battle was voided" in html and "could not answer" in html
-    assert battle.void_reason
+    assert "This battle was voided" in html and REASONS[case] in html
+    # Blind even when void: neither model, endpoint nor server address appears, nor which side failed.
+    for competitor in (acme.left, acme.right):
+        for secret in (competitor.endpoint.name, competitor.endpoint.model_name, competitor.endpoint.url):
+            assert secret not in html
+    assert "left" not in battle.void_reason and "right" not in battle.void_reason
+    failed = Generation.objects.get(battle=battle, competitor=acme.right)
+    assert model in failed.error  # the full reason is kept for managers
     assert 'name="choice"' not in html  # no vote buttons
     # The working side's answer is not shown either: a voided battle reveals nothing.
     good = Generation.objects.get(battle=battle, competitor=acme.left)
