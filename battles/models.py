@@ -194,7 +194,13 @@ class Battle(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=~models.Q(left=models.F("right")), name="battle_two_competitors")
+            models.CheckConstraint(condition=~models.Q(left=models.F("right")), name="battle_two_competitors"),
+            # One open battle per rater and campaign: a second tab asking for "next" gets the same
+            # battle, so nobody can hold several pairs and vote on the one they like.
+            models.UniqueConstraint(
+                fields=["campaign", "rater"], condition=models.Q(status__in=("generating", "ready")),
+                name="battle_one_open_per_rater",
+            ),
         ]
         indexes = [models.Index(fields=["campaign", "rater", "status"])]
         ordering = ["-created_at"]

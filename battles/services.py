@@ -49,6 +49,10 @@ class VoteRejected(BattleError):
     status_code = 409
 
 
+class PromptsNotAccepted(BattleError):
+    status_code = 403
+
+
 _rng = random.SystemRandom()
 logger = logging.getLogger(__name__)
 
@@ -167,16 +171,15 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str,
     pool = selectors.pool_for_rater(campaign=campaign, user=user)
     if pool is None:
         raise NotAllowed("You are not in a rater pool of this campaign.")
-    pending = selectors.battle_pending_for_rater(campaign=campaign, user=user)
+    pending = _pending_or_none(campaign=campaign, user=user)
     if pending is not None:
-        if pending.status == Battle.Status.GENERATING:
-            raise NothingToRate("Your current battle is still being generated. Reload in a moment.")
         return Assignment(battle=pending, resumed=True)
     _check_caps(campaign=campaign, user=user, session_key=session_key)
 
     if prompt_text is not None:
         if not campaign.allow_rater_prompts:
-            raise NotAllowed("This campaign does not accept prompts typed by raters.")
+            raise PromptsNotAccepted("This campaign does not accept prompts typed by raters; "
+                                     "rate the prompts it gives you instead.")
         try:
             prompt = prompt_build(campaign=campaign, text=prompt_text, source=Prompt.Source.RATER, author=user)
         except ValueError as exc:
@@ -195,11 +198,35 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str,
     pair = selectors.pair_pick(campaign=campaign, rng=_rng)
     if pair is None:
         raise NothingToRate("This campaign has fewer than two active competitors.")
-    battle = _battle_create(campaign=campaign, user=user, pool=pool, prompt=prompt, pair=pair,
-                            session_key=session_key)
+    try:
+        battle = _battle_create(campaign=campaign, user=user, pool=pool, prompt=prompt, pair=pair,
+                                session_key=session_key)
+    except IntegrityError:
+        # Another request of this rater (a second tab) created the open battle first: the database
+        # allows one per rater and campaign. Hand out that one.
+        pending = _pending_or_none(campaign=campaign, user=user)
+        if pending is None:
+            raise
+        return Assignment(battle=pending, resumed=True)
     battle_generate(battle=battle)
     battle.refresh_from_db()
     return Assignment(battle=battle, resumed=False)
+
+
+# A battle still "generating" this long after its creation lost its request (a killed worker): the
+# endpoints' timeouts are capped at 110 s, so nothing can still be coming.
+STALE_GENERATION_S = 150
+
+
+def _pending_or_none(*, campaign: Campaign, user: User) -> Battle | None:
+    pending = selectors.battle_pending_for_rater(campaign=campaign, user=user)
+    if pending is None or pending.status == Battle.Status.READY:
+        return pending
+    if (timezone.now() - pending.created_at).total_seconds() > STALE_GENERATION_S:
+        Battle.objects.filter(pk=pending.pk, status=Battle.Status.GENERATING).update(
+            status=Battle.Status.VOID, void_reason="The answers were never completed.")
+        return None
+    raise NothingToRate("Your current battle is still being generated. Reload in a moment.")
 
 
 @transaction.atomic
@@ -208,19 +235,25 @@ def _battle_create(*, campaign: Campaign, user: User, pool: RaterPool, prompt: P
     if prompt._state.adding:
         prompt.save()
     params: dict[str, Any] = {**campaign.sampling_params(), "seed": secrets.randbits(31)}
-    return Battle.objects.create(
-        organization_id=campaign.organization_id, campaign=campaign, rater=user, pool=pool, prompt=prompt,
-        left=pair[0], right=pair[1], params=params, session_key=session_key,
-    )
+    with transaction.atomic():  # a savepoint: the unique open-battle constraint may refuse this row
+        return Battle.objects.create(
+            organization_id=campaign.organization_id, campaign=campaign, rater=user, pool=pool, prompt=prompt,
+            left=pair[0], right=pair[1], params=params, session_key=session_key,
+        )
 
 
 def battle_generate(*, battle: Battle) -> Battle:
     """Fan the prompt out to both sides at once with the battle's one parameter set, then release both
     answers together, or void the battle if either side failed."""
     params = SamplingParams(**battle.params)
-    left_result, right_result = generate_pair(
-        battle.left.endpoint.spec(), battle.right.endpoint.spec(), battle.prompt.text, params
-    )
+    try:
+        left_result, right_result = generate_pair(
+            battle.left.endpoint.spec(), battle.right.endpoint.spec(), battle.prompt.text, params
+        )
+    except Exception as exc:  # never leave a battle "generating": void it and say why to managers
+        logger.exception("generation of battle %s failed", battle.pk)
+        failed = GenerationResult("", 0, "error", 0.0, f"generation failed: {type(exc).__name__}: {exc}", "error")
+        left_result = right_result = failed
     return battle_generations_record(battle=battle, left=left_result, right=right_result)
 
 
@@ -283,6 +316,8 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
                            "Your first vote stands.")
     if battle.campaign.status != Campaign.Status.OPEN:
         raise VoteRejected("This campaign is closed; no more votes are taken.")
+    if selectors.pool_for_rater(campaign=battle.campaign, user=user) is None:
+        raise VoteRejected("You are no longer in a rater pool of this campaign; this vote was not stored.")
     if battle.status != Battle.Status.READY or battle.shown_at is None:
         raise VoteRejected("This battle has not been shown yet; open it before voting.")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from raters.models import Organization, TenantQuerySet
@@ -19,11 +20,17 @@ class ModelEndpoint(models.Model):
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="endpoints")
     name = models.CharField(max_length=120, help_text="The model's public name, revealed after the vote.")
-    url = models.CharField(max_length=255, help_text="Triton server address, host:port (no scheme).")
+    url = models.CharField(
+        max_length=255, help_text="Triton server address, host:port (no scheme).",
+        validators=[RegexValidator(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$",
+                                   "Enter host:port, for example triton:8001 (no scheme, no path).")],
+    )
     protocol = models.CharField(max_length=8, choices=Protocol.choices, default=Protocol.GRPC)
     model_name = models.CharField(max_length=120, help_text="Model name in the Triton repository.")
     model_version = models.CharField(max_length=20, blank=True, help_text="Empty: the server's policy.")
-    timeout_s = models.FloatField(default=60.0)
+    # Battles are generated inside the rater's request: the timeout stays below the web server's own
+    # request timeout (120 s in docker/), or a slow model would kill the worker instead of voiding.
+    timeout_s = models.FloatField(default=60.0, validators=[MinValueValidator(0.1), MaxValueValidator(110.0)])
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantQuerySet.as_manager()

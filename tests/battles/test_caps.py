@@ -71,7 +71,8 @@ def test_rater_prompt_is_hashed_classified_and_used(acme, bob, bob_client):
 
 def test_rater_prompt_refused_where_campaign_does_not_allow_it(acme, bob_client):
     response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "hello"})
-    assert response.status_code == 404
+    assert response.status_code == 403
+    assert "does not accept prompts typed by raters" in response.content.decode()
     assert not Battle.objects.exists()
 
 

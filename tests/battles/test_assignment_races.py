@@ -1,0 +1,82 @@
+"""Assignment under races and failures: one open battle per rater, stale and crashed generations."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from battles import services
+from battles.models import Battle, Vote
+from tests.conftest import start_battle
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_next_requests_share_one_battle(vote_log_purge, acme, bob):
+    n = 4
+    barrier = threading.Barrier(n)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def ask() -> None:
+        try:
+            barrier.wait()
+            assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
+            result = str(assignment.battle.pk)
+        except services.NothingToRate:
+            result = "still generating"
+        finally:
+            connection.close()
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=ask) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert Battle.objects.filter(rater=bob).count() == 1
+    battle_id = str(Battle.objects.get(rater=bob).pk)
+    assert set(outcomes) <= {battle_id, "still generating"} and battle_id in outcomes
+
+
+@pytest.mark.django_db
+def test_stale_generating_battle_is_voided_and_replaced(acme, bob, bob_client):
+    stuck, _ = start_battle(bob_client, acme.campaign)
+    Battle.objects.filter(pk=stuck.pk).update(
+        status=Battle.Status.GENERATING, created_at=timezone.now() - timedelta(seconds=services.STALE_GENERATION_S + 1))
+    fresh, _ = start_battle(bob_client, acme.campaign)
+    assert fresh.pk != stuck.pk and fresh.status == Battle.Status.READY
+    stuck.refresh_from_db()
+    assert stuck.status == Battle.Status.VOID
+
+
+@pytest.mark.django_db
+def test_recent_generating_battle_asks_to_wait(acme, bob, bob_client):
+    stuck, _ = start_battle(bob_client, acme.campaign)
+    Battle.objects.filter(pk=stuck.pk).update(status=Battle.Status.GENERATING)
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    assert response.status_code == 409 and "still being generated" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_crash_during_generation_voids_instead_of_leaving_it_generating(acme, bob, monkeypatch):
+    def explode(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("client library bug")
+
+    monkeypatch.setattr(services, "generate_pair", explode)
+    assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
+    assert assignment.battle.status == Battle.Status.VOID
+    assert "client library bug" in assignment.battle.generations.first().error
+
+
+@pytest.mark.django_db
+def test_rater_removed_from_pool_cannot_vote_on_a_pending_battle(acme, bob, bob_client):
+    battle, _ = start_battle(bob_client, acme.campaign)
+    acme.pool.members.remove(bob)
+    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    assert response.status_code == 409 and "no longer in a rater pool" in response.content.decode()
+    assert not Vote.objects.exists()
