@@ -118,15 +118,16 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
         intervals = _intervals(cells, fit, method)
         scores, lower, upper = fit.scores, intervals.lower, intervals.upper
         components = fit.components
-        extra["components"] = int(fit.n_components)
     else:
         style = _style_fit(votes, a, b, n, method, competitor_ids)
         scores, lower, upper, components = style["scores"], style["lower"], style["upper"], style["components"]
         extra["style_coefficients"] = style["coefficients"]
         extra["style_normalisation"] = style["normalisation"]
-        extra["components"] = int(np.unique(components).shape[0])
-    shown = est.shown_mask(counts["votes"], method.min_votes)
-    ranks = est.rank_ranges(lower, upper, shown)
+    # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
+    decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
+    shown = est.shown_mask(decided, method.min_votes)
+    ranks = _rank_ranges_by_component(lower, upper, shown, components)
+    extra["components"] = int(np.unique(components[shown]).shape[0])
     rows = []
     order = np.lexsort((-counts["votes"], -np.where(shown, scores, -np.inf)))
     for i in order:
@@ -140,6 +141,19 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
             })
         rows.append(row)
     return Board(rows=rows, pairwise=_pairwise(cells, method, shown, competitor_ids), extra=extra)
+
+
+def _rank_ranges_by_component(lower: NDArray[np.float64], upper: NDArray[np.float64], shown: NDArray[np.bool_],
+                              components: NDArray[np.int64]) -> est.RankRanges:
+    """Rank ranges within each connected group of the comparison graph: scores of competitors that
+    were never (even indirectly) compared say nothing about their order."""
+    best = np.zeros(shown.shape[0], dtype=np.int64)
+    worst = np.zeros(shown.shape[0], dtype=np.int64)
+    for component in np.unique(components[shown]):
+        mask = shown & (components == component)
+        ranks = est.rank_ranges(lower, upper, mask)
+        best[mask], worst[mask] = ranks.best[mask], ranks.worst[mask]
+    return est.RankRanges(best=best, worst=worst, shown=shown)
 
 
 def _row_counts(i: int, competitor_ids: NDArray[np.int64], labels: dict[int, str], counts: dict[str, NDArray],
@@ -198,10 +212,13 @@ def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n:
     }
 
 
-def elo_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str]) -> list[dict[str, Any]]:
-    """The live view: online Elo in log order, with its two warning flags."""
+def elo_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str],
+                method: Method) -> list[dict[str, Any]]:
+    """The live view: online Elo in log order, with its two warning flags; both-bad follows the
+    snapshot's rule (a tie, or skipped)."""
     a, b = dense_index(votes, competitor_ids)
-    result = est.online_elo(a, b, votes.outcome, n_competitors=int(competitor_ids.shape[0]))
+    result = est.online_elo(a, b, votes.outcome, n_competitors=int(competitor_ids.shape[0]),
+                            both_bad="skip" if method.both_bad == "drop" else "tie")
     rows = [{
         "competitor_id": int(cid), "label": labels.get(int(cid), ""), "rating": round(float(result.ratings[i]), 1),
         "comparisons": int(result.comparisons[i]), "few_comparisons": bool(result.few_comparisons[i]),

@@ -63,7 +63,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
             board = board_compute(subset, competitor_ids, labels, method, view=view)  # type: ignore[arg-type]
             extra = dict(board.extra)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
-                extra["elo"] = elo_compute(kept, competitor_ids, labels)
+                extra["elo"] = elo_compute(kept, competitor_ids, labels, method)
             drafts.append(LeaderboardSnapshot(
                 organization_id=campaign.organization_id, campaign=campaign, category=category, view=view,
                 last_vote_id=last_vote_id, votes_total=total,
@@ -74,6 +74,12 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     with transaction.atomic():
         # The campaign row lock orders concurrent recomputes; versions never collide or interleave.
         Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
+        newest_seen = LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("last_vote_id"))["v"]
+        if newest_seen is not None and newest_seen > last_vote_id:
+            # A recompute that read the log later committed first: this one is out of date.
+            logger.info("campaign %s: recompute over votes up to %s dropped; a newer one (%s) exists",
+                        campaign.pk, last_vote_id, newest_seen)
+            return []
         version = (LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("version"))["v"] or 0) + 1
         for draft in drafts:
             draft.version = version
@@ -107,15 +113,12 @@ def leaderboards_recompute_pending(*, campaign_id: int) -> list[LeaderboardSnaps
 
 
 def leaderboards_schedule_open_campaigns() -> int:
-    """Periodic safety net (celery beat): recompute every open campaign with votes newer than its
-    latest snapshot."""
-    from .tasks import leaderboards_recompute_task
-
+    """Periodic safety net (celery beat): schedule a recompute of every open campaign with votes newer
+    than its latest snapshot, through the same debounce as votes (never two queued at once)."""
     count = 0
     for campaign in Campaign.objects.filter(status=Campaign.Status.OPEN):
         newest = campaign.votes.aggregate(v=Max("id"))["v"]
         seen = LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("last_vote_id"))["v"] or 0
-        if newest and newest > seen:
-            leaderboards_recompute_task.delay(campaign.pk)
+        if newest and newest > seen and leaderboards_schedule(campaign_id=campaign.pk):
             count += 1
     return count

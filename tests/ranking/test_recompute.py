@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from django.test import Client
 
@@ -197,3 +198,74 @@ def test_anchor_from_another_campaign_is_refused(board, acme):
     campaign.ranking_anchor = stranger
     with pytest.raises(ValidationError):
         campaign.full_clean(exclude=["rater_pools"])
+
+
+def test_a_recompute_over_older_votes_never_replaces_a_newer_snapshot(board, acme, bob, monkeypatch):
+    """Two recomputes overlap: the one that read the log first must not commit as the newest version."""
+    campaign, competitors, _ = board
+    import ranking.services as ranking_services
+    from ranking import selectors as ranking_selectors
+
+    real = ranking_selectors.vote_arrays
+    stale = real(campaign_id=campaign.pk)  # what a slow, earlier recompute had read
+    prompts = list(Prompt.objects.filter(campaign=campaign))
+    votes_write(campaign=campaign, pool=acme.pool, raters=[bob], prompts=prompts, competitors=competitors,
+                strengths=STRENGTHS, n=20, seed=9)
+    assert leaderboards_recompute(campaign_id=campaign.pk)  # the newer one commits first
+    monkeypatch.setattr(ranking_services.selectors, "vote_arrays", lambda campaign_id: stale)
+    assert leaderboards_recompute(campaign_id=campaign.pk) == []
+    latest = LeaderboardSnapshot.objects.filter(campaign=campaign, category="", view="raw").order_by("-version")[0]
+    assert latest.votes_total == 625
+
+
+def test_beat_goes_through_the_debounce(board):
+    from django.core.cache import cache
+
+    from ranking.services import leaderboards_schedule_open_campaigns
+
+    campaign, _, _ = board
+    cache.delete(f"ranking:recompute-pending:{campaign.pk}")
+    assert leaderboards_schedule_open_campaigns() == 1
+    assert leaderboards_schedule_open_campaigns() == 0  # already pending
+    cache.delete(f"ranking:recompute-pending:{campaign.pk}")
+
+
+def test_both_bad_dropped_counts_only_decided_votes(acme, bob):
+    from ranking.compute import Method, board_compute, elo_compute
+    from ranking.selectors import vote_arrays
+
+    prompts = list(Prompt.objects.filter(campaign=acme.campaign))
+    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts,
+                competitors=[acme.left, acme.right], strengths=(1.0, 1.0), n=200, seed=4, tie_rate=0.0,
+                both_bad_rate=0.9)
+    votes = vote_arrays(campaign_id=acme.campaign.pk)
+    ids = np.array(sorted([acme.left.pk, acme.right.pk]))
+    decided = int((votes.outcome != 3).sum())
+    assert decided < 50
+    drop = board_compute(votes, ids, {}, Method(both_bad="drop", min_votes=50, rounds=20))
+    assert all(row["hidden"] for row in drop.rows)  # fewer than 50 votes that count
+    tie = board_compute(votes, ids, {}, Method(both_bad="tie", min_votes=50, rounds=20))
+    assert not any(row["hidden"] for row in tie.rows)
+    elo = elo_compute(votes, ids, {}, Method(both_bad="drop"))
+    assert {e["comparisons"] for e in elo} == {decided}
+
+
+def test_rank_ranges_stay_within_a_connected_group(acme, bob):
+    from ranking.compute import Method, board_compute
+    from ranking.selectors import vote_arrays
+
+    extra = [CompetitorFactory(campaign=acme.campaign,
+                               endpoint=ModelEndpointFactory(organization=acme.organization, name=f"iso-{k}"))
+             for k in range(2)]
+    prompts = list(Prompt.objects.filter(campaign=acme.campaign))
+    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts,
+                competitors=[acme.left, acme.right], strengths=(4.0, 1.0), n=200, seed=5)
+    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts, competitors=extra,
+                strengths=(4.0, 1.0), n=200, seed=6)
+    votes = vote_arrays(campaign_id=acme.campaign.pk)
+    ids = np.array(sorted(c.pk for c in [acme.left, acme.right, *extra]))
+    board = board_compute(votes, ids, {}, Method(min_votes=10, rounds=30))
+    assert board.extra["components"] == 2
+    ranks = {row["competitor_id"]: (row["rank_best"], row["rank_worst"]) for row in board.rows}
+    assert ranks[acme.left.pk] == (1, 1) and ranks[acme.right.pk] == (2, 2)
+    assert ranks[extra[0].pk] == (1, 1) and ranks[extra[1].pk] == (2, 2)
