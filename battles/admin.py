@@ -9,27 +9,44 @@ from django.contrib import admin, messages
 from django.db import models
 from django.http import HttpRequest
 
-from arena.admin_site import admin_user
 from arena.http import AuthenticatedHttpRequest
-from raters.admin import ReadOnlyTenantAdmin, TenantAdmin
+from raters.admin import ReadOnlyTenantAdmin, TenantAdmin, TenantInlineMixin
+from raters.services import audit_record
 
 from . import services
 from .models import Battle, Campaign, Competitor, Generation, Prompt, Vote
+from .prompting import prompt_validate
 
 
-class CompetitorInline(admin.TabularInline):
+def competitor_has_battles(competitor: Competitor) -> bool:
+    return Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)).exists()
+
+
+class CompetitorForm(forms.ModelForm):
+    """A competitor that has fought is history: its votes were cast for that endpoint at that version,
+    so neither can change any more; a new version is a new competitor."""
+
+    frozen_fields = ("endpoint", "version_label")
+
+    class Meta:
+        model = Competitor
+        fields = ("endpoint", "version_label", "active")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None and competitor_has_battles(self.instance):
+            for name in self.frozen_fields:
+                if name in self.fields:
+                    # A disabled field ignores what is posted and keeps the saved value.
+                    self.fields[name].disabled = True
+                    self.fields[name].help_text = "Fixed once the competitor has battles; add a new competitor."
+
+
+class CompetitorInline(TenantInlineMixin, admin.TabularInline):
     model = Competitor
+    form = CompetitorForm
     extra = 0
     fields = ("endpoint", "version_label", "active")
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "endpoint" and not request.user.is_superuser:
-            from raters.selectors import organizations_managed_by
-            from serving.models import ModelEndpoint
-
-            managed = organizations_managed_by(admin_user(request))
-            kwargs["queryset"] = ModelEndpoint.objects.filter(organization__in=managed)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
 class CampaignForm(forms.ModelForm):
@@ -50,6 +67,17 @@ class CampaignForm(forms.ModelForm):
             "min_decision_ms", "exclude_identity_leaks", "both_bad_as_tie", "ranking_min_votes",
             "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor",
         )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        # Choices cover every organisation the user manages; a campaign takes pools of its own only.
+        organization = self.instance.organization if self.instance.pk else cleaned.get("organization")
+        pools = cleaned.get("rater_pools")
+        if organization is not None and pools is not None:
+            foreign = [pool.name for pool in pools if pool.organization_id != organization.pk]
+            if foreign:
+                self.add_error("rater_pools", f"Not pools of {organization}: {', '.join(foreign)}.")
+        return cleaned
 
 
 @admin.register(Campaign)
@@ -100,10 +128,16 @@ class CampaignAdmin(TenantAdmin):
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         form.save_m2m()
         for formset in formsets:
-            for competitor in formset.save(commit=False):
+            formset.save(commit=False)
+            changed = {obj.pk: fields for obj, fields in formset.changed_objects}
+            for competitor in [*formset.new_objects, *(obj for obj, _ in formset.changed_objects)]:
                 competitor.campaign = form.instance
-                services.competitor_save(competitor=competitor, actor=request.user, changed=[])
+                services.competitor_save(competitor=competitor, actor=request.user,
+                                         changed=changed.get(competitor.pk, []))
             for deleted in formset.deleted_objects:
+                audit_record(organization=form.instance.organization, actor=request.user,
+                             action="competitor.deleted", obj=deleted,
+                             data={"endpoint": deleted.endpoint_id, "version": deleted.version_label})
                 deleted.delete()
         lines = [line for line in form.cleaned_data.get("new_prompts", "").splitlines() if line.strip()]
         if lines:
@@ -132,8 +166,21 @@ class CampaignAdmin(TenantAdmin):
             messages.success(request, f"{campaign.name} is closed.")
 
 
+class PromptForm(forms.ModelForm):
+    class Meta:
+        model = Prompt
+        fields = ("campaign", "text", "category", "language", "active")
+
+    def clean_text(self) -> str:
+        try:
+            return prompt_validate(self.cleaned_data.get("text", ""))
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
 @admin.register(Prompt)
 class PromptAdmin(TenantAdmin):
+    form = PromptForm
     list_display = ("short_text", "campaign", "category", "language", "source", "active")
     list_filter = ("category", "language", "source", "active")
     search_fields = ("text",)
@@ -147,12 +194,14 @@ class PromptAdmin(TenantAdmin):
     def save_model(self, request: HttpRequest, obj: Prompt, form: Any, change: bool) -> None:
         built = services.prompt_build(campaign=obj.campaign, text=obj.text, source=obj.source or "pool",
                                       category=obj.category, language=obj.language if change else "")
-        obj.organization_id, obj.text, obj.text_hash = built.organization_id, built.text, built.text_hash
+        if not change:
+            obj.organization_id = built.organization_id
+        obj.text, obj.text_hash = built.text, built.text_hash
         obj.language = built.language
         super().save_model(request, obj, form, change)
 
 
-class GenerationInline(admin.TabularInline):
+class GenerationInline(TenantInlineMixin, admin.TabularInline):
     model = Generation
     extra = 0
     can_delete = False
@@ -163,6 +212,9 @@ class GenerationInline(admin.TabularInline):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 

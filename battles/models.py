@@ -59,10 +59,13 @@ class Campaign(models.Model):
         default=True, help_text="Count 'both are bad' as a tie in the scores (otherwise it is left out)."
     )
     ranking_min_votes = models.PositiveIntegerField(
-        default=30,
+        default=30, validators=[MinValueValidator(1)],
         help_text="Competitors with fewer votes are hidden from leaderboards, not listed with huge intervals.",
     )
-    ranking_bootstrap_rounds = models.PositiveIntegerField(default=100, validators=[MinValueValidator(10)])
+    # Each round refits every model of the leaderboard; the cap keeps one recompute within a task's time.
+    ranking_bootstrap_rounds = models.PositiveIntegerField(
+        default=100, validators=[MinValueValidator(10), MaxValueValidator(2000)]
+    )
 
     class Interval(models.TextChoices):
         BOOTSTRAP = "bootstrap", "Bootstrap (percentile)"
@@ -132,6 +135,14 @@ class Competitor(models.Model):
     def model_name(self) -> str:
         return self.endpoint.name
 
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        campaign = getattr(self, "campaign", None)
+        endpoint = getattr(self, "endpoint", None)
+        if campaign is not None and endpoint is not None and endpoint.organization_id != campaign.organization_id:
+            raise ValidationError({"endpoint": "The endpoint must belong to the campaign's organisation."})
+
 
 class Prompt(models.Model):
     class Source(models.TextChoices):
@@ -159,6 +170,16 @@ class Prompt(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+    def clean(self) -> None:
+        # A saved prompt stays in its organisation: it may move only to another campaign of that tenant.
+        from django.core.exceptions import ValidationError
+
+        campaign = getattr(self, "campaign", None)
+        if campaign is None or self.organization_id is None:
+            return
+        if campaign.organization_id != self.organization_id:
+            raise ValidationError({"campaign": "The campaign must belong to the prompt's organisation."})
 
 
 class Side(models.TextChoices):

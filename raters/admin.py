@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import models
 from django.http import HttpRequest
 
@@ -16,30 +19,23 @@ from .models import ApiKey, AuditEvent, Invitation, Membership, Organization, Ra
 from .selectors import organizations_managed_by, user_manages_anything
 
 
-class TenantAdmin(admin.ModelAdmin):
-    """Base for every admin of tenant-owned rows.
+class TenantScopedChoices:
+    """Foreign-key and many-to-many choices limited to the organisations the user manages.
 
-    Querysets, foreign-key choices and permissions are all derived from the organisations the user
-    manages; other tenants' rows are simply absent (a direct URL gives the admin's not-found page)."""
-
-    organization_field = "organization"
+    For a user who manages several organisations this is all of them, not the edited object's own:
+    that the related rows belong to the object's organisation is checked by the forms and by the
+    models' ``clean()``."""
 
     def _orgs(self, request: HttpRequest) -> models.QuerySet[Organization]:
         return organizations_managed_by(admin_user(request))
 
-    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
-        qs = super().get_queryset(request)
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(**{f"{self.organization_field}__in": self._orgs(request)})
-
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         kwargs["queryset"] = self._scoped(db_field, request, kwargs.get("queryset"))
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
 
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         kwargs["queryset"] = self._scoped(db_field, request, kwargs.get("queryset"))
-        return super().formfield_for_manytomany(db_field, request, **kwargs)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[misc]
 
     def _scoped(self, db_field: Any, request: HttpRequest, queryset: Any) -> Any:
         model = db_field.related_model
@@ -53,6 +49,64 @@ class TenantAdmin(admin.ModelAdmin):
         if model._meta.label == "auth.User":
             return qs.filter(memberships__organization__in=self._orgs(request)).distinct()
         return qs
+
+
+def _organization_of(obj: Any) -> Organization | None:
+    if obj is None:
+        return None
+    if isinstance(obj, Organization):
+        return obj
+    return getattr(obj, "organization", None)
+
+
+class TenantInlineMixin(TenantScopedChoices):
+    """Permissions of an inline from memberships, as ``TenantAdmin``'s: managers are not Django staff
+    and hold no model permissions, so a plain inline would be hidden from them (or read-only)."""
+
+    def _may_manage(self, request: HttpRequest, obj: Any) -> bool:
+        # ``obj`` is the parent row, already limited to the user's organisations by its admin's queryset;
+        # checking its organisation again keeps an inline safe on a parent admin that forgets to.
+        if not user_manages_anything(request.user):
+            return False
+        organization = _organization_of(obj)
+        return organization is None or request.user.is_superuser or self._orgs(request).filter(
+            pk=organization.pk
+        ).exists()
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_manage(request, obj)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_manage(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_manage(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_manage(request, obj)
+
+
+class TenantAdmin(TenantScopedChoices, admin.ModelAdmin):
+    """Base for every admin of tenant-owned rows.
+
+    Querysets, foreign-key choices and permissions are all derived from the organisations the user
+    manages; other tenants' rows are simply absent (a direct URL gives the admin's not-found page).
+    A row's organisation is read-only once it exists: rows never move between tenants."""
+
+    organization_field = "organization"
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
+        qs = super().get_queryset(request)
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(**{f"{self.organization_field}__in": self._orgs(request)})
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        has_field = any(f.name == self.organization_field for f in self.model._meta.fields)
+        if obj is not None and has_field and self.organization_field not in readonly:
+            readonly += (self.organization_field,)
+        return readonly
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return user_manages_anything(request.user)
@@ -112,14 +166,97 @@ class OrganizationAdmin(TenantAdmin):
         return request.user.is_superuser
 
 
+class MembershipForm(forms.ModelForm):
+    """Role changes are checked here by the service's own rule, so a refused change is a form error;
+    ``services.membership_set`` checks it again, under the organisation's lock, when it writes."""
+
+    actor: User | None = None  # set per request by MembershipAdmin.get_form
+
+    class Meta:
+        model = Membership
+        fields = ("user", "organization", "role")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        organization = self.instance.organization if self.instance.pk else cleaned.get("organization")
+        user = self.instance.user if self.instance.pk else cleaned.get("user")
+        role = cleaned.get("role")
+        if organization is not None and user is not None and role:
+            try:
+                services.membership_change_check(organization=organization, user=user, role=role, actor=self.actor)
+            except services.MembershipError as exc:
+                raise forms.ValidationError(str(exc)) from exc
+        return cleaned
+
+
 @admin.register(Membership)
 class MembershipAdmin(TenantAdmin):
+    form = MembershipForm
     list_display = ("user", "organization", "role", "created_at")
     list_filter = ("role",)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (form,), {"actor": admin_user(request)})
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # A membership is one person in one organisation: only its role changes.
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        return readonly + ("user",) if obj is not None else readonly
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        # Bulk deletion would bypass the owner rules; memberships are removed one at a time.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if not super().has_delete_permission(request, obj):
+            return False
+        if obj is None:
+            return True
+        try:
+            services.membership_change_check(organization=obj.organization, user=obj.user, role=None,
+                                             actor=admin_user(request))
+        except services.MembershipError:
+            return False
+        return True
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        membership = services.membership_set(organization=obj.organization, user=obj.user, role=obj.role,
+                                             actor=admin_user(request))
+        obj.pk = membership.pk
+        obj.refresh_from_db()
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        services.membership_remove(organization=obj.organization, user=obj.user, actor=admin_user(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: models.QuerySet[Any]) -> None:
+        for membership in queryset.select_related("organization", "user"):
+            self.delete_model(request, membership)
+
+
+class RaterPoolForm(forms.ModelForm):
+    class Meta:
+        model = RaterPool
+        fields = ("organization", "name", "kind", "members")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        organization = self.instance.organization if self.instance.pk else cleaned.get("organization")
+        members = cleaned.get("members")
+        if organization is not None and members is not None:
+            outsiders = [str(user) for user in members.exclude(memberships__organization=organization)]
+            if outsiders:
+                # New raters join through an invitation link, which makes them members.
+                self.add_error("members", f"Not members of {organization}: {', '.join(outsiders)}. "
+                                          "Invite them to the pool with an invitation link instead.")
+        return cleaned
 
 
 @admin.register(RaterPool)
 class RaterPoolAdmin(TenantAdmin):
+    form = RaterPoolForm
     list_display = ("name", "organization", "kind", "member_count")
     filter_horizontal = ("members",)
     actions = ("create_invitation",)
@@ -129,11 +266,16 @@ class RaterPoolAdmin(TenantAdmin):
         return obj.members.count()
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        pool = form.instance
+        before = set(pool.members.values_list("pk", flat=True)) if change else set()
         super().save_related(request, form, formsets, change)
-        # A rater added to a pool becomes a rater member of its organisation.
-        for user in form.instance.members.all():
-            Membership.objects.get_or_create(user=user, organization=form.instance.organization,
-                                             defaults={"role": "rater"})
+        after = {user.pk: user for user in pool.members.all()}
+        # The form has written the members; the services record who was added and removed.
+        for user in (after[pk] for pk in after.keys() - before):
+            services.pool_member_add(pool=pool, user=user, actor=admin_user(request))
+        User = get_user_model()
+        for user in User.objects.filter(pk__in=before - after.keys()):
+            services.pool_member_remove(pool=pool, user=user, actor=admin_user(request))
 
     @admin.action(description="Create an invitation link for the selected pools")
     def create_invitation(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[RaterPool]) -> None:

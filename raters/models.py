@@ -118,6 +118,15 @@ class Invitation(models.Model):
     def path(self) -> str:
         return f"/invite/{self.token}/"
 
+    def clean(self) -> None:
+        # An invitation's organisation is its pool's; once saved, it cannot be pointed at another
+        # tenant's pool (a manager of two organisations sees both tenants' pools as choices).
+        from django.core.exceptions import ValidationError
+
+        pool = getattr(self, "pool", None)
+        if pool is not None and self.organization_id is not None and pool.organization_id != self.organization_id:
+            raise ValidationError({"pool": "The pool must belong to the invitation's organisation."})
+
 
 class AuditEvent(models.Model):
     """One row per state change a manager makes, written in the same transaction as the change."""
@@ -162,6 +171,14 @@ class RaterFlag(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rater} flagged: {self.reason}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.organization_id is not None and self.rater_id is not None and not Membership.objects.filter(
+            organization_id=self.organization_id, user_id=self.rater_id
+        ).exists():
+            raise ValidationError({"rater": "Only a member of the organisation can be flagged in it."})
 
 
 class ApiKey(models.Model):

@@ -74,13 +74,20 @@ def test_admin_foreign_key_choices_are_scoped(acme, globex, charlie_client):
 
 
 def test_outsider_cannot_attach_other_tenants_pool_via_admin_post(acme, globex, charlie_client):
+    # A saved campaign's organisation is read-only: a posted one is ignored.
     response = charlie_client.post(f"/admin/battles/campaign/{globex.campaign.pk}/change/", {
         "organization": acme.organization.pk, "name": "hijack", "slug": "hijack",
     })
     assert response.status_code == 200  # the form comes back with an error
-    assert "Select a valid choice" in response.content.decode()
     globex.campaign.refresh_from_db()
     assert globex.campaign.organization == globex.organization
+    # On a new campaign the organisation is a choice, among the user's own only.
+    response = charlie_client.post("/admin/battles/campaign/add/", {
+        "organization": acme.organization.pk, "name": "hijack", "slug": "hijack",
+    })
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()
+    assert not acme.organization.campaigns.filter(slug="hijack").exists()
 
 
 def test_rater_cannot_reach_the_admin(acme, bob_client):
