@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('battles', '0004_ranking_anchor'),
+        ('battles', '0005_battle_open_and_endpoint_checks'),
     ]
 
     operations = [
