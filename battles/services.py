@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from raters.models import RaterPool
@@ -106,6 +106,14 @@ def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | Non
     created = competitor._state.adding
     if competitor.endpoint.organization_id != competitor.campaign.organization_id:
         raise BattleError("The endpoint belongs to another organisation.")
+    if not created:
+        # Votes name the competitor: pointing it at another model or version would rewrite history.
+        stored = Competitor.objects.filter(pk=competitor.pk).values("endpoint_id", "version_label").get()
+        identity_changed = (stored["endpoint_id"], stored["version_label"]) != (
+            competitor.endpoint_id, competitor.version_label)
+        if identity_changed and Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)).exists():
+            raise BattleError("This competitor has battles: its model and version cannot change. "
+                              "Add a new competitor for the new version instead.")
     competitor.organization_id = competitor.campaign.organization_id
     competitor.save()
     audit_record(organization=competitor.organization, actor=actor,

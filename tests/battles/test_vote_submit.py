@@ -119,3 +119,16 @@ def test_closed_campaign_gives_no_new_battles(acme, bob_client):
     Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.CLOSED)
     assert bob_client.post(f"/c/{acme.campaign.pk}/next/").status_code == 404
     assert not Battle.objects.exists()
+
+
+def test_a_competitor_with_battles_cannot_change_model_or_version(acme, bob_client):
+    from battles.services import BattleError, competitor_save
+
+    start_battle(bob_client, acme.campaign)
+    acme.left.version_label = "2027-01"
+    with pytest.raises(BattleError, match="new competitor"):
+        competitor_save(competitor=acme.left, actor=None, changed=["version_label"])
+    acme.left.refresh_from_db()
+    assert acme.left.version_label == "2026-11"
+    acme.left.active = False  # switching it off is fine
+    competitor_save(competitor=acme.left, actor=None, changed=["active"])
