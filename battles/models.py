@@ -23,6 +23,7 @@ class Campaign(models.Model):
 
     class Sampling(models.TextChoices):
         UNIFORM = "uniform", "Uniform over pairs"
+        ACTIVE = "active", "Active: more battles where score intervals overlap, a floor for every pair"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="campaigns")
     name = models.CharField(max_length=200)

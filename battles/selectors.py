@@ -13,6 +13,7 @@ from raters.models import RaterPool
 from raters.selectors import organizations_viewable_by
 
 from .models import Battle, Campaign, Competitor, Prompt, Vote
+from .sampling import active_pair_weights
 
 
 def campaigns_for_rater(user: User) -> QuerySet[Campaign]:
@@ -103,12 +104,29 @@ def prompt_pick(*, campaign: Campaign, user: User, rng: random.Random) -> Prompt
 
 
 def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
-    """Uniform over unordered pairs of active competitors; which one is shown left is a coin flip."""
-    competitors = list(Competitor.objects.filter(campaign=campaign, active=True).select_related("endpoint"))
+    """A pair of active competitors under the campaign's sampling policy; which one is shown left is a
+    coin flip either way."""
+    competitors = list(Competitor.objects.filter(campaign=campaign, active=True).select_related("endpoint")
+                       .order_by("id"))
     if len(competitors) < 2:
         return None
+    if campaign.sampling == Campaign.Sampling.ACTIVE:
+        pairs = [(a, b) for i, a in enumerate(competitors) for b in competitors[i + 1:]]
+        weights = active_pair_weights([c.pk for c in competitors], _current_intervals(campaign))
+        first, second = rng.choices(pairs, weights=weights, k=1)[0]
+        return (first, second) if rng.random() < 0.5 else (second, first)
     first, second = rng.sample(competitors, 2)
     return first, second
+
+
+def _current_intervals(campaign: Campaign) -> dict[int, tuple[float, float]]:
+    """Score intervals of the competitors the newest overall raw leaderboard shows."""
+    from ranking.selectors import snapshot_latest
+
+    snapshot = snapshot_latest(campaign=campaign, category="", view="raw")
+    if snapshot is None:
+        return {}
+    return {row["competitor_id"]: (row["lower"], row["upper"]) for row in snapshot.rows if not row["hidden"]}
 
 
 def votes_for_export(*, campaign: Campaign) -> Iterator[Vote]:

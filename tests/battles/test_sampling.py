@@ -1,0 +1,62 @@
+"""Pair sampling: uniform, and active (interval overlap, a floor for every pair, a boost for new ones)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from battles.models import Campaign
+from battles.sampling import ACTIVE_FLOOR, ACTIVE_NEW_BOOST, active_pair_weights, interval_overlap
+from battles.selectors import pair_pick
+from ranking.models import LeaderboardSnapshot
+from tests.factories import CompetitorFactory, ModelEndpointFactory
+
+
+def test_interval_overlap():
+    assert interval_overlap((0, 10), (5, 15)) == 0.5
+    assert interval_overlap((0, 10), (2, 4)) == 1.0
+    assert interval_overlap((0, 10), (11, 20)) == 0.0
+    assert interval_overlap((0, 10), (10, 20)) == 0.0
+
+
+def test_active_weights_favour_undecided_pairs_and_new_competitors():
+    weights = active_pair_weights([1, 2, 3, 4], {1: (990, 1010), 2: (1000, 1020), 3: (800, 820)})
+    # pairs in order: (1,2) (1,3) (1,4) (2,3) (2,4) (3,4)
+    assert weights[0] == pytest.approx(ACTIVE_FLOOR + 0.5)
+    assert weights[1] == pytest.approx(ACTIVE_FLOOR)
+    assert weights[2] == weights[4] == weights[5] == ACTIVE_NEW_BOOST
+
+
+@pytest.mark.django_db
+def test_active_campaign_samples_by_the_latest_leaderboard(acme):
+    campaign = acme.campaign
+    far = CompetitorFactory(campaign=campaign, endpoint=ModelEndpointFactory(organization=acme.organization))
+    rows = [
+        {"competitor_id": acme.left.pk, "lower": 990.0, "upper": 1010.0, "hidden": False},
+        {"competitor_id": acme.right.pk, "lower": 995.0, "upper": 1015.0, "hidden": False},
+        {"competitor_id": far.pk, "lower": 700.0, "upper": 720.0, "hidden": False},
+    ]
+    LeaderboardSnapshot.objects.create(organization=acme.organization, campaign=campaign, category="", view="raw",
+                                       version=1, method={}, policy={}, excluded={}, rows=rows)
+    rng = random.Random(7)
+    Campaign.objects.filter(pk=campaign.pk).update(sampling=Campaign.Sampling.ACTIVE)
+    campaign.refresh_from_db()
+    counts: Counter[frozenset[int]] = Counter()
+    lefts: Counter[int] = Counter()
+    for _ in range(2000):
+        pair = pair_pick(campaign=campaign, rng=rng)
+        assert pair is not None
+        counts[frozenset(c.pk for c in pair)] += 1
+        lefts[pair[0].pk] += 1
+    close = counts[frozenset({acme.left.pk, acme.right.pk})]
+    # weights 0.1 + 0.75 against 0.1 and 0.1: the undecided pair gets about 81% of the battles
+    assert 0.76 < close / 2000 < 0.86
+    assert counts[frozenset({acme.left.pk, far.pk})] > 100  # the floor keeps checking decided pairs
+    assert abs(lefts[acme.left.pk] - lefts[acme.right.pk]) < 250  # sides stay random
+
+    Campaign.objects.filter(pk=campaign.pk).update(sampling=Campaign.Sampling.UNIFORM)
+    campaign.refresh_from_db()
+    uniform = Counter(frozenset(c.pk for c in pair_pick(campaign=campaign, rng=rng)) for _ in range(1500))
+    assert all(350 < n < 650 for n in uniform.values()) and len(uniform) == 3
