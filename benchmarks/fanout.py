@@ -1,13 +1,13 @@
 """Fan-out benchmark: is a battle as fast as its slower side, or as slow as both sides in a row?
 
-    python benchmarks/fanout.py [--battles 60] [--protocol grpc|http] [--fast-ms 100] [--slow-ms 250]
+    python benchmarks/fanout.py [--battles 60] [--protocol grpc|http] [--fast-ms 200] [--slow-ms 240]
 
 Starts a real Triton server with two delay models (fixed, different delays) in a temporary model
 repository, then runs each battle twice, interleaved so that both measurements see the same machine
 state: once through `generate_pair` (concurrent) and once as two `generate` calls in a row (the
 sequential baseline). Prints median/p90 battle wall time, the ratio of the wall time to the slower
 side's measured latency (target <= 1.05 at the median) and to the sum of both sides' latencies
-(slow / (fast + slow) when truly concurrent: 0.5 for equal delays, 0.71 for 100/250 ms; about 1.0
+(slow / (fast + slow) when truly concurrent: 0.5 for equal delays, 0.55 for the default 200/240 ms; about 1.0
 for the baseline). Exits 1 if the median ratio to the
 slower side is above 1.05.
 """
@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--battles", type=int, default=60)
     parser.add_argument("--protocol", choices=["grpc", "http"], default="grpc")
-    parser.add_argument("--fast-ms", type=int, default=100)
-    parser.add_argument("--slow-ms", type=int, default=250)
+    parser.add_argument("--fast-ms", type=int, default=200)
+    parser.add_argument("--slow-ms", type=int, default=240)
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args(argv)
     if args.battles < 1:
