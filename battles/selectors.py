@@ -80,9 +80,13 @@ def votes_on_prompt_hash(*, campaign: Campaign, text_hash: str) -> int:
 
 
 def prompt_candidates(*, campaign: Campaign, user: User) -> QuerySet[Prompt]:
-    """Pool prompts this rater has not been shown yet and whose hash is under the campaign's cap."""
+    """Pool prompts this rater has not rated yet and whose hash is under the campaign's cap."""
+    # Seen means: in a battle of this rater that was not voided (a model outage must not use prompts
+    # up), matched by normalised text, so a duplicate in the pool is not shown twice.
+    seen = Battle.objects.filter(campaign=campaign, rater=user).exclude(status=Battle.Status.VOID).values(
+        "prompt__text_hash")
     prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True).exclude(
-        battles__rater=user
+        text_hash__in=seen
     )
     if campaign.prompt_hash_cap is not None:
         full = (

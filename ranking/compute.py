@@ -38,6 +38,7 @@ class Method:
             "anchor": f"competitor {self.anchor} at 1000" if self.anchor is not None
             else "geometric mean of strengths at 1000",
             "style_features": list(STYLE_FEATURES) if view == "style" else [],
+            "degenerate_bootstrap": "a competitor whose bootstrap interval cannot vary gets the analytic one",
         }
 
 
@@ -67,13 +68,31 @@ def _counts(a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int6
     }
 
 
-def _intervals(cells: est.Cells, fit: est.BTResult, method: Method) -> est.Intervals:
+def _intervals(cells: est.Cells, fit: est.BTResult, method: Method) -> tuple[NDArray, NDArray]:
+    sandwich = est.sandwich_intervals(cells, fit, confidence=method.confidence)
     if method.interval == "sandwich":
-        return est.sandwich_intervals(cells, fit, confidence=method.confidence)
+        return sandwich.lower, sandwich.upper
     if method.interval == "cluster_bootstrap":
-        return est.cluster_bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
+        boot = est.cluster_bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
                                                seed=method.seed)
-    return est.bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence, seed=method.seed)
+    else:
+        boot = est.bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
+                                       seed=method.seed)
+    return _no_degenerate(boot.lower, boot.upper, sandwich.lower, sandwich.upper)
+
+
+# A bootstrap interval narrower than this (in score points) is treated as degenerate.
+DEGENERATE_WIDTH = 0.01
+
+
+def _no_degenerate(lower: NDArray, upper: NDArray, fallback_lower: NDArray,
+                   fallback_upper: NDArray) -> tuple[NDArray, NDArray]:
+    """Where the bootstrap cannot vary (every battle of a competitor in one outcome cell: 30-0, or only
+    ties), its percentile interval collapses to the point estimate. Such a competitor gets the analytic
+    (sandwich) interval, which the prior keeps finite, instead of a false certainty."""
+    degenerate = (upper - lower) < DEGENERATE_WIDTH
+    return (np.where(degenerate, np.minimum(lower, fallback_lower), lower),
+            np.where(degenerate, np.maximum(upper, fallback_upper), upper))
 
 
 def _pairwise(cells: est.Cells, method: Method, shown: NDArray[np.bool_],
@@ -115,8 +134,8 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
     extra: dict[str, Any] = {}
     if view == "raw":
         fit = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids))
-        intervals = _intervals(cells, fit, method)
-        scores, lower, upper = fit.scores, intervals.lower, intervals.upper
+        lower, upper = _intervals(cells, fit, method)
+        scores = fit.scores
         components = fit.components
     else:
         style = _style_fit(votes, a, b, n, method, competitor_ids)
@@ -190,13 +209,15 @@ def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n:
                               both_bad=method.both_bad, cluster=votes.prompt if cluster else None,
                               feature_names=STYLE_FEATURES)
     fit = est.fit_style(design, reference=_anchor(method, competitor_ids))
-    if method.style_interval == "sandwich":
-        intervals = est.style_sandwich_intervals(design, fit, confidence=method.confidence)
-    else:
+    sandwich = est.style_sandwich_intervals(design, fit, confidence=method.confidence)
+    intervals = sandwich
+    lower, upper = sandwich.scores.lower, sandwich.scores.upper
+    if method.style_interval != "sandwich":
         intervals = est.style_bootstrap_intervals(design, fit, rounds=method.rounds, confidence=method.confidence,
                                                   scheme="cluster" if cluster else "multinomial", seed=method.seed)
+        lower, upper = _no_degenerate(intervals.scores.lower, intervals.scores.upper, lower, upper)
     return {
-        "scores": fit.scores, "lower": intervals.scores.lower, "upper": intervals.scores.upper,
+        "scores": fit.scores, "lower": lower, "upper": upper,
         "components": fit.components,
         "coefficients": [
             {"feature": name, "coef": round(float(fit.coef[k]), 4), "lower": round(float(intervals.coef_lower[k]), 4),

@@ -103,3 +103,30 @@ def test_rate_limit_answers_429(acme, bob_client, settings):
     assert codes[:limit] == [400] * limit
     assert codes[-1] == 429
     cache.clear()
+
+
+def test_voided_battles_do_not_use_up_prompts(acme, bob_client, triton_server):
+    from tests.conftest import endpoint_for
+
+    Prompt.objects.filter(campaign=acme.campaign).exclude(
+        pk=Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0].pk).delete()
+    good_endpoint = acme.right.endpoint
+    acme.right.endpoint = endpoint_for(acme, model="failing", url=triton_server.grpc_url)
+    acme.right.save()
+    for _ in range(3):
+        voided, _ = start_battle(bob_client, acme.campaign)
+        assert voided.status == Battle.Status.VOID
+    acme.right.endpoint = good_endpoint
+    acme.right.save()
+    battle, _ = start_battle(bob_client, acme.campaign)  # the one prompt is still there for bob
+    assert battle.status == Battle.Status.READY
+
+
+def test_a_duplicate_prompt_in_the_pool_is_not_shown_twice_to_one_rater(acme, bob_client):
+    first = Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0]
+    Prompt.objects.filter(campaign=acme.campaign).exclude(pk=first.pk).delete()
+    Prompt.objects.create(organization=acme.organization, campaign=acme.campaign, text=first.text.upper() + "  ",
+                          text_hash=first.text_hash)
+    _vote_n(bob_client, acme.campaign, 1)
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    assert response.status_code == 409 and "no more prompts" in response.content.decode()

@@ -269,3 +269,20 @@ def test_rank_ranges_stay_within_a_connected_group(acme, bob):
     ranks = {row["competitor_id"]: (row["rank_best"], row["rank_worst"]) for row in board.rows}
     assert ranks[acme.left.pk] == (1, 1) and ranks[acme.right.pk] == (2, 2)
     assert ranks[extra[0].pk] == (1, 1) and ranks[extra[1].pk] == (2, 2)
+
+
+def test_unanimous_results_still_get_an_honest_interval(acme, bob):
+    """30-0 (or only ties) gives the bootstrap nothing to vary; the interval must not collapse to a point."""
+    from ranking.compute import Method, board_compute
+    from ranking.selectors import vote_arrays
+
+    prompts = list(Prompt.objects.filter(campaign=acme.campaign))
+    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts,
+                competitors=[acme.left, acme.right], strengths=(1e9, 1e-9), n=30, seed=8, tie_rate=0.0)
+    votes = vote_arrays(campaign_id=acme.campaign.pk)
+    assert set(votes.outcome.tolist()) <= {0, 1} and len(set(zip(votes.left.tolist(), votes.outcome.tolist()))) <= 2
+    ids = np.array(sorted([acme.left.pk, acme.right.pk]))
+    board = board_compute(votes, ids, {}, Method(min_votes=10, rounds=50))
+    for row in board.rows:
+        assert row["upper"] - row["lower"] > 20, row
+        assert row["lower"] <= row["score"] <= row["upper"]
