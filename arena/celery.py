@@ -2,7 +2,7 @@ import os
 
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings.base")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings.local")
 
 app = Celery("arena")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -88,7 +88,7 @@ class CampaignAdmin(TenantAdmin):
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("rater_pools",)
     inlines = (CompetitorInline,)
-    actions = ("open_campaigns", "close_campaigns")
+    actions = ("open_campaigns", "close_campaigns", "recompute_leaderboards")
     readonly_fields = ("status", "opened_at", "closed_at")
     fieldsets = (
         (None, {"fields": ("organization", "name", "slug", "description", "status", "opened_at", "closed_at")}),
@@ -158,6 +158,14 @@ class CampaignAdmin(TenantAdmin):
                 messages.error(request, f"{campaign.name}: {exc}")
             else:
                 messages.success(request, f"{campaign.name} is open.")
+
+    @admin.action(description="Recompute the leaderboards of the selected campaigns now")
+    def recompute_leaderboards(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[Campaign]) -> None:
+        from ranking.services import leaderboards_recompute_soon
+
+        for campaign in queryset:
+            leaderboards_recompute_soon(campaign_id=campaign.pk)
+        messages.success(request, f"Recompute queued for {queryset.count()} campaign(s).")
 
     @admin.action(description="Close the selected campaigns")
     def close_campaigns(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[Campaign]) -> None:

@@ -27,6 +27,14 @@ CSV_COLUMNS = (
 )
 
 
+def _cell(value: Any) -> Any:
+    """Spreadsheets run a text cell starting with = + - @ (or a tab / carriage return) as a formula;
+    model names and the system prompt are typed by people, so such text is prefixed with a quote."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def _flat(event: dict[str, Any]) -> list[Any]:
     row: dict[str, Any] = {k: v for k, v in event.items() if not isinstance(v, dict)}
     for group in ("prompt", "left", "right"):
@@ -35,7 +43,7 @@ def _flat(event: dict[str, Any]) -> list[Any]:
             row[name] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
     row.update(event["params"])
     row.update(event["identity"])
-    return [row.get(column, "") for column in CSV_COLUMNS]
+    return [_cell(row.get(column, "")) for column in CSV_COLUMNS]
 
 
 def _jsonl(votes: Iterator[Vote]) -> Iterator[str]:

@@ -124,13 +124,21 @@ def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Co
 
 
 def _current_intervals(campaign: Campaign) -> dict[int, tuple[float, float]]:
-    """Score intervals of the competitors the newest overall raw leaderboard shows."""
-    from ranking.selectors import snapshot_latest
+    """Score intervals of the competitors the newest overall raw leaderboard shows, in its largest
+    connected group: intervals of groups that never met cannot be compared, so the others count as not
+    placed yet (and get the boost that connects them)."""
+    from ranking.models import LeaderboardSnapshot
 
-    snapshot = snapshot_latest(campaign=campaign, category="", view="raw")
-    if snapshot is None:
+    rows = (LeaderboardSnapshot.objects.filter(campaign=campaign, category="", view=LeaderboardSnapshot.View.RAW)
+            .order_by("-version").values_list("rows", flat=True).first())
+    shown = [row for row in rows or [] if not row["hidden"]]
+    if not shown:
         return {}
-    return {row["competitor_id"]: (row["lower"], row["upper"]) for row in snapshot.rows if not row["hidden"]}
+    sizes: dict[int, int] = {}
+    for row in shown:
+        sizes[row["component"]] = sizes.get(row["component"], 0) + 1
+    main = max(sizes, key=lambda c: (sizes[c], -c))
+    return {row["competitor_id"]: (row["lower"], row["upper"]) for row in shown if row["component"] == main}
 
 
 def votes_for_export(*, campaign: Campaign) -> Iterator[Vote]:

@@ -85,6 +85,8 @@ def campaign_open(*, campaign: Campaign, actor: User | AnonymousUser | None) -> 
 @transaction.atomic
 def campaign_close(*, campaign: Campaign, actor: User | AnonymousUser | None) -> Campaign:
     Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.CLOSED, closed_at=timezone.now())
+    # Battles shown but not voted on would otherwise wait for a reopening, with their clock running.
+    _open_battles_void(Battle.objects.filter(campaign=campaign), "The campaign was closed before the vote.")
     campaign.refresh_from_db()
     audit_record(organization=campaign.organization, actor=actor, action="campaign.closed", obj=campaign)
     return campaign
@@ -98,7 +100,23 @@ def campaign_save(*, campaign: Campaign, actor: User | AnonymousUser | None, cha
     audit_record(organization=campaign.organization, actor=actor,
                  action="campaign.created" if created else "campaign.changed", obj=campaign,
                  data={"fields": changed})
+    if not created and set(changed) & RANKING_FIELDS:
+        # The leaderboards must show the new policy or method now, not after the next vote.
+        campaign_id = campaign.pk
+        transaction.on_commit(lambda: _leaderboards_schedule(campaign_id))
     return campaign
+
+
+# Campaign fields that change how the log is ranked (not what is in it).
+RANKING_FIELDS = frozenset({
+    "min_decision_ms", "prompt_hash_cap", "rater_vote_cap", "exclude_identity_leaks", "both_bad_as_tie",
+    "ranking_min_votes", "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor",
+})
+
+
+def _open_battles_void(battles: models.QuerySet[Battle], reason: str) -> int:
+    return battles.filter(status__in=(Battle.Status.GENERATING, Battle.Status.READY)).update(
+        status=Battle.Status.VOID, void_reason=reason)
 
 
 @transaction.atomic
@@ -116,6 +134,10 @@ def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | Non
                               "Add a new competitor for the new version instead.")
     competitor.organization_id = competitor.campaign.organization_id
     competitor.save()
+    if not competitor.active:
+        # A withdrawn competitor gets no more votes, including on battles already handed out.
+        _open_battles_void(Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)),
+                           "A competitor was withdrawn before the vote.")
     audit_record(organization=competitor.organization, actor=actor,
                  action="competitor.added" if created else "competitor.changed", obj=competitor,
                  data={"endpoint": competitor.endpoint_id, "version": competitor.version_label, "fields": changed})

@@ -42,7 +42,7 @@ def setup_django(url: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = url
     os.environ.pop("REDIS_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings.base")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings.local")
     os.environ["LOG_LEVEL"] = "WARNING"
     import django
 

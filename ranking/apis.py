@@ -78,6 +78,7 @@ class LeaderboardHistoryApi(APIView):
         selection.is_valid(raise_exception=True)
         paginator = LimitOffsetPagination()
         paginator.default_limit = 50
+        paginator.max_limit = 500
         page = paginator.paginate_queryset(selectors.snapshot_history(campaign=campaign, **selection.validated_data),
                                            request, view=self)
         return paginator.get_paginated_response(SnapshotSummaryOutput(page, many=True).data)

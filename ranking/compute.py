@@ -184,7 +184,7 @@ def _row_counts(i: int, competitor_ids: NDArray[np.int64], labels: dict[int, str
     decided = votes - (counts["both_bad"][i] if method.both_bad == "drop" else 0)
     return {
         "competitor_id": int(competitor_ids[i]), "label": labels.get(int(competitor_ids[i]), ""),
-        "votes": int(votes), "wins": int(counts["wins"][i]), "ties": int(counts["ties"][i]),
+        "votes": int(votes), "counted": int(decided), "wins": int(counts["wins"][i]), "ties": int(counts["ties"][i]),
         "both_bad": int(counts["both_bad"][i]),
         "win_rate": round(float((counts["wins"][i] + 0.5 * ties) / decided), 4) if decided else None,
         "tie_rate": round(float(counts["ties"][i] / votes), 4) if votes else None,

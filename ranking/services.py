@@ -74,11 +74,13 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     with transaction.atomic():
         # The campaign row lock orders concurrent recomputes; versions never collide or interleave.
         Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
-        newest_seen = LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("last_vote_id"))["v"]
-        if newest_seen is not None and newest_seen > last_vote_id:
-            # A recompute that read the log later committed first: this one is out of date.
-            logger.info("campaign %s: recompute over votes up to %s dropped; a newer one (%s) exists",
-                        campaign.pk, last_vote_id, newest_seen)
+        newest = (LeaderboardSnapshot.objects.filter(campaign=campaign, category="")
+                  .order_by("-version").values_list("last_vote_id", "votes_total").first())
+        if newest is not None and tuple(newest) > (last_vote_id, len(votes)):
+            # A recompute that read the log later committed first: this one is out of date. (The count
+            # catches a vote with a lower id that committed after this recompute read the log.)
+            logger.info("campaign %s: recompute over %s votes up to id %s dropped; a newer one exists",
+                        campaign.pk, len(votes), last_vote_id)
             return []
         version = (LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("version"))["v"] or 0) + 1
         for draft in drafts:
@@ -122,3 +124,10 @@ def leaderboards_schedule_open_campaigns() -> int:
         if newest and newest > seen and leaderboards_schedule(campaign_id=campaign.pk):
             count += 1
     return count
+
+
+def leaderboards_recompute_soon(*, campaign_id: int) -> None:
+    """A manager asked for fresh leaderboards: queue a recompute now, past the debounce."""
+    from .tasks import leaderboards_recompute_task
+
+    transaction.on_commit(lambda: leaderboards_recompute_task.delay(campaign_id))

@@ -337,7 +337,18 @@ class RaterFlagAdmin(TenantAdmin):
     list_display = ("rater", "organization", "reason", "created_by", "created_at")
     exclude = ("created_by",)
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a flag is raised or lifted, never edited
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # lifting a flag goes through the service, one by one
+        return actions
+
     def save_model(self, request: HttpRequest, obj: RaterFlag, form: Any, change: bool) -> None:
-        if not change:
-            obj.created_by = admin_user(request)
-        super().save_model(request, obj, form, change)
+        flag = services.rater_flag_create(organization=obj.organization, rater=obj.rater, reason=obj.reason,
+                                          actor=admin_user(request))
+        obj.pk, obj.created_at = flag.pk, flag.created_at
+
+    def delete_model(self, request: HttpRequest, obj: RaterFlag) -> None:
+        services.rater_flag_remove(flag=obj, actor=admin_user(request))

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import models, transaction
 from django.utils import timezone
 
-from .models import MANAGING_ROLES, ApiKey, AuditEvent, Invitation, Membership, Organization, RaterPool, Role
+from .models import MANAGING_ROLES, ApiKey, AuditEvent, Invitation, Membership, Organization, RaterFlag, RaterPool, Role
 
 
 class InvitationError(Exception):
@@ -209,3 +209,41 @@ def api_key_create(*, organization: Organization, name: str, scope: str,
 def api_key_revoke(*, api_key: ApiKey, actor: User | AnonymousUser | None) -> None:
     ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     audit_record(organization=api_key.organization, actor=actor, action="api_key.revoked", obj=api_key)
+
+
+def _leaderboards_of_rater_schedule(*, organization: Organization, rater: User) -> None:
+    """After commit: recompute the leaderboards of every campaign the rater voted in."""
+    from battles.models import Vote
+    from ranking.services import leaderboards_schedule
+
+    campaign_ids = list(Vote.objects.filter(organization=organization, rater=rater)
+                        .values_list("campaign_id", flat=True).distinct())
+
+    def schedule() -> None:
+        for campaign_id in campaign_ids:
+            leaderboards_schedule(campaign_id=campaign_id)
+
+    transaction.on_commit(schedule)
+
+
+@transaction.atomic
+def rater_flag_create(*, organization: Organization, rater: User, reason: str,
+                      actor: User | AnonymousUser | None) -> RaterFlag:
+    """Flag a rater: their votes stay in the log and leave the leaderboards at the next recompute,
+    which this schedules."""
+    flag = RaterFlag(organization=organization, rater=rater, reason=reason,
+                     created_by=actor if actor is not None and actor.is_authenticated else None)
+    flag.full_clean()
+    flag.save()
+    audit_record(organization=organization, actor=actor, action="rater.flagged", obj=flag,
+                 data={"rater": rater.pk, "reason": reason})
+    _leaderboards_of_rater_schedule(organization=organization, rater=rater)
+    return flag
+
+
+@transaction.atomic
+def rater_flag_remove(*, flag: RaterFlag, actor: User | AnonymousUser | None) -> None:
+    audit_record(organization=flag.organization, actor=actor, action="rater.unflagged", obj=flag,
+                 data={"rater": flag.rater_id, "reason": flag.reason})
+    _leaderboards_of_rater_schedule(organization=flag.organization, rater=flag.rater)
+    flag.delete()

@@ -1,7 +1,12 @@
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.http import HttpRequest
+
+from arena.admin_site import admin_user
 from raters.admin import TenantAdmin
 
+from . import services
 from .models import ModelEndpoint
 
 
@@ -10,3 +15,12 @@ class ModelEndpointAdmin(TenantAdmin):
     list_display = ("name", "organization", "url", "protocol", "model_name", "model_version", "timeout_s")
     list_filter = ("protocol",)
     search_fields = ("name", "model_name")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if obj is not None and services.endpoint_has_battles(obj):
+            fields += services.FROZEN_WHEN_USED
+        return fields
+
+    def save_model(self, request: HttpRequest, obj: ModelEndpoint, form: Any, change: bool) -> None:
+        services.endpoint_save(endpoint=obj, actor=admin_user(request), changed=list(form.changed_data))

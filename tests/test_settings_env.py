@@ -36,12 +36,14 @@ def test_typed_readers(monkeypatch):
     assert env_url("X_URL", None, schemes=("redis",)) is None
 
 
-def _settings_in_subprocess(**env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG"}}
+def _settings_in_subprocess(module: str = "arena.settings.local", **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}}
     environment.update(env)
-    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE']='arena.settings.base'; django.setup(); "
+    code = (f"import django, os; os.environ['DJANGO_SETTINGS_MODULE']='{module}'; django.setup(); "
             "from django.conf import settings as s; "
-            "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.CACHES['default']['BACKEND'])")
+            "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.CACHES['default']['BACKEND'], "
+            "s.DEBUG)")
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True,
                           timeout=60)
 
@@ -50,7 +52,7 @@ def test_defaults_are_a_working_local_platform():
     result = _settings_in_subprocess()
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["django.db.backends.sqlite3", "True",
-                                     "django.core.cache.backends.locmem.LocMemCache"]
+                                     "django.core.cache.backends.locmem.LocMemCache", "True"]
 
 
 def test_redis_url_switches_to_real_broker_and_cache():
@@ -58,13 +60,28 @@ def test_redis_url_switches_to_real_broker_and_cache():
                                      DATABASE_URL="postgres://postgres@127.0.0.1:5432/x")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["django.db.backends.postgresql", "False",
-                                     "django.core.cache.backends.redis.RedisCache"]
+                                     "django.core.cache.backends.redis.RedisCache", "True"]
 
 
 def test_production_without_secret_key_refuses_to_start():
     result = _settings_in_subprocess(DEBUG="false")
     assert result.returncode != 0
     assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_production_settings_fail_closed():
+    """What a WSGI server imports: DEBUG is off unless asked for, and then a SECRET_KEY is required."""
+    result = _settings_in_subprocess("arena.settings.base")
+    assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
+    result = _settings_in_subprocess("arena.settings.base", SECRET_KEY="k" * 50)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "False"
+
+
+def test_entry_points_default_to_the_right_settings():
+    assert "arena.settings.base" in (ROOT / "arena" / "wsgi.py").read_text()
+    assert "arena.settings.base" in (ROOT / "arena" / "asgi.py").read_text()
+    assert "arena.settings.local" in (ROOT / "manage.py").read_text()
 
 
 def test_malformed_debug_refuses_to_start():

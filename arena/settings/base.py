@@ -1,7 +1,8 @@
-"""Settings for every environment; values come from the environment with working local defaults.
+"""Settings for every environment; values come from the environment.
 
-Defaults give a complete local platform: SQLite, tasks run eagerly, local-memory cache, and the
-Triton server started by ``manage.py demo`` on loopback.
+Defaults are safe for production (DEBUG off, SECRET_KEY required) and otherwise give a complete local
+platform: SQLite, tasks run eagerly, local-memory cache, and the Triton server started by
+``manage.py demo`` on loopback. ``arena.settings.local`` turns DEBUG on for development.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .env import ImproperEnvironment, env_bool, env_int, env_list, env_str, env_
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = BASE_DIR / "var"
 
-DEBUG = env_bool("DEBUG", True)
+DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
@@ -97,6 +98,9 @@ else:
     CELERY_TASK_ALWAYS_EAGER = True
     CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
+# A recompute that runs away is killed and not redelivered (acks on failure/timeout stay on).
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800, minimum=10)
+CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to the database
 CELERY_BEAT_SCHEDULE = {
     "leaderboards-recompute-open": {
         "task": "ranking.tasks.leaderboards_recompute_open_task",
@@ -159,6 +163,12 @@ ARENA_TRITON_GRPC_PORT = env_int("ARENA_TRITON_GRPC_PORT", 8501, minimum=1)
 ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Behind a TLS-terminating proxy (docker/: put one in front of web) the app must trust its header, or
+# absolute URLs such as invitation links come out as http://.
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 if not DEBUG:

@@ -1,6 +1,6 @@
 """Test settings: the same platform, faster hashing, and rate limits off unless a test turns them on."""
 
-from .base import *  # noqa: F403
+from .local import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 RATELIMIT_ENABLE = False

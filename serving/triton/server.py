@@ -70,10 +70,15 @@ def _pytriton_libs_dir() -> Path:
     return pytriton_dist_dir().parent.parent / "nvidia_pytriton.libs"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_port(avoid: int | None = None) -> int:
+    """A port nothing listens on now (another process may still take it before Triton does: start()
+    retries on that clash). ``avoid``: a port just picked, which the kernel may hand out again."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port != avoid:
+            return port
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -225,7 +230,7 @@ class TritonServer:
     def _start_once(self) -> None:
         http_port, grpc_port, metrics_port = self._requested_ports
         self.http_port = http_port if http_port is not None else _free_port()
-        self.grpc_port = grpc_port if grpc_port is not None else _free_port()
+        self.grpc_port = grpc_port if grpc_port is not None else _free_port(avoid=self.http_port)
         self.metrics_port = metrics_port
 
         self._workspace = Path(tempfile.mkdtemp(prefix="arena-triton-"))

@@ -56,3 +56,16 @@ def test_viewer_may_export_but_rater_may_not(acme, voted, bob_client):
     MembershipFactory(user=viewer, organization=acme.organization, role=Role.VIEWER)
     assert login(viewer).get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl").status_code == 200
     assert bob_client.get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl").status_code == 404
+
+
+def test_csv_cells_cannot_become_spreadsheet_formulas(acme, alice_client, bob_client):
+    from battles.models import Campaign
+
+    Campaign.objects.filter(pk=acme.campaign.pk).update(system_prompt='=HYPERLINK("http://evil.test","x")')
+    battle, _ = start_battle(bob_client, acme.campaign)
+    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "tie"})
+    rows = list(csv.DictReader(io.StringIO(_body(alice_client.get(
+        f"/api/v1/campaigns/{acme.campaign.pk}/votes.csv")))))
+    assert rows[0]["system_prompt"] == "'=HYPERLINK(\"http://evil.test\",\"x\")"
+    jsonl = _body(alice_client.get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl"))
+    assert json.loads(jsonl)["params"]["system_prompt"].startswith("=HYPERLINK")  # JSON keeps the exact text

@@ -34,9 +34,9 @@ def test_active_campaign_samples_by_the_latest_leaderboard(acme):
     campaign = acme.campaign
     far = CompetitorFactory(campaign=campaign, endpoint=ModelEndpointFactory(organization=acme.organization))
     rows = [
-        {"competitor_id": acme.left.pk, "lower": 990.0, "upper": 1010.0, "hidden": False},
-        {"competitor_id": acme.right.pk, "lower": 995.0, "upper": 1015.0, "hidden": False},
-        {"competitor_id": far.pk, "lower": 700.0, "upper": 720.0, "hidden": False},
+        {"competitor_id": acme.left.pk, "lower": 990.0, "upper": 1010.0, "hidden": False, "component": 0},
+        {"competitor_id": acme.right.pk, "lower": 995.0, "upper": 1015.0, "hidden": False, "component": 0},
+        {"competitor_id": far.pk, "lower": 700.0, "upper": 720.0, "hidden": False, "component": 0},
     ]
     LeaderboardSnapshot.objects.create(organization=acme.organization, campaign=campaign, category="", view="raw",
                                        version=1, method={}, policy={}, excluded={}, rows=rows)

@@ -132,3 +132,36 @@ def test_a_competitor_with_battles_cannot_change_model_or_version(acme, bob_clie
     assert acme.left.version_label == "2026-11"
     acme.left.active = False  # switching it off is fine
     competitor_save(competitor=acme.left, actor=None, changed=["active"])
+
+
+def test_withdrawing_a_competitor_voids_its_open_battles(acme, bob_client):
+    from battles.services import competitor_save
+
+    battle, _ = start_battle(bob_client, acme.campaign)
+    acme.left.active = False
+    competitor_save(competitor=acme.left, actor=None, changed=["active"])
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.VOID
+    assert bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"}).status_code == 409
+    assert not Vote.objects.exists()
+
+
+def test_closing_a_campaign_voids_its_open_battles(acme, bob_client):
+    battle, _ = start_battle(bob_client, acme.campaign)
+    campaign_close(campaign=acme.campaign, actor=None)
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.VOID and "closed" in battle.void_reason
+
+
+def test_changing_the_ranking_policy_schedules_a_recompute(acme, django_capture_on_commit_callbacks, monkeypatch):
+    from battles.services import campaign_save
+
+    scheduled: list[int] = []
+    monkeypatch.setattr("ranking.services.leaderboards_schedule", lambda campaign_id: scheduled.append(campaign_id))
+    acme.campaign.min_decision_ms = 4000
+    with django_capture_on_commit_callbacks(execute=True):
+        campaign_save(campaign=acme.campaign, actor=None, changed=["min_decision_ms"])
+    assert scheduled == [acme.campaign.pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        campaign_save(campaign=acme.campaign, actor=None, changed=["description"])
+    assert scheduled == [acme.campaign.pk]

@@ -30,7 +30,7 @@ def worker(vote_log_purge):  # type: ignore[no-untyped-def]
     database = connection.settings_dict
     env = {**os.environ, "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/"
                                          f"{database['NAME']}", "REDIS_URL": settings.REDIS_URL,
-           "DJANGO_SETTINGS_MODULE": "arena.settings.base"}
+           "DJANGO_SETTINGS_MODULE": "arena.settings.local"}
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "arena", "worker", "--pool=solo", "--loglevel=INFO",
          "--without-gossip", "--without-mingle", "--without-heartbeat"],

@@ -280,7 +280,7 @@ def test_unanimous_results_still_get_an_honest_interval(acme, bob):
     votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts,
                 competitors=[acme.left, acme.right], strengths=(1e9, 1e-9), n=30, seed=8, tie_rate=0.0)
     votes = vote_arrays(campaign_id=acme.campaign.pk)
-    assert set(votes.outcome.tolist()) <= {0, 1} and len(set(zip(votes.left.tolist(), votes.outcome.tolist()))) <= 2
+    assert set(votes.outcome.tolist()) <= {0, 1}
     ids = np.array(sorted([acme.left.pk, acme.right.pk]))
     board = board_compute(votes, ids, {}, Method(min_votes=10, rounds=50))
     for row in board.rows:

@@ -11,18 +11,26 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """n distinct free ports (all held open while choosing, so no two picks can coincide)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def test_triton_serve_command_serves_and_stops_cleanly():
-    http_port, grpc_port = _free_port(), _free_port()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "arena.settings.base", "PYTHONUNBUFFERED": "1"}
+    http_port, grpc_port = _free_ports(2)
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "arena.settings.local", "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, "manage.py", "triton_serve", "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -33,7 +41,9 @@ def test_triton_serve_command_serves_and_stops_cleanly():
         deadline = time.monotonic() + 90
         while "Triton ready" not in line and time.monotonic() < deadline and process.poll() is None:
             line = process.stdout.readline()
-        assert f"grpc 127.0.0.1:{grpc_port}" in line, line
+        if f"grpc 127.0.0.1:{grpc_port}" not in line:
+            process.kill()
+            pytest.fail(f"no ready line; output:\n{line}{process.stdout.read()}")
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2/models/zen-bigram/ready", timeout=5) as r:
             assert r.status == 200
         process.send_signal(signal.SIGTERM)

@@ -1,0 +1,41 @@
+"""Flagging a rater: audited, and the leaderboards of the campaigns they voted in are recomputed."""
+
+from __future__ import annotations
+
+import pytest
+
+from raters.models import AuditEvent, RaterFlag
+from tests.conftest import start_battle
+
+pytestmark = pytest.mark.django_db
+
+
+def test_flag_and_unflag_through_the_console(acme, bob, bob_client, alice_client, monkeypatch,
+                                             django_capture_on_commit_callbacks):
+    battle, _ = start_battle(bob_client, acme.campaign)
+    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    scheduled: list[int] = []
+    monkeypatch.setattr("ranking.services.leaderboards_schedule", lambda campaign_id: scheduled.append(campaign_id))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post("/admin/raters/raterflag/add/", {
+            "organization": acme.organization.pk, "rater": bob.pk, "reason": "answers in 300 ms"})
+    assert response.status_code == 302
+    flag = RaterFlag.objects.get(rater=bob)
+    assert AuditEvent.objects.filter(action="rater.flagged", object_id=str(flag.pk)).exists()
+    assert scheduled == [acme.campaign.pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        alice_client.post(f"/admin/raters/raterflag/{flag.pk}/delete/", {"post": "yes"})
+    assert not RaterFlag.objects.exists()
+    assert AuditEvent.objects.filter(action="rater.unflagged").exists()
+    assert scheduled == [acme.campaign.pk, acme.campaign.pk]
+
+
+def test_recompute_action_queues_a_task(acme, alice_client, monkeypatch, django_capture_on_commit_callbacks):
+    queued: list[int] = []
+    monkeypatch.setattr("ranking.tasks.leaderboards_recompute_task.delay",
+                        lambda campaign_id: queued.append(campaign_id))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post("/admin/battles/campaign/", {
+            "action": "recompute_leaderboards", "_selected_action": [acme.campaign.pk]})
+    assert response.status_code == 302
+    assert queued == [acme.campaign.pk]

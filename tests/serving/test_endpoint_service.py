@@ -1,0 +1,33 @@
+"""An endpoint that served battles keeps its identity; moving it to another server is fine."""
+
+from __future__ import annotations
+
+import pytest
+
+from raters.models import AuditEvent
+from serving.services import EndpointInUse, endpoint_save
+from tests.conftest import start_battle
+
+pytestmark = pytest.mark.django_db
+
+
+def test_used_endpoint_cannot_change_model_but_can_move(acme, bob_client, alice):
+    start_battle(bob_client, acme.campaign)
+    endpoint = acme.left.endpoint
+    endpoint.model_name = "stdlib-trigram"
+    with pytest.raises(EndpointInUse, match="model_name"):
+        endpoint_save(endpoint=endpoint, actor=alice, changed=["model_name"])
+    endpoint.refresh_from_db()
+    assert endpoint.model_name == "zen-bigram"
+    endpoint.url = "triton.internal:8001"
+    endpoint_save(endpoint=endpoint, actor=alice, changed=["url"])
+    assert AuditEvent.objects.filter(action="endpoint.changed", object_id=str(endpoint.pk)).exists()
+
+
+def test_admin_shows_identity_fields_read_only_once_used(acme, bob_client, alice_client):
+    endpoint = acme.left.endpoint
+    html = alice_client.get(f"/admin/serving/modelendpoint/{endpoint.pk}/change/").content.decode()
+    assert 'name="model_name"' in html
+    start_battle(bob_client, acme.campaign)
+    html = alice_client.get(f"/admin/serving/modelendpoint/{endpoint.pk}/change/").content.decode()
+    assert 'name="model_name"' not in html and 'name="url"' in html
