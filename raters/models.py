@@ -205,6 +205,7 @@ class ApiKey(models.Model):
 
     class Meta:
         ordering = ["organization", "name"]
+        verbose_name = "API key"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

@@ -286,3 +286,10 @@ def test_unanimous_results_still_get_an_honest_interval(acme, bob):
     for row in board.rows:
         assert row["upper"] - row["lower"] > 20, row
         assert row["lower"] <= row["score"] <= row["upper"]
+
+
+def test_page_says_so_when_nobody_can_be_placed(acme, alice_client):
+    leaderboards_recompute(campaign_id=acme.campaign.pk)
+    html = alice_client.get(f"/leaderboard/{acme.campaign.pk}/").content.decode()
+    assert "No competitor has enough votes to be placed yet" in html
+    assert '<table class="board">' not in html
