@@ -340,7 +340,7 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
     if battle is None:
         raise NotAllowed("No such battle.")
     if battle.status == Battle.Status.VOID:
-        raise VoteRejected("This battle was voided because a model failed to answer; it cannot be voted on.")
+        raise VoteRejected(f"This battle was voided and cannot be voted on: {battle.void_reason}")
     if battle.status == Battle.Status.VOTED:
         raise VoteRejected("This battle has already been voted on (perhaps in another tab). "
                            "Your first vote stands.")

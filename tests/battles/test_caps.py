@@ -130,3 +130,39 @@ def test_a_duplicate_prompt_in_the_pool_is_not_shown_twice_to_one_rater(acme, bo
     _vote_n(bob_client, acme.campaign, 1)
     response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
     assert response.status_code == 409 and "no more prompts" in response.content.decode()
+
+
+def test_prompt_hash_cap_applies_across_raters(acme, bob_client):
+    from tests.conftest import login
+    from tests.factories import UserFactory
+
+    only = Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0]
+    Prompt.objects.filter(campaign=acme.campaign).exclude(pk=only.pk).delete()
+    Campaign.objects.filter(pk=acme.campaign.pk).update(prompt_hash_cap=1)
+    _vote_n(bob_client, acme.campaign, 1)
+    other = UserFactory()
+    acme.pool.members.add(other)
+    response = login(other).post(f"/c/{acme.campaign.pk}/next/")
+    assert response.status_code == 409 and "no more prompts" in response.content.decode()
+
+
+def test_rater_typed_prompt_over_the_hash_cap_is_refused(acme, bob_client):
+    Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True, prompt_hash_cap=1)
+    assert bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "What is a monad?"}).status_code == 302
+    battle = Battle.objects.get()
+    bob_client.get(f"/b/{battle.pk}/")
+    assert bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "tie"}).status_code == 302
+    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "  what is a MONAD?"})
+    assert response.status_code == 429 and "rated as often as the campaign allows" in response.content.decode()
+    assert Battle.objects.count() == 1
+
+
+def test_next_battle_is_rate_limited(acme, bob_client, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.RATELIMIT_ENABLE = True
+    settings.ARENA_BATTLE_RATE = "3/h"
+    codes = [bob_client.post(f"/c/{acme.campaign.pk}/next/").status_code for _ in range(4)]
+    assert codes[:3] == [302, 302, 302] and codes[3] == 429
+    cache.clear()

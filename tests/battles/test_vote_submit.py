@@ -82,7 +82,16 @@ def test_vote_on_closed_campaign_is_refused(acme, bob_client):
     campaign_close(campaign=acme.campaign, actor=None)
     response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
     assert response.status_code == 409
-    assert "closed" in response.content.decode()
+    assert "campaign was closed" in response.content.decode()
+    assert not Vote.objects.exists()
+
+
+def test_vote_is_refused_once_the_campaign_is_no_longer_open_even_if_the_battle_is(acme, bob_client):
+    # Belt and braces: even a battle left READY (a status changed outside the service) takes no vote.
+    battle, _ = start_battle(bob_client, acme.campaign)
+    Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.CLOSED)
+    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    assert response.status_code == 409 and "campaign is closed" in response.content.decode()
     assert not Vote.objects.exists()
 
 
