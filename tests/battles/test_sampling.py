@@ -60,3 +60,18 @@ def test_active_campaign_samples_by_the_latest_leaderboard(acme):
     campaign.refresh_from_db()
     uniform = Counter(frozenset(c.pk for c in pair_pick(campaign=campaign, rng=rng)) for _ in range(1500))
     assert all(350 < n < 650 for n in uniform.values()) and len(uniform) == 3
+
+
+@pytest.mark.django_db
+def test_uniform_sampling_puts_each_competitor_left_about_half_the_time(acme):
+    rng = random.Random(11)
+    appearances: Counter[int] = Counter()
+    lefts: Counter[int] = Counter()
+    for _ in range(2000):
+        pair = pair_pick(campaign=acme.campaign, rng=rng)
+        assert pair is not None
+        lefts[pair[0].pk] += 1
+        for competitor in pair:
+            appearances[competitor.pk] += 1
+    for pk, seen in appearances.items():
+        assert 0.45 < lefts[pk] / seen < 0.55

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from django.test import Client
 
-from battles.models import Campaign, Prompt
+from battles.models import Campaign, Prompt, Vote
 from ranking.models import LeaderboardSnapshot
 from ranking.selectors import vote_arrays
 from ranking.services import leaderboards_recompute, leaderboards_schedule
@@ -293,3 +293,32 @@ def test_page_says_so_when_nobody_can_be_placed(acme, alice_client):
     html = alice_client.get(f"/leaderboard/{acme.campaign.pk}/").content.decode()
     assert "No competitor has enough votes to be placed yet" in html
     assert '<table class="board">' not in html
+
+
+def test_pairwise_cells_carry_their_wilson_interval(board):
+    from ranking.estimators import wilson_interval
+
+    campaign, competitors, _ = board
+    overall = next(s for s in leaderboards_recompute(campaign_id=campaign.pk) if s.category == "" and s.view == "raw")
+    grid = overall.pairwise
+    checked = 0
+    for i, _ in enumerate(grid["competitor_ids"]):
+        for j, _ in enumerate(grid["competitor_ids"]):
+            rate, n = grid["win_rate"][i][j], grid["n"][i][j]
+            if i == j or not n:
+                continue
+            assert grid["lower"][i][j] < rate < grid["upper"][i][j]
+            checked += 1
+    assert checked == 12
+    # one cell against an independent computation from the vote rows (ties and both-bad count half)
+    a, b = competitors[0].pk, competitors[1].pk
+    votes = Vote.objects.filter(campaign=campaign)
+    wins = (votes.filter(left_id=a, right_id=b, choice="left").count()
+            + votes.filter(left_id=b, right_id=a, choice="right").count())
+    half = votes.filter(left_id__in=[a, b], right_id__in=[a, b], choice__in=["tie", "both_bad"]).count()
+    n = votes.filter(left_id__in=[a, b], right_id__in=[a, b]).count()
+    lower, upper = wilson_interval(wins + 0.5 * half, n)
+    i, j = grid["competitor_ids"].index(a), grid["competitor_ids"].index(b)
+    assert grid["win_rate"][i][j] == pytest.approx((wins + 0.5 * half) / n, abs=1e-4)
+    assert grid["lower"][i][j] == pytest.approx(float(lower), abs=1e-4)
+    assert grid["upper"][i][j] == pytest.approx(float(upper), abs=1e-4)

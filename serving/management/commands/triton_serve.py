@@ -5,6 +5,7 @@ Waits for readiness, prints the addresses, and stops cleanly on Ctrl-C or SIGTER
 from __future__ import annotations
 
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,19 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         repositories = options["model_repository"] or [Path(settings.ARENA_MODEL_REPOSITORY)]
         server = TritonServer(repositories, http_port=options["http_port"], grpc_port=options["grpc_port"])
-        # SIGTERM ends the wait like Ctrl-C does, so the server is stopped by the `with` below.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        # Ctrl-C and SIGTERM only set a flag: whenever they arrive (even while the server is still
+        # starting), the `with` below is what stops the server, never an exception from a random line.
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
         with server:
             self.stdout.write(self.style.SUCCESS(
                 f"Triton ready: grpc {server.grpc_url}, http {server.http_url} (Ctrl-C stops it)"))
-            try:
-                code = server.wait()
-            except KeyboardInterrupt:
+            while not stop.is_set() and server.is_running():
+                stop.wait(0.5)
+            if stop.is_set():
                 self.stdout.write("Stopping Triton ...")
                 return
-        if code != 0:
-            self.stderr.write(f"Triton exited with status {code}:\n{server.log_tail()}")
-            raise SystemExit(code)
+            code = server.wait()
+        self.stderr.write(f"Triton exited on its own with status {code}:\n{server.log_tail()}")
+        raise SystemExit(code or 1)
