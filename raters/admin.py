@@ -139,6 +139,14 @@ class TenantAdmin(TenantScopedChoices, admin.ModelAdmin):
                                   action=f"{obj._meta.model_name}.deleted", obj=obj)
         super().delete_model(request, obj)
 
+    def delete_queryset(self, request: HttpRequest, queryset: models.QuerySet[Any]) -> None:
+        # The bulk "delete selected" action: one audit row per deleted row, as for a single delete.
+        for obj in queryset:
+            if not isinstance(obj, Organization):
+                services.audit_record(organization=getattr(obj, self.organization_field), actor=request.user,
+                                      action=f"{obj._meta.model_name}.deleted", obj=obj)
+        super().delete_queryset(request, queryset)
+
 
 class ReadOnlyTenantAdmin(TenantAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:

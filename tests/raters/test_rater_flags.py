@@ -39,3 +39,16 @@ def test_recompute_action_queues_a_task(acme, alice_client, monkeypatch, django_
             "action": "recompute_leaderboards", "_selected_action": [acme.campaign.pk]})
     assert response.status_code == 302
     assert queued == [acme.campaign.pk]
+
+
+def test_bulk_delete_in_the_console_is_audited(acme, alice_client):
+    from raters.models import Invitation
+    from raters.services import invitation_create
+
+    invitations = [invitation_create(pool=acme.pool, actor=None) for _ in range(2)]
+    response = alice_client.post("/admin/raters/invitation/", {
+        "action": "delete_selected", "_selected_action": [i.pk for i in invitations], "post": "yes"})
+    assert response.status_code == 302
+    assert not Invitation.objects.exists()
+    deleted = AuditEvent.objects.filter(action="invitation.deleted").values_list("object_id", flat=True)
+    assert sorted(deleted) == sorted(str(i.pk) for i in invitations)
