@@ -5,6 +5,7 @@ never see anything of Acme's (healthchecks' alice/bob/charlie)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
+from hypothesis import settings as hypothesis_settings
 
 from battles.models import Campaign, Competitor
 from raters.models import Organization, RaterPool, Role
@@ -29,6 +31,12 @@ from .factories import (
     RaterPoolFactory,
     UserFactory,
 )
+
+# CI runs the property tests on a fixed sequence of examples (a failure there is reproducible, not a
+# roll of the dice), with no per-example deadline (a loaded 2-core machine is slow, not wrong).
+hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+hypothesis_settings.register_profile("dev", deadline=None)
+hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 TEST_MODEL_REPOSITORY = Path(__file__).parent / "serving" / "model_repository"
 
