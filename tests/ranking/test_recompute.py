@@ -322,3 +322,18 @@ def test_pairwise_cells_carry_their_wilson_interval(board):
     assert grid["win_rate"][i][j] == pytest.approx((wins + 0.5 * half) / n, abs=1e-4)
     assert grid["lower"][i][j] == pytest.approx(float(lower), abs=1e-4)
     assert grid["upper"][i][j] == pytest.approx(float(upper), abs=1e-4)
+
+
+def test_page_reports_intransitive_triads(acme, bob, alice_client):
+    """Rock-paper-scissors among three competitors: the page says a single score cannot order them."""
+    third = CompetitorFactory(campaign=acme.campaign, endpoint=ModelEndpointFactory(organization=acme.organization))
+    prompts = list(Prompt.objects.filter(campaign=acme.campaign))
+    for winner, loser, seed in ((acme.left, acme.right, 1), (acme.right, third, 2), (third, acme.left, 3)):
+        votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts, competitors=[winner, loser],
+                    strengths=(4.0, 1.0), n=60, seed=seed, tie_rate=0.0)
+    Campaign.objects.filter(pk=acme.campaign.pk).update(min_decision_ms=0, ranking_min_votes=10)
+    overall = next(s for s in leaderboards_recompute(campaign_id=acme.campaign.pk)
+                   if s.category == "" and s.view == "raw")
+    assert overall.pairwise["intransitive_triads"] == 1
+    html = alice_client.get(f"/leaderboard/{acme.campaign.pk}/").content.decode()
+    assert "1 intransitive" in html
