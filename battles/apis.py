@@ -12,10 +12,8 @@ from django.http import Http404, StreamingHttpResponse
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from raters.selectors import organizations_viewable_by
-
 from . import selectors
-from .models import Campaign, Vote
+from .models import Vote
 
 CSV_COLUMNS = (
     "battle_id", "vote_id", "timestamp", "campaign_id", "rater_id", "pool_id",
@@ -71,9 +69,7 @@ class VoteLogExportApi(APIView):
     in memory. Owners, managers and viewers of the campaign's organisation only; anyone else gets 404."""
 
     def get(self, request: Request, campaign_id: int, kind: str) -> StreamingHttpResponse:
-        campaign = Campaign.objects.filter(
-            pk=campaign_id, organization__in=organizations_viewable_by(request.user)
-        ).first()
+        campaign = selectors.campaign_viewable_by(user=request.user, campaign_id=campaign_id)
         if campaign is None:
             raise Http404("No such campaign.")
         votes = selectors.votes_for_export(campaign=campaign)

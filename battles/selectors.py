@@ -9,6 +9,7 @@ from uuid import UUID
 from django.contrib.auth.models import User
 from django.db.models import Count, QuerySet
 
+from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterPool
 from raters.selectors import organizations_viewable_by
 
@@ -26,10 +27,20 @@ def campaigns_for_rater(user: User) -> QuerySet[Campaign]:
     )
 
 
+def campaigns_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
+    """Campaigns whose vote log and leaderboards the user (or API key) may read: owners, managers and
+    viewers of the organisation. The one scope behind the export, the read API and the leaderboard page."""
+    return Campaign.objects.filter(organization__in=organizations_viewable_by(user))
+
+
+def campaign_viewable_by(*, user: User | ApiKeyPrincipal, campaign_id: int) -> Campaign | None:
+    return campaigns_viewable_by(user).filter(pk=campaign_id).first()
+
+
 def campaigns_with_results_for(user: User) -> QuerySet[Campaign]:
-    """Campaigns whose leaderboards the user may read (owners, managers and viewers of the organisation)."""
-    return (Campaign.objects.filter(organization__in=organizations_viewable_by(user)).exclude(
-        status=Campaign.Status.DRAFT).select_related("organization").order_by("organization__name", "name"))
+    """The leaderboards to list for the user: viewable campaigns that have left the draft stage."""
+    return (campaigns_viewable_by(user).exclude(status=Campaign.Status.DRAFT).select_related("organization")
+            .order_by("organization__name", "name"))
 
 
 def campaign_for_rater(*, user: User, campaign_id: int) -> Campaign | None:

@@ -10,14 +10,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from battles.models import Campaign
-from raters.selectors import organizations_viewable_by
+from battles.selectors import campaign_viewable_by
 
 from . import selectors
 from .models import LeaderboardSnapshot
 
 
 def _campaign(request: Request, campaign_id: int) -> Campaign:
-    campaign = Campaign.objects.filter(pk=campaign_id, organization__in=organizations_viewable_by(request.user)).first()
+    campaign = campaign_viewable_by(user=request.user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")
     return campaign

@@ -5,21 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from arena.http import AuthenticatedHttpRequest
-from battles.models import Campaign
-from raters.selectors import organizations_viewable_by
+from battles.selectors import campaign_viewable_by
 
 from . import selectors
 from .models import LeaderboardSnapshot
-
-
-def campaign_viewable(*, user: User, campaign_id: int) -> Campaign | None:
-    return Campaign.objects.filter(pk=campaign_id, organization__in=organizations_viewable_by(user)).first()
 
 
 def _interval_geometry(rows: list[dict[str, Any]]) -> tuple[float, float]:
@@ -45,7 +39,7 @@ def _heat(value: float | None) -> str:
 @require_GET
 @login_required
 def leaderboard(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
-    campaign = campaign_viewable(user=request.user, campaign_id=campaign_id)
+    campaign = campaign_viewable_by(user=request.user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")
     category = request.GET.get("category", "")

@@ -9,8 +9,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from .models import ApiKey
-from .services import api_key_hash
+from .models import ApiKey, api_key_hash
 
 KEYWORD = "Api-Key"
 

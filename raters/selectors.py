@@ -6,7 +6,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from .authentication import ApiKeyPrincipal
-from .models import MANAGING_ROLES, Membership, Organization, Role
+from .models import MANAGING_ROLES, Invitation, Membership, Organization, Role
 
 
 def organizations_managed_by(user: User) -> QuerySet[Organization]:
@@ -32,3 +32,7 @@ def user_manages_anything(user: User | AnonymousUser) -> bool:
     return user.is_superuser or Membership.objects.filter(
         user=user, role__in=MANAGING_ROLES
     ).exists()
+
+
+def invitation_by_token(token: str) -> Invitation | None:
+    return Invitation.objects.select_related("pool", "organization").filter(token=token).first()

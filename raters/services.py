@@ -9,7 +9,19 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import models, transaction
 from django.utils import timezone
 
-from .models import MANAGING_ROLES, ApiKey, AuditEvent, Invitation, Membership, Organization, RaterFlag, RaterPool, Role
+from . import selectors
+from .models import (
+    MANAGING_ROLES,
+    ApiKey,
+    AuditEvent,
+    Invitation,
+    Membership,
+    Organization,
+    RaterFlag,
+    RaterPool,
+    Role,
+    api_key_hash,
+)
 
 
 class InvitationError(Exception):
@@ -146,7 +158,7 @@ def invitation_create(
 def invitation_accept(*, token: str, user: User) -> RaterPool:
     """Join the invitation's pool. The use counter is claimed with a conditional update, so two people
     racing for the last use of a link cannot both get in."""
-    invitation = Invitation.objects.select_related("pool", "organization").filter(token=token).first()
+    invitation = selectors.invitation_by_token(token)
     if invitation is None:
         raise InvitationError("This invitation link is not valid.")
     if invitation.expires_at <= timezone.now():
@@ -179,13 +191,6 @@ def user_create(*, email: str, password: str, is_superuser: bool = False) -> Use
 
 
 API_KEY_PREFIX = "arena"
-
-
-def api_key_hash(key: str) -> str:
-    # Keys are 32 random bytes: a fast hash is enough (no dictionary to attack), and lookups stay cheap.
-    import hashlib
-
-    return hashlib.sha256(key.encode()).hexdigest()
 
 
 @transaction.atomic

@@ -7,15 +7,12 @@ from django.shortcuts import redirect, render
 
 from arena.http import AuthenticatedHttpRequest
 
-from . import services
+from . import selectors, services
 
 
 @login_required
 def invitation_accept(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     """GET shows what the link is for; POST joins. A GET never changes anything (link previews)."""
-    from .models import Invitation
-
-    invitation = Invitation.objects.select_related("pool", "organization").filter(token=token).first()
     if request.method == "POST":
         try:
             pool = services.invitation_accept(token=token, user=request.user)
@@ -24,6 +21,7 @@ def invitation_accept(request: AuthenticatedHttpRequest, token: str) -> HttpResp
                           status=400)
         messages.success(request, f"You joined {pool.name} of {pool.organization.name}.")
         return redirect("battles:campaigns")
+    invitation = selectors.invitation_by_token(token)
     if invitation is None:
         return render(request, "battles/message.html",
                       {"title": "Invitation", "message": "This invitation link is not valid."}, status=404)
