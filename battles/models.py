@@ -132,10 +132,6 @@ class Competitor(models.Model):
     def __str__(self) -> str:
         return f"{self.endpoint.name} {self.version_label}"
 
-    @property
-    def model_name(self) -> str:
-        return self.endpoint.name
-
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 
