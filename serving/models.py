@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from arena.outbound import AddressRefused, AllowEntry, address_check, allow_list_parse, host_port_split
 from raters.models import Organization, TenantQuerySet
 
 if TYPE_CHECKING:
     from .triton.client import EndpointSpec
+
+
+URL_PATTERN = r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$"
+
+
+@lru_cache(maxsize=8)
+def _model_hosts(items: tuple[str, ...]) -> tuple[AllowEntry, ...]:
+    return allow_list_parse(items)
+
+
+def endpoint_address_check(url: str) -> None:
+    """Raise ``AddressRefused`` unless a model server may be called at ``url`` (host:port): listed in
+    ``ARENA_MODEL_HOSTS``, or resolving to public addresses only (arena/outbound.py)."""
+    try:
+        host, port = host_port_split(url)
+    except ValueError:
+        raise AddressRefused("Enter host:port, for example triton:8001 (no scheme, no path).") from None
+    if port is None:
+        raise AddressRefused("Enter host:port, for example triton:8001 (no scheme, no path).")
+    address_check(host, port, allowed=_model_hosts(tuple(settings.ARENA_MODEL_HOSTS)))
 
 
 class ModelEndpoint(models.Model):
@@ -22,8 +47,7 @@ class ModelEndpoint(models.Model):
     name = models.CharField(max_length=120, help_text="The model's public name, revealed after the vote.")
     url = models.CharField(
         max_length=255, help_text="Triton server address, host:port (no scheme).",
-        validators=[RegexValidator(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$",
-                                   "Enter host:port, for example triton:8001 (no scheme, no path).")],
+        validators=[RegexValidator(URL_PATTERN, "Enter host:port, for example triton:8001 (no scheme, no path).")],
     )
     protocol = models.CharField(max_length=8, choices=Protocol.choices, default=Protocol.GRPC)
     model_name = models.CharField(max_length=120, help_text="Model name in the Triton repository.")
@@ -42,10 +66,20 @@ class ModelEndpoint(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        super().clean()
+        if re.match(URL_PATTERN, self.url or ""):  # otherwise the field's validator has said what is wrong
+            try:
+                endpoint_address_check(self.url)
+            except AddressRefused as exc:
+                raise ValidationError({"url": str(exc)}) from None
+
     def spec(self) -> EndpointSpec:
         from .triton.client import EndpointSpec
 
+        # The address is checked again at each call: what a name resolves to can change after it was saved.
         return EndpointSpec(
             url=self.url, protocol=self.protocol,  # type: ignore[arg-type]
             model_name=self.model_name, model_version=self.model_version, timeout_s=self.timeout_s,
+            guard=endpoint_address_check,
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import ImproperEnvironment, env_bool, env_int, env_list, env_str, env_url
+from .env import ImproperEnvironment, env_bool, env_hosts, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = BASE_DIR / "var"
@@ -161,6 +161,12 @@ ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
 ARENA_TRITON_HTTP_PORT = env_int("ARENA_TRITON_HTTP_PORT", 8500, minimum=1)
 ARENA_TRITON_GRPC_PORT = env_int("ARENA_TRITON_GRPC_PORT", 8501, minimum=1)
 ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
+# Which internal model servers a tenant's endpoint may name (arena/outbound.py): host names, addresses
+# or networks, each optionally with a port. Any other host must resolve to public addresses only, so a
+# manager cannot make the server call loopback, private ranges or link-local (metadata) addresses.
+ARENA_MODEL_HOSTS = env_hosts("ARENA_MODEL_HOSTS", [])
+# The same rule for webhook URLs (none are sent yet; arena.outbound.url_check is the guard to use).
+ARENA_WEBHOOK_HOSTS = env_hosts("ARENA_WEBHOOK_HOSTS", [])
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 # Behind a TLS-terminating proxy (docker/: put one in front of web) the app must trust its header, or

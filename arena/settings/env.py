@@ -64,3 +64,17 @@ def env_url(name: str, default: str | None, *, schemes: tuple[str, ...]) -> str 
     if scheme not in schemes:
         raise ImproperEnvironment(f"{name}={raw!r} must be a URL with one of the schemes {', '.join(schemes)}")
     return raw
+
+
+def env_hosts(name: str, default: list[str]) -> list[str]:
+    """A comma-separated allow-list of hosts, addresses and networks (``triton``, ``triton:8001``,
+    ``10.0.5.0/24``, ``[::1]:8001``); a malformed entry stops start-up with the variable's name."""
+    from arena.outbound import allow_list_parse
+
+    raw = os.environ.get(name)
+    items = [] if raw is not None and not raw.strip() else env_list(name, default)  # set but empty: none
+    try:
+        allow_list_parse(items)
+    except ValueError as exc:
+        raise ImproperEnvironment(f"{name}: {exc}") from None
+    return items

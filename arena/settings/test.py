@@ -8,3 +8,5 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# The suite's own Triton runs on loopback at free ports: allow loopback (tests of the rule override it).
+ARENA_MODEL_HOSTS = ["127.0.0.0/8", "[::1]"]

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -37,6 +38,10 @@ class EndpointSpec:
     model_name: str
     model_version: str = ""
     timeout_s: float = 30.0
+    # Called with `url` right before each connection; raises (with a message fit for managers) if the
+    # address may not be called. The platform passes its outbound-address rule (arena/outbound.py), so
+    # an address that was allowed when entered but resolves elsewhere now is refused at call time.
+    guard: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -132,15 +137,37 @@ def _parse(result: Any, params: SamplingParams, latency_s: float) -> GenerationR
     else:
         finish_reason = _as_text(raw_finish, "finish_reason")
         if finish_reason not in FINISH_REASONS:
-            raise _MalformedOutput(f"'finish_reason' is {finish_reason!r}, expected one of {FINISH_REASONS}")
+            raise _MalformedOutput(f"'finish_reason' is {finish_reason[:40]!r}, expected one of {FINISH_REASONS}")
     return GenerationResult(text, output_tokens, finish_reason, latency_s)
 
 
+# Longest part of a Triton error message that reaches a manager.
+_TRITON_MESSAGE_MAX = 200
+
+
+def _triton_message(exc: BaseException) -> str | None:
+    """The error text a Triton server sent in its protocol's error field, or None where the answer was not
+    a Triton error. Never the raw response: tritonclient appends the body of an answer it cannot decode
+    to its message (and to debug details), which would turn an endpoint into a partial-read request
+    forger against whatever answers at that address."""
+    message_of = getattr(exc, "message", None)
+    if not callable(message_of) or type(exc).__name__ != "InferenceServerException":
+        return None
+    message = " ".join(str(message_of() or "").split())
+    if not message or "exception occurred in the client while decoding the response" in message:
+        return None
+    return message[:_TRITON_MESSAGE_MAX]
+
+
 def _failure(exc: BaseException, endpoint: EndpointSpec, latency_s: float) -> GenerationResult:
-    """A failed call as a result: a one-line, human-readable reason and its kind."""
+    """A failed call as a result: a one-line reason for managers and its kind. The reason is built from
+    fixed phrases, the status and Triton's own error message only: whatever else answered at the address
+    (its banner, body or first bytes) never appears in it."""
     where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
-    message = " ".join(str(exc).split()) or type(exc).__name__
-    lowered = message.lower()
+    lowered = " ".join(str(exc).split()).lower()
+    triton = _triton_message(exc)
+    status = getattr(exc, "status", None)
+    status_text = str(status() or "") if callable(status) else ""
     if (
         isinstance(exc, TimeoutError)
         or "deadline" in lowered
@@ -148,12 +175,18 @@ def _failure(exc: BaseException, endpoint: EndpointSpec, latency_s: float) -> Ge
         or "timeout" in lowered
     ):
         kind, error = "timeout", f"{where}: no answer within {endpoint.timeout_s:g} s (timeout)"
-    elif isinstance(exc, ConnectionError) or "connection refused" in lowered or "failed to connect" in lowered:
-        kind, error = "unreachable", f"{where}: server unreachable ({message})"
-    elif "unknown model" in lowered or ("not found" in lowered and "model" in lowered):
-        kind, error = "not_served", f"{where}: model not served ({message})"
+    elif (isinstance(exc, ConnectionError) or "connection refused" in lowered or "failed to connect" in lowered
+          or "unavailable" in status_text.lower()):
+        kind, error = "unreachable", f"{where}: server unreachable"
+    elif triton is not None and ("unknown model" in triton.lower()
+                                 or ("not found" in triton.lower() and "model" in triton.lower())):
+        kind, error = "not_served", f"{where}: model not served ({triton})"
+    elif triton is not None:
+        kind, error = "error", f"{where}: Triton error{f' {status_text}' if status_text else ''}: {triton}"
+    elif status_text:
+        kind, error = "error", f"{where}: not a Triton answer (status {status_text})"
     else:
-        kind, error = "error", f"{where}: {message}"
+        kind, error = "error", f"{where}: not a Triton server, or a protocol error ({type(exc).__name__})"
     return GenerationResult("", 0, "error", latency_s, error, kind)
 
 
@@ -165,13 +198,22 @@ class _Call:
         self.params = params
         self.client: Any = None
         self.result: GenerationResult | None = None
+        if endpoint.guard is not None:
+            try:
+                endpoint.guard(endpoint.url)
+            except Exception as exc:
+                where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
+                self.result = GenerationResult("", 0, "error", 0.0, f"{where}: address refused: {exc}", "refused")
+                return
         try:
             if endpoint.protocol == "grpc":
                 import tritonclient.grpc as module
             elif endpoint.protocol == "http":
                 import tritonclient.http as module
             else:
-                raise ValueError(f"unknown protocol {endpoint.protocol!r}")
+                where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
+                self.result = GenerationResult("", 0, "error", 0.0, f"{where}: unknown protocol", "error")
+                return
             self.inputs = _inputs(module, prompt, params)
             if endpoint.protocol == "grpc":
                 self.client = module.InferenceServerClient(endpoint.url)
@@ -203,7 +245,8 @@ class _Call:
             self.result = _parse(response, self.params, latency_s)
         except Exception as exc:  # _MalformedOutput, or tritonclient failing to decode a tensor
             where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
-            reason = str(exc) if isinstance(exc, _MalformedOutput) else f"{type(exc).__name__}: {exc}"
+            # Our own reasons name fields and shapes; a decoding failure's text could carry the answer's bytes.
+            reason = str(exc) if isinstance(exc, _MalformedOutput) else f"undecodable output ({type(exc).__name__})"
             self.result = GenerationResult(
                 "", 0, "error", latency_s, f"{where}: malformed answer: {reason}", "malformed"
             )

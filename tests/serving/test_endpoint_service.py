@@ -11,7 +11,8 @@ from tests.conftest import start_battle
 pytestmark = pytest.mark.django_db
 
 
-def test_used_endpoint_cannot_change_model_but_can_move(acme, bob_client, alice):
+def test_used_endpoint_cannot_change_model_but_can_move(acme, bob_client, alice, settings):
+    settings.ARENA_MODEL_HOSTS = [*settings.ARENA_MODEL_HOSTS, "triton.internal:8001"]
     start_battle(bob_client, acme.campaign)
     endpoint = acme.left.endpoint
     endpoint.model_name = "stdlib-trigram"
