@@ -7,6 +7,7 @@ platform: SQLite, tasks run eagerly, local-memory cache, and the Triton server s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -130,6 +131,12 @@ ACCOUNT_EMAIL_VERIFICATION = env_str("ACCOUNT_EMAIL_VERIFICATION", "none")
 if ACCOUNT_EMAIL_VERIFICATION not in {"none", "optional", "mandatory"}:
     raise ImproperEnvironment("ACCOUNT_EMAIL_VERIFICATION must be none, optional or mandatory")
 ACCOUNT_LOGOUT_ON_GET = False
+ACCOUNT_ADAPTER = "arena.accounts.AccountAdapter"
+# Failed logins are limited per client address (behind ARENA_TRUSTED_PROXY_COUNT proxies) and per
+# account, whatever address they come from: allauth's "<n>/<period>/ip,<n>/<period>/key" (key: e-mail).
+ACCOUNT_RATE_LIMITS = {"login_failed": env_str("ARENA_LOGIN_FAILED_RATE", "10/m/ip,5/5m/key")}
+if not re.fullmatch(r"\d+/\d*[smhd](/(ip|key))?(,\d+/\d*[smhd](/(ip|key))?)*", ACCOUNT_RATE_LIMITS["login_failed"]):
+    raise ImproperEnvironment("ARENA_LOGIN_FAILED_RATE must look like 10/m/ip,5/5m/key")
 LOGIN_REDIRECT_URL = "/"
 LOGIN_URL = "/accounts/login/"
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -173,6 +180,11 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 # absolute URLs such as invitation links come out as http://.
 if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# How many proxies of our own stand in front of the app (the TLS proxy: 1). The client address is read
+# from X-Forwarded-For at that depth only (arena.http.client_ip), for the login throttle and rate
+# limits; 0 trusts no header and uses the connecting address.
+ARENA_TRUSTED_PROXY_COUNT = env_int("ARENA_TRUSTED_PROXY_COUNT", 0, minimum=0)
+RATELIMIT_IP_META_KEY = "arena.http.client_ip"
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 X_FRAME_OPTIONS = "DENY"
