@@ -44,6 +44,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "arena.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -127,7 +128,12 @@ AUTHENTICATION_BACKENDS = [
 ACCOUNT_LOGIN_METHODS = {"email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
 ACCOUNT_USER_MODEL_USERNAME_FIELD = "username"
-ACCOUNT_EMAIL_VERIFICATION = env_str("ACCOUNT_EMAIL_VERIFICATION", "none")
+# Sign-up must not tell whether an e-mail is registered: with mandatory verification (the production
+# default) a sign-up for a registered address ends on the same "check your e-mail" page as any other and
+# the owner gets a mail instead. "none" (DEBUG's default: the demo and tests) logs new users in at once,
+# which cannot hide a clash; `manage.py check --deploy` warns about it (arena.W001).
+ACCOUNT_PREVENT_ENUMERATION = True
+ACCOUNT_EMAIL_VERIFICATION = env_str("ACCOUNT_EMAIL_VERIFICATION", "none" if DEBUG else "mandatory")
 if ACCOUNT_EMAIL_VERIFICATION not in {"none", "optional", "mandatory"}:
     raise ImproperEnvironment("ACCOUNT_EMAIL_VERIFICATION must be none, optional or mandatory")
 ACCOUNT_LOGOUT_ON_GET = False
@@ -185,8 +191,18 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
 # limits; 0 trusts no header and uses the connecting address.
 ARENA_TRUSTED_PROXY_COUNT = env_int("ARENA_TRUSTED_PROXY_COUNT", 0, minimum=0)
 RATELIMIT_IP_META_KEY = "arena.http.client_ip"
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+# HTTPS only in production (DEBUG off): redirect plain HTTP and send HSTS for a year, unless turned off
+# explicitly (a plain-HTTP trial on localhost: SECURE_SSL_REDIRECT=false SECURE_HSTS_SECONDS=0).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+ARENA_CONTENT_SECURITY_POLICY = env_str(
+    "ARENA_CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'",
+)
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 if not DEBUG:

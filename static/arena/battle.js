@@ -1,0 +1,27 @@
+// Keyboard shortcuts: each button names its keys in data-key. Ignored while typing in a field, and a
+// form is submitted once only (a held key or a double press cannot send a second vote).
+(function () {
+  var sent = false;
+  document.addEventListener("keydown", function (event) {
+    if (sent || event.ctrlKey || event.metaKey || event.altKey) return;
+    var tag = (event.target && event.target.tagName) || "";
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT") return;
+    var key = event.key.toLowerCase();
+    var buttons = document.querySelectorAll("button[data-key]");
+    for (var i = 0; i < buttons.length; i++) {
+      if (buttons[i].getAttribute("data-key").split(" ").indexOf(key) !== -1) {
+        sent = true;
+        event.preventDefault();
+        buttons[i].form.requestSubmit(buttons[i]);
+        return;
+      }
+    }
+  });
+  document.querySelectorAll("form.vote, form.next").forEach(function (form) {
+    form.addEventListener("submit", function () {
+      sent = true;
+      // Disabled after the form data is built, or the pressed button's value would be dropped.
+      setTimeout(function () { form.querySelectorAll("button").forEach(function (b) { b.disabled = true; }); }, 0);
+    });
+  });
+})();
