@@ -85,6 +85,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Votes are written from concurrent requests; wait for the lock instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+# Two PostgreSQL roles (README, "The vote log"): DATABASE_URL is the application's (no superuser, owns
+# nothing; SELECT and INSERT only on the vote log), DATABASE_MIGRATE_URL the owner's, which runs
+# `manage.py migrate --database migrate` and `manage.py db_grants --database migrate`. Tests use the
+# default database for it (MIRROR): the alias adds no test database.
+DATABASE_MIGRATE_URL = env_url("DATABASE_MIGRATE_URL", None, schemes=("postgres", "postgresql", "pgsql"))
+if DATABASE_MIGRATE_URL:
+    DATABASES["migrate"] = dj_database_url.parse(DATABASE_MIGRATE_URL)
+    DATABASES["migrate"]["TEST"] = {"MIRROR": "default"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_url("REDIS_URL", None, schemes=("redis", "rediss", "unix"))
