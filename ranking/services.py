@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from django.conf import settings
@@ -91,37 +94,89 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     return snapshots
 
 
+# Scheduling is self-healing: no mark outlives the work it stands for by more than ARENA_RANKING_LEASE_S.
+#
+# - "pending" says a recompute is queued: set by the first new vote, for the debounce plus one lease. A
+#   worker that dies holding the delayed task cannot hold the mark longer; the next vote, or beat, then
+#   schedules again.
+# - "running" says a recompute is computing: set by the task for one lease and renewed by a heartbeat
+#   thread while it computes. Beat leaves a campaign alone while its heartbeat beats, and takes over
+#   within one lease when the worker died mid-computation.
+# The broker's visibility timeout (settings) is the last resort: an unacknowledged task of a killed worker
+# is delivered again; recomputes are idempotent (a second one over the same votes changes nothing).
+
+
 def _pending_key(campaign_id: int) -> str:
     return f"ranking:recompute-pending:{campaign_id}"
 
 
-def leaderboards_schedule(*, campaign_id: int) -> bool:
-    """Debounced: the first new vote after a recompute schedules one ``ARENA_RANKING_DEBOUNCE_S`` later;
-    votes arriving meanwhile ride along. Returns whether a recompute was scheduled."""
+def _running_key(campaign_id: int) -> str:
+    return f"ranking:recompute-running:{campaign_id}"
+
+
+def leaderboards_schedule(*, campaign_id: int, countdown: int | None = None) -> bool:
+    """Debounced: the first new vote after a recompute schedules one ``ARENA_RANKING_DEBOUNCE_S`` later
+    (or ``countdown`` seconds); votes arriving meanwhile ride along. Returns whether a recompute was
+    scheduled. Raises if the broker refuses the task, after clearing the mark so the next vote retries."""
     from .tasks import leaderboards_recompute_task
 
-    delay = settings.ARENA_RANKING_DEBOUNCE_S
-    if not cache.add(_pending_key(campaign_id), 1, timeout=delay + 300):
+    delay = settings.ARENA_RANKING_DEBOUNCE_S if countdown is None else countdown
+    if not cache.add(_pending_key(campaign_id), time.time(), timeout=delay + settings.ARENA_RANKING_LEASE_S):
         return False
-    leaderboards_recompute_task.apply_async(args=[campaign_id], countdown=delay)
+    try:
+        leaderboards_recompute_task.apply_async(args=[campaign_id], countdown=delay)
+    except Exception:
+        cache.delete(_pending_key(campaign_id))
+        raise
     return True
+
+
+@contextmanager
+def _running_lease(campaign_id: int) -> Iterator[None]:
+    """Hold the "running" mark while the body runs, renewing it every third of a lease; a killed worker
+    stops renewing, and the mark is gone one lease later."""
+    lease = settings.ARENA_RANKING_LEASE_S
+    key = _running_key(campaign_id)
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(lease / 3):
+            try:
+                cache.set(key, time.time(), timeout=lease)
+            except Exception:  # a cache outage must not kill the recompute it guards
+                logger.warning("campaign %s: could not renew the recompute lease", campaign_id, exc_info=True)
+
+    cache.set(key, time.time(), timeout=lease)
+    heartbeat = threading.Thread(target=renew, name=f"ranking-lease-{campaign_id}", daemon=True)
+    heartbeat.start()
+    try:
+        yield
+    finally:
+        done.set()
+        heartbeat.join()
+        cache.delete(key)
 
 
 def leaderboards_recompute_pending(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     """What the scheduled task runs: clear the pending mark first, so votes that arrive during the
-    computation schedule the next one."""
+    computation schedule the next one, and hold the running lease while computing."""
     cache.delete(_pending_key(campaign_id))
-    return leaderboards_recompute(campaign_id=campaign_id)
+    logger.info("campaign %s: recompute started", campaign_id)
+    with _running_lease(campaign_id):
+        return leaderboards_recompute(campaign_id=campaign_id)
 
 
 def leaderboards_schedule_open_campaigns() -> int:
-    """Periodic safety net (celery beat): schedule a recompute of every open campaign with votes newer
-    than its latest snapshot, through the same debounce as votes (never two queued at once)."""
+    """Periodic safety net (celery beat): recompute now every open campaign with votes newer than its
+    latest snapshot, unless a recompute is queued (pending mark) or computing (live lease). This is what
+    takes over after a worker died, or after the broker was down when votes came in."""
     count = 0
     for campaign in Campaign.objects.filter(status=Campaign.Status.OPEN):
         newest = campaign.votes.aggregate(v=Max("id"))["v"]
         seen = LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("last_vote_id"))["v"] or 0
-        if newest and newest > seen and leaderboards_schedule(campaign_id=campaign.pk):
+        if not newest or newest <= seen or cache.get(_running_key(campaign.pk)) is not None:
+            continue
+        if leaderboards_schedule(campaign_id=campaign.pk, countdown=0):
             count += 1
     return count
 

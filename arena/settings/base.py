@@ -107,19 +107,37 @@ else:
     CELERY_RESULT_BACKEND = "cache+memory://"
     CELERY_TASK_ALWAYS_EAGER = True
     CELERY_TASK_EAGER_PROPAGATES = True
+# After a vote, the campaign's leaderboards are recomputed this many seconds later (votes in between
+# share the one recompute).
+ARENA_RANKING_DEBOUNCE_S = env_int("ARENA_RANKING_DEBOUNCE_S", 30, minimum=0)
+# How long a recompute mark outlives the worker that set it (ranking/services.py): a queued task's mark
+# expires this long after its countdown, a computing task renews its mark every third of it. A killed
+# worker therefore holds nothing for longer, and beat takes over.
+ARENA_RANKING_LEASE_S = env_int("ARENA_RANKING_LEASE_S", 10, minimum=1)
+# Beat's safety net: recompute open campaigns with votes newer than their snapshot that nothing is
+# working on. Cheap (two indexed queries per open campaign), so frequent: with the lease it bounds how
+# stale a leaderboard gets after a worker died to about debounce + lease + this + the computation.
+ARENA_RANKING_SCHEDULE_S = env_int("ARENA_RANKING_SCHEDULE_S", 15, minimum=1)
 CELERY_TASK_ACKS_LATE = True
 # A recompute that runs away is killed and not redelivered (acks on failure/timeout stay on).
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800, minimum=10)
+# Late acknowledgement: a task whose worker was killed stays unacknowledged in Redis and is delivered
+# again after the visibility timeout. It must exceed the longest countdown plus the time limit, or a
+# task still running (or a delayed one still waiting in a live worker) would be delivered twice.
+CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", ARENA_RANKING_DEBOUNCE_S + CELERY_TASK_TIME_LIMIT + 60)
+if CELERY_VISIBILITY_TIMEOUT <= ARENA_RANKING_DEBOUNCE_S + CELERY_TASK_TIME_LIMIT:
+    raise ImproperEnvironment("CELERY_VISIBILITY_TIMEOUT must exceed ARENA_RANKING_DEBOUNCE_S + CELERY_TASK_TIME_LIMIT "
+                              "(a shorter one delivers running tasks twice)")
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
 CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to the database
 CELERY_BEAT_SCHEDULE = {
     "leaderboards-recompute-open": {
         "task": "ranking.tasks.leaderboards_recompute_open_task",
-        "schedule": float(env_int("ARENA_RANKING_SCHEDULE_S", 600, minimum=10)),
+        "schedule": float(ARENA_RANKING_SCHEDULE_S),
+        # A tick nobody ran before the next one is dropped, not piled up behind a long recompute.
+        "options": {"expires": float(ARENA_RANKING_SCHEDULE_S)},
     },
 }
-# After a vote, the campaign's leaderboards are recomputed this many seconds later (votes in between
-# share the one recompute).
-ARENA_RANKING_DEBOUNCE_S = env_int("ARENA_RANKING_DEBOUNCE_S", 30, minimum=0)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
