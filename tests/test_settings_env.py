@@ -60,7 +60,7 @@ def test_redis_url_switches_to_real_broker_and_cache():
                                      DATABASE_URL="postgres://postgres@127.0.0.1:5432/x")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["django.db.backends.postgresql", "False",
-                                     "django.core.cache.backends.redis.RedisCache", "True"]
+                                     "arena.cache.FailoverRedisCache", "True"]
 
 
 def test_production_without_secret_key_refuses_to_start():

@@ -97,7 +97,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_url("REDIS_URL", None, schemes=("redis", "rediss", "unix"))
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # arena.cache.FailoverRedisCache: while Redis is down, a local in-process cache answers (and the log
+    # says so), so rate limits degrade to per-process limits instead of failing every request. Short
+    # socket timeouts: a Redis that does not answer must not hold a request for long.
+    CACHES = {"default": {"BACKEND": "arena.cache.FailoverRedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND = REDIS_URL
     CELERY_TASK_ALWAYS_EAGER = False

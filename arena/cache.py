@@ -1,0 +1,98 @@
+"""A Redis cache that keeps the platform answering while Redis is down.
+
+The cache holds nothing that must survive: rate-limit counters (django-ratelimit, allauth's login
+throttle) and the recompute marks. Django's ``RedisCache`` raises on a connection error, and
+django-ratelimit counts before the view runs, so a Redis restart turned every vote and next-battle
+request into a 500. Here a connection error (or timeout) switches to an in-process cache for
+``RETRY_S`` seconds, with a warning in the log; limits then hold per process instead of per
+deployment, which is the honest degradation: votes keep landing, a script still cannot flood one
+process. The first successful call after the outage is logged too, and Redis is in charge again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from django.core.cache.backends.locmem import LocMemCache
+from django.core.cache.backends.redis import RedisCache
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+logger = logging.getLogger(__name__)
+
+_UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
+
+
+class FailoverRedisCache(RedisCache):
+    # Seconds the local cache answers after a failure before Redis is tried again (a down Redis costs
+    # each request nothing then; a Redis that drops packets would cost a connect timeout each time).
+    RETRY_S = 5.0
+
+    def __init__(self, server: str, params: dict[str, Any]) -> None:
+        super().__init__(server, params)
+        self._local = LocMemCache(f"arena-failover-{id(self)}", {"OPTIONS": {"MAX_ENTRIES": 100_000}})
+        self._down_until = 0.0
+        self._down = False
+        self._state = threading.Lock()
+
+    @property
+    def degraded(self) -> bool:
+        """True while the local cache stands in for Redis."""
+        return self._down
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if time.monotonic() >= self._down_until:
+            try:
+                result = getattr(super(), name)(*args, **kwargs)
+            except _UNREACHABLE as exc:
+                with self._state:
+                    self._down_until = time.monotonic() + self.RETRY_S
+                    first = not self._down
+                    self._down = True
+                if first:
+                    logger.warning("Redis cache unreachable (%s: %s): rate limits and marks are local to this "
+                                   "process until it is back", type(exc).__name__, exc)
+            else:
+                if self._down:
+                    with self._state:
+                        was_down, self._down = self._down, False
+                    if was_down:
+                        logger.warning("Redis cache reachable again: rate limits are shared again")
+                return result
+        return getattr(self._local, name)(*args, **kwargs)
+
+    def add(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("add", *args, **kwargs)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("get", *args, **kwargs)
+
+    def set(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("set", *args, **kwargs)
+
+    def touch(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("touch", *args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("delete", *args, **kwargs)
+
+    def get_many(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("get_many", *args, **kwargs)
+
+    def has_key(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("has_key", *args, **kwargs)
+
+    def incr(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("incr", *args, **kwargs)
+
+    def set_many(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("set_many", *args, **kwargs)
+
+    def delete_many(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("delete_many", *args, **kwargs)
+
+    def clear(self) -> Any:
+        return self._call("clear")
