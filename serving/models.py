@@ -72,7 +72,10 @@ class ModelEndpoint(models.Model):
             try:
                 endpoint_address_check(self.url)
             except AddressRefused as exc:
-                raise ValidationError({"url": str(exc)}) from None
+                allowed = [item for item in settings.ARENA_MODEL_HOSTS if "/" not in item]
+                # Managers pick from the operator's list: name its servers (networks stay unsaid).
+                listed = f" Model servers of this platform: {', '.join(allowed)}." if allowed else ""
+                raise ValidationError({"url": f"{exc}{listed}"}) from None
 
     def spec(self) -> EndpointSpec:
         from .triton.client import EndpointSpec

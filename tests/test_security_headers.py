@@ -25,7 +25,10 @@ EVENT_HANDLER = re.compile(r"<[^>]+\son[a-z]+\s*=", re.IGNORECASE)
 
 
 def _production(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SECURE_", "ACCOUNT_", "DEBUG"))}
+    # What a deployment's environment would not hold: the suite's own switches (the browser tests set
+    # DJANGO_ALLOW_ASYNC_UNSAFE for Playwright), and any security setting a developer exported.
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("SECURE_", "ACCOUNT_", "DEBUG", "DJANGO_", "ARENA_"))}
     environment.update(PRODUCTION_ENV, **env)
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True,
                           timeout=120)

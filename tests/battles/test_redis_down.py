@@ -67,15 +67,18 @@ def own_redis(settings, monkeypatch) -> Iterator[RedisServer]:
                                    "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
 
     def use_broker(url: str | None) -> None:
-        if app._pool is not None:
-            app._pool.force_close_all()
+        # kombu keeps one pool per broker URL for the process: drop the app's references only (closing
+        # the suite's pool would break every later publish); this test's own pool is closed at the end.
         app._pool = None
         app.amqp._producer_pool = None
         app.conf.broker_write_url = url  # publishing goes to the write URL (None: back to broker_url)
 
     use_broker(server.url)
     yield server
+    own_pool = app._pool
     use_broker(None)
+    if own_pool is not None:
+        own_pool.force_close_all()
     if server.process is not None:
         server.stop()
 
