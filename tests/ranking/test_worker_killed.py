@@ -108,7 +108,8 @@ def _worker(env: dict[str, str], *, slow: bool = False) -> Process:
     return process
 
 
-def _fresh_snapshot_within(campaign_id: int, vote: Vote, since: float, limit_s: float, processes: list[Process]) -> float:
+def _fresh_snapshot_within(campaign_id: int, vote: Vote, since: float, limit_s: float,
+                           processes: list[Process]) -> float:
     while time.monotonic() - since < limit_s:
         if LeaderboardSnapshot.objects.filter(campaign_id=campaign_id, category="", view="raw",
                                               last_vote_id__gte=vote.pk).exists():
