@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from .tenancy import TenantManager
+
 
 class Organization(models.Model):
     name = models.CharField(max_length=200)
@@ -39,25 +41,13 @@ class Membership(models.Model):
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.RATER)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = TenantManager()
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "organization"], name="membership_unique_user_org")]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.organization} ({self.role})"
-
-
-class TenantQuerySet(models.QuerySet):
-    """Every tenant-owned query starts here: rows of one organisation, or of those a user manages."""
-
-    def for_organization(self, organization: Organization | int) -> TenantQuerySet:
-        return self.filter(organization=organization)
-
-    def managed_by(self, user) -> TenantQuerySet:  # type: ignore[no-untyped-def]
-        if user.is_superuser:
-            return self
-        return self.filter(
-            organization__memberships__user=user, organization__memberships__role__in=MANAGING_ROLES
-        ).distinct()
 
 
 class RaterPool(models.Model):
@@ -72,7 +62,7 @@ class RaterPool(models.Model):
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="rater_pools", blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "name"], name="pool_unique_name")]
@@ -105,7 +95,7 @@ class Invitation(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [
@@ -142,7 +132,7 @@ class AuditEvent(models.Model):
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -165,7 +155,7 @@ class RaterFlag(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "rater"], name="rater_flag_unique")]
@@ -207,7 +197,7 @@ class ApiKey(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         ordering = ["organization", "name"]

@@ -51,6 +51,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    # Every request runs inside its principal's tenant scope (an unscoped tenant query raises).
+    "raters.middleware.TenantScopeMiddleware",
     "django_ratelimit.middleware.RatelimitMiddleware",
 ]
 
