@@ -190,3 +190,19 @@ def test_demo_seed_opens_its_own_scope():
 def test_votes_stay_append_only_through_the_scoped_manager(acme):
     with pytest.raises(Exception, match="append-only"):
         Vote.objects.filter(organization=acme.organization).update(decision_ms=0)
+
+
+# Tasks that work across organisations by design, each with a test above showing it runs unscoped.
+CROSS_TENANT_TASKS = {"ranking.tasks.leaderboards_recompute_open_task"}
+
+
+def test_every_task_opens_a_tenant_scope_or_is_a_declared_cross_tenant_task():
+    from arena.celery import app
+
+    app.loader.import_default_modules()
+    ours = {name: task for name, task in app.tasks.items()
+            if name.split(".")[0] in ("raters", "battles", "serving", "ranking")}
+    assert "ranking.tasks.leaderboards_recompute_task" in ours
+    for name, task in ours.items():
+        assert isinstance(task, TenantTask) or name in CROSS_TENANT_TASKS, (
+            f"{name}: make it a TenantTask (organization_id=) or declare and test it as cross-tenant")
