@@ -1,12 +1,12 @@
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from arena.admin_site import admin_user
 from raters.admin import TenantAdmin
 
-from . import services
+from . import selectors, services
 from .models import ModelEndpoint
 
 
@@ -24,3 +24,6 @@ class ModelEndpointAdmin(TenantAdmin):
 
     def save_model(self, request: HttpRequest, obj: ModelEndpoint, form: Any, change: bool) -> None:
         services.endpoint_save(endpoint=obj, actor=admin_user(request), changed=list(form.changed_data))
+        # Saved either way (a server may be started later), but the manager hears about it now.
+        for problem in selectors.endpoints_not_ready([obj]):
+            messages.warning(request, f"Saved, but Triton does not report the model ready: {problem}")
