@@ -8,8 +8,6 @@ another app for a type.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -35,7 +33,7 @@ class AuthenticatedHttpRequest(HttpRequest):
 
 # --- Domain errors at the HTTP edges ---------------------------------------------------------------
 # The one table from the services' errors (``raters.errors``) to HTTP: used by the HTML views through
-# ``error_response`` / ``domain_errors`` and by the REST API through ``api_exception_handler``.
+# ``error_response`` and by the REST API through ``api_exception_handler``.
 
 _STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (NotFound, 404),
@@ -61,19 +59,6 @@ def error_response(request: HttpRequest, exc: DomainError, template: str = "batt
         raise Http404(exc.message)
     page = {"title": "Not possible", "message": exc.message, **(context or {})}
     return render(request, template, page, status=status_for(exc))
-
-
-def domain_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Decorate an HTML view whose services may refuse: their errors become ``error_response`` pages."""
-
-    @functools.wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            return view(request, *args, **kwargs)
-        except DomainError as exc:
-            return error_response(request, exc)
-
-    return wrapped
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
