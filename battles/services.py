@@ -224,7 +224,7 @@ def prompt_save(*, prompt: Prompt, actor: User | AnonymousUser | None, changed: 
     that has battles keeps its text (votes record its hash); its category, language and ``active``
     may still change."""
     created = prompt._state.adding
-    if prompt.campaign.organization_id != (prompt.organization_id or prompt.campaign.organization_id):
+    if prompt.organization_id is not None and prompt.campaign.organization_id != prompt.organization_id:
         raise Invalid("The campaign must belong to the prompt's organisation.",
                       field_errors={"campaign": "The campaign must belong to the prompt's organisation."})
     if not created:
