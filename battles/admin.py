@@ -85,7 +85,6 @@ class CampaignForm(forms.ModelForm):
         )
 
 
-
 @admin.register(Campaign)
 class CampaignAdmin(TenantAdmin):
     form = CampaignForm

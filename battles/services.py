@@ -158,7 +158,7 @@ def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | Non
             competitor.endpoint_id, competitor.version_label)
         if identity_changed and competitor_has_battles(competitor):
             raise Conflict("This competitor has battles: its model and version cannot change. "
-                              "Add a new competitor for the new version instead.")
+                           "Add a new competitor for the new version instead.")
     competitor.organization_id = competitor.campaign.organization_id
     competitor.save()
     if not competitor.active:
@@ -285,10 +285,7 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str,
         if not campaign.allow_rater_prompts:
             raise PromptsNotAccepted("This campaign does not accept prompts typed by raters; "
                                      "rate the prompts it gives you instead.")
-        try:
-            prompt = prompt_build(campaign=campaign, text=prompt_text, source=Prompt.Source.RATER, author=user)
-        except ValueError as exc:
-            raise Invalid(str(exc), field_errors={"prompt": str(exc)}) from None
+        prompt = prompt_build(campaign=campaign, text=prompt_text, source=Prompt.Source.RATER, author=user)
         if campaign.prompt_hash_cap is not None and selectors.votes_on_prompt_hash(
             campaign=campaign, text_hash=prompt.text_hash
         ) >= campaign.prompt_hash_cap:

@@ -130,7 +130,8 @@ def membership_remove(*, organization: Organization, user: User, actor: User | A
 
 
 def _not_members(*, organization: Organization, users: Iterable[User]) -> list[User]:
-    member_ids = set(Membership.objects.filter(organization=organization, user__in=list(users))
+    users = list(users)
+    member_ids = set(Membership.objects.filter(organization=organization, user__in=users)
                      .values_list("user_id", flat=True))
     return [user for user in users if user.pk not in member_ids]
 
