@@ -90,3 +90,20 @@ def test_deleting_a_row_still_in_use_is_a_conflict_shown_in_the_console(acme, bo
     assert response.status_code == 200 and "Cannot delete rater pool" in response.content.decode()
     assert RaterPool.objects.filter(pk=acme.pool.pk).exists()
     assert not AuditEvent.objects.filter(action=AuditAction.POOL_DELETED).exists()
+
+
+def test_the_migration_renames_the_consoles_old_free_text_actions(acme):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("raters.migrations.0005_audit_action_choices")
+    old = AuditEvent.objects.create(organization=acme.organization, action="raterpool.created",
+                                    object_type="raters.raterpool", object_id=str(acme.pool.pk))
+    kept = AuditEvent.objects.create(organization=acme.organization, action="campaign.opened",
+                                     object_type="battles.campaign", object_id=str(acme.campaign.pk))
+    migration.forward(apps, None)
+    old.refresh_from_db()
+    kept.refresh_from_db()
+    assert (old.action, kept.action) == (AuditAction.POOL_CREATED, AuditAction.CAMPAIGN_OPENED)
+    assert set(migration.RENAMES.values()) <= set(AuditAction.values)
