@@ -98,7 +98,8 @@ def _pending_key(campaign_id: int) -> str:
 
 def leaderboards_schedule(*, campaign_id: int) -> bool:
     """Debounced: the first new vote after a recompute schedules one ``ARENA_RANKING_DEBOUNCE_S`` later;
-    votes arriving meanwhile ride along. Returns whether a recompute was scheduled."""
+    votes arriving meanwhile ride along. Returns whether a recompute was scheduled. Call it after the
+    change has committed (the receivers run on commit): the pending mark is set at once."""
     from .tasks import leaderboards_recompute_task
 
     delay = settings.ARENA_RANKING_DEBOUNCE_S
@@ -138,8 +139,8 @@ def leaderboards_schedule_open_campaigns() -> int:
 
 
 def leaderboards_recompute_soon(*, campaign_id: int) -> None:
-    """A manager asked for fresh leaderboards: queue a recompute now, past the debounce."""
+    """A manager asked for fresh leaderboards: queue a recompute now, past the debounce (sent when the
+    surrounding transaction commits: the task base is transaction-aware)."""
     from .tasks import leaderboards_recompute_task
 
-    organization_id = _organization_of(campaign_id)
-    transaction.on_commit(lambda: leaderboards_recompute_task.delay(campaign_id, organization_id=organization_id))
+    leaderboards_recompute_task.delay(campaign_id, organization_id=_organization_of(campaign_id))

@@ -23,11 +23,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from celery import Task
 from django.apps import apps
 from django.db import models
 from django_scopes import ScopeError, get_scope, scope, scopes_disabled
 from django_scopes.manager import DisabledQuerySet
+
+from arena.celery import TransactionAwareTask
 
 __all__ = [
     "ScopeError",
@@ -135,10 +136,11 @@ def scoped_iterator(content: Iterable[Any], value: ScopeValue) -> Iterator[Any]:
         yield chunk
 
 
-class TenantTask(Task):  # type: ignore[misc]
+class TenantTask(TransactionAwareTask):
     """Celery base for tasks that work inside one organisation: the task takes a keyword-only
     ``organization_id`` (required: Celery checks the call against the signature) and its body runs
-    inside that organisation's scope."""
+    inside that organisation's scope. Transaction-aware like every task of the platform: queued
+    inside a transaction, it is sent when that commits."""
 
     abstract = True
 

@@ -5,9 +5,10 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
-from arena.http import AuthenticatedHttpRequest
+from arena.http import AuthenticatedHttpRequest, error_response
 
 from . import selectors, services
+from .errors import DomainError
 from .tenancy import organization_scope
 
 
@@ -23,9 +24,8 @@ def invitation_accept(request: AuthenticatedHttpRequest, token: str) -> HttpResp
         with organization_scope(invitation.organization_id):
             try:
                 pool = services.invitation_accept(token=token, user=request.user)
-            except services.InvitationError as exc:
-                return render(request, "battles/message.html", {"title": "Invitation", "message": str(exc)},
-                              status=400)
+            except DomainError as exc:
+                return error_response(request, exc, "battles/message.html", {"title": "Invitation"})
         messages.success(request, f"You joined {pool.name} of {pool.organization.name}.")
         return redirect("battles:campaigns")
     return render(request, "raters/invitation.html", {"invitation": invitation})

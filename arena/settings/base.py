@@ -151,6 +151,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Services' domain errors (raters.errors) become JSON with their status, mapped in one place.
+    "EXCEPTION_HANDLER": "arena.http.api_exception_handler",
 }
 
 RATELIMIT_VIEW = "battles.views.ratelimited"
