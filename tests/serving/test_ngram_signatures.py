@@ -85,6 +85,14 @@ def test_no_opening_or_closing_three_words_in_more_than_a_fifth_of_a_models_answ
         assert n_close <= 0.2 * len(texts), (name, top_close, n_close)
 
 
+def _most_likely(words: list[str], counts: dict[str, Counter[str]], priors: Counter[str], vocabulary: int) -> str:
+    def score(label: str) -> float:
+        total = sum(counts[label].values()) + vocabulary
+        return math.log(priors[label]) + sum(math.log((counts[label][w] + 1) / total) for w in words)
+
+    return max(counts, key=score)
+
+
 def _naive_bayes_accuracy(samples: list[tuple[list[str], str]], folds: int = 5) -> float:
     """Multinomial naive Bayes (add-one smoothing) on bags of words, k-fold cross-validated."""
     order = list(range(len(samples)))
@@ -102,12 +110,7 @@ def _naive_bayes_accuracy(samples: list[tuple[list[str], str]], folds: int = 5) 
         vocabulary = set().union(*counts.values())
         for i in test:
             words, label = samples[i]
-
-            def score(c: str, words: list[str] = words) -> float:
-                total = sum(counts[c].values()) + len(vocabulary)
-                return math.log(priors[c]) + sum(math.log((counts[c][w] + 1) / total) for w in words)
-
-            correct += max(counts, key=score) == label
+            correct += _most_likely(words, counts, priors, len(vocabulary)) == label
     return correct / len(samples)
 
 

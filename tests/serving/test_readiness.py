@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from serving.triton.client import EndpointSpec, model_readiness
+from serving.triton.client import EndpointSpec, Protocol, model_readiness
 
 SECRET = "internal-admin-token-42"
 
@@ -55,6 +55,7 @@ def test_nothing_listening_is_unreachable() -> None:
 
 @pytest.mark.triton
 def test_a_served_model_is_ready_and_an_absent_one_is_not(triton_server) -> None:  # type: ignore[no-untyped-def]
-    for url, protocol in ((triton_server.grpc_url, "grpc"), (triton_server.http_url, "http")):
+    pairs: tuple[tuple[str, Protocol], ...] = ((triton_server.grpc_url, "grpc"), (triton_server.http_url, "http"))
+    for url, protocol in pairs:
         assert model_readiness(EndpointSpec(url=url, protocol=protocol, model_name="zen-bigram")) == ""
         assert "not ready" in model_readiness(EndpointSpec(url=url, protocol=protocol, model_name="no-such-model"))
