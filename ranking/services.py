@@ -14,7 +14,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Max
 
-from battles.models import Campaign, Competitor
+from battles.models import Campaign, Competitor, Vote
+from raters.tenancy import organization_scope, scopes_disabled
 
 from . import selectors
 from .compute import Method, board_compute, elo_compute
@@ -117,18 +118,26 @@ def _running_key(campaign_id: int) -> str:
 def leaderboards_schedule(*, campaign_id: int, countdown: int | None = None) -> bool:
     """Debounced: the first new vote after a recompute schedules one ``ARENA_RANKING_DEBOUNCE_S`` later
     (or ``countdown`` seconds); votes arriving meanwhile ride along. Returns whether a recompute was
-    scheduled. Raises if the broker refuses the task, after clearing the mark so the next vote retries."""
+    scheduled. Call it after the change has committed (the receivers run on commit): the pending mark
+    is set at once. Raises if the broker refuses the task, after clearing the mark so the next vote
+    retries."""
     from .tasks import leaderboards_recompute_task
 
     delay = settings.ARENA_RANKING_DEBOUNCE_S if countdown is None else countdown
     if not cache.add(_pending_key(campaign_id), time.time(), timeout=delay + settings.ARENA_RANKING_LEASE_S):
         return False
     try:
-        leaderboards_recompute_task.apply_async(args=[campaign_id], countdown=delay)
+        leaderboards_recompute_task.apply_async(
+            args=[campaign_id], kwargs={"organization_id": _organization_of(campaign_id)}, countdown=delay
+        )
     except Exception:
         cache.delete(_pending_key(campaign_id))
         raise
     return True
+
+
+def _organization_of(campaign_id: int) -> int:
+    return Campaign.objects.values_list("organization_id", flat=True).get(pk=campaign_id)  # type: ignore[no-any-return]
 
 
 @contextmanager
@@ -171,18 +180,23 @@ def leaderboards_schedule_open_campaigns() -> int:
     latest snapshot, unless a recompute is queued (pending mark) or computing (live lease). This is what
     takes over after a worker died, or after the broker was down when votes came in."""
     count = 0
-    for campaign in Campaign.objects.filter(status=Campaign.Status.OPEN):
-        newest = campaign.votes.aggregate(v=Max("id"))["v"]
-        seen = LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("last_vote_id"))["v"] or 0
-        if not newest or newest <= seen or cache.get(_running_key(campaign.pk)) is not None:
-            continue
-        if leaderboards_schedule(campaign_id=campaign.pk, countdown=0):
-            count += 1
+    with scopes_disabled():  # the one listing across organisations; each campaign then in its own scope
+        open_campaigns = list(Campaign.objects.filter(status=Campaign.Status.OPEN).values_list("pk", "organization_id"))
+    for campaign_id, organization_id in open_campaigns:
+        with organization_scope(organization_id):
+            newest = Vote.objects.filter(campaign_id=campaign_id).aggregate(v=Max("id"))["v"]
+            snapshots = LeaderboardSnapshot.objects.filter(campaign_id=campaign_id)
+            seen = snapshots.aggregate(v=Max("last_vote_id"))["v"] or 0
+            if not newest or newest <= seen or cache.get(_running_key(campaign_id)) is not None:
+                continue
+            if leaderboards_schedule(campaign_id=campaign_id, countdown=0):
+                count += 1
     return count
 
 
 def leaderboards_recompute_soon(*, campaign_id: int) -> None:
-    """A manager asked for fresh leaderboards: queue a recompute now, past the debounce."""
+    """A manager asked for fresh leaderboards: queue a recompute now, past the debounce (sent when the
+    surrounding transaction commits: the task base is transaction-aware)."""
     from .tasks import leaderboards_recompute_task
 
-    transaction.on_commit(lambda: leaderboards_recompute_task.delay(campaign_id))
+    leaderboards_recompute_task.delay(campaign_id, organization_id=_organization_of(campaign_id))

@@ -12,7 +12,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from arena.outbound import AddressRefused, AllowEntry, address_check, allow_list_parse, host_port_split
-from raters.models import Organization, TenantQuerySet
+from raters.models import Organization
+from raters.tenancy import TenantManager
 
 if TYPE_CHECKING:
     from .triton.client import EndpointSpec
@@ -57,7 +58,7 @@ class ModelEndpoint(models.Model):
     timeout_s = models.FloatField(default=60.0, validators=[MinValueValidator(0.1), MaxValueValidator(110.0)])
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "name"], name="endpoint_unique_name")]

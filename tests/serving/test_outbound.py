@@ -236,3 +236,15 @@ def test_endpoint_address_check_uses_the_settings(settings):
         endpoint_address_check("127.0.0.1:6379")
     with pytest.raises(AddressRefused):
         endpoint_address_check("127.0.0.1")
+
+
+def test_the_console_readiness_check_never_connects_to_a_refused_address(settings):
+    from serving.triton.client import model_readiness
+
+    listener = _Listener()
+    settings.ARENA_MODEL_HOSTS = []
+    endpoint = ModelEndpoint(name="probe", url=f"127.0.0.1:{listener.port}", protocol="grpc", model_name="m",
+                             timeout_s=3)
+    assert "address refused" in model_readiness(endpoint.spec())
+    assert not listener.connected()
+    listener.sock.close()
