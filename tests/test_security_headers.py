@@ -44,7 +44,9 @@ def test_every_page_carries_a_policy_without_inline_script(acme, bob_client, ali
     battle, page = start_battle(bob_client, acme.campaign)
     pages = {"battle": page, "campaigns": bob_client.get("/"), "login": client.get("/accounts/login/"),
              "signup": client.get("/accounts/signup/"), "console": alice_client.get("/admin/"),
-             "leaderboard": alice_client.get(f"/leaderboard/{acme.campaign.pk}/")}
+             "leaderboard": alice_client.get(f"/leaderboard/{acme.campaign.pk}/"),
+             "campaign form": alice_client.get(f"/admin/battles/campaign/{acme.campaign.pk}/change/"),
+             "endpoint form": alice_client.get("/admin/serving/modelendpoint/add/")}
     for name, response in pages.items():
         assert response.status_code == 200, name
         policy = _policy(response)
