@@ -38,7 +38,16 @@ class NotAllowed(BattleError):
 
 
 class CapReached(BattleError):
-    status_code = 429
+    """The rater has rated as much as the campaign allows, in this session or in all. That is the
+    normal end of a stint, shown as a page with a thank-you, not an error; 429 is for rate limits."""
+
+    status_code = 200
+
+
+class PromptCapReached(BattleError):
+    """A typed prompt whose text has been rated as often as the campaign allows."""
+
+    status_code = 409
 
 
 class NothingToRate(BattleError):
@@ -217,8 +226,8 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str,
         if campaign.prompt_hash_cap is not None and selectors.votes_on_prompt_hash(
             campaign=campaign, text_hash=prompt.text_hash
         ) >= campaign.prompt_hash_cap:
-            raise CapReached("This prompt has already been rated as often as the campaign allows. "
-                             "Please write a different one.")
+            raise PromptCapReached("This prompt has already been rated as often as the campaign allows. "
+                                   "Please write a different one.")
     else:
         picked = selectors.prompt_pick(campaign=campaign, user=user, rng=_rng)
         if picked is None:
