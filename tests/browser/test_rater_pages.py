@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import AbstractUser, User
 from playwright.sync_api import BrowserContext, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
@@ -145,7 +145,7 @@ def test_managers_home_lists_their_campaigns_and_leaderboards(
 
 
 def test_logged_out_invitee_sees_the_invitation_and_is_in_the_pool_after_signing_up(
-    live_server: LiveServer, acme: Tenant, alice: AbstractUser, sized_context: BrowserContext,
+    live_server: LiveServer, acme: Tenant, alice: User, sized_context: BrowserContext,
 ) -> None:
     invitation = invitation_create(pool=acme.pool, actor=alice)
     page = sized_context.new_page()
