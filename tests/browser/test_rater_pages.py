@@ -6,6 +6,7 @@ opened while logged out, and the error pages."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import AbstractUser, User
@@ -36,8 +37,16 @@ def _headings(page: Page) -> list[str]:
     return [" ".join((heading.text_content() or "").split()) for heading in page.get_by_role("heading").all()]
 
 
+def _shot(page: Page, screenshot_dir: Path, name: str) -> None:
+    """Leave a screenshot for a person, and check that the page fits its width (no sideways scrolling)."""
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    page.screenshot(path=str(screenshot_dir / f"arena-{name}-{width}.png"), full_page=True)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width, f"{name} overflows {width} px"
+
+
 def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     vote_log_purge: None, live_server: LiveServer, acme: Tenant, bob: AbstractUser, sized_context: BrowserContext,
+    screenshot_dir: Path,
 ) -> None:
     page = sized_context.new_page()
     log_in(page, live_server.url, email=bob.email)
@@ -51,6 +60,7 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     assert _headings(page) == [f"Battle 1 · {acme.campaign.name}", "Prompt", "Answer A", "Answer B"]
     expect(page.locator("#progress")).to_have_text("Battle 1 of 20 in this session")
     expect(page.locator("#pane-A .md-h1")).to_have_text("Heading from a model")
+    _shot(page, screenshot_dir, "battle")
 
     # The buttons read, left to right and top to bottom (two rows on a phone), in key order.
     buttons = page.locator("#vote-form button")
@@ -73,6 +83,7 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     )
     expect(page).to_have_title(f"Result of battle 1 · {acme.campaign.name} · Arena")
     expect(page.locator("h1")).to_have_count(1)
+    _shot(page, screenshot_dir, "result")
 
     page.keyboard.press("n")
     page.wait_for_url(lambda url: BATTLE_URL.search(url) is not None and str(battle.pk) not in url)
@@ -82,6 +93,7 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
 
 def test_after_the_session_cap_there_is_no_next_or_start_button(
     vote_log_purge: None, live_server: LiveServer, acme: Tenant, bob: AbstractUser, sized_context: BrowserContext,
+    screenshot_dir: Path,
 ) -> None:
     Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=1)
     page = sized_context.new_page()
@@ -97,11 +109,13 @@ def test_after_the_session_cap_there_is_no_next_or_start_button(
     expect(page.locator("#cap-reached")).to_be_visible()
     expect(page.get_by_role("button", name="Start rating")).to_have_count(0)
     expect(page.locator("#progress")).to_have_text("1 of 1 battles in this session")
+    _shot(page, screenshot_dir, "session-cap")
     assert Battle.objects.count() == 1
 
 
 def test_a_prompt_typed_while_a_battle_is_pending_waits_prefilled_after_the_vote(
     vote_log_purge: None, live_server: LiveServer, acme: Tenant, bob: AbstractUser, sized_context: BrowserContext,
+    screenshot_dir: Path,
 ) -> None:
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
     older_tab = sized_context.new_page()
@@ -124,6 +138,7 @@ def test_a_prompt_typed_while_a_battle_is_pending_waits_prefilled_after_the_vote
     expect(older_tab.locator("#result")).to_contain_text("A is better")
     box = older_tab.get_by_label("Your prompt")
     expect(box).to_have_value(typed)
+    _shot(older_tab, screenshot_dir, "kept-prompt")
     older_tab.get_by_role("button", name="Generate two answers").click()
     older_tab.wait_for_url(lambda url: BATTLE_URL.search(url) is not None and str(pending.pk) not in url)
     expect(older_tab.locator(".prompt .md")).to_have_text(typed)
@@ -131,12 +146,13 @@ def test_a_prompt_typed_while_a_battle_is_pending_waits_prefilled_after_the_vote
 
 
 def test_managers_home_lists_their_campaigns_and_leaderboards(
-    live_server: LiveServer, acme: Tenant, alice: AbstractUser, sized_context: BrowserContext,
+    live_server: LiveServer, acme: Tenant, alice: AbstractUser, sized_context: BrowserContext, screenshot_dir: Path,
 ) -> None:
     page = sized_context.new_page()
     log_in(page, live_server.url, email=alice.email)
     expect(page.get_by_role("heading", name="Campaigns you manage")).to_be_visible()
     expect(page.get_by_text("No open campaign lists you as a rater")).to_have_count(0)
+    _shot(page, screenshot_dir, "manager-home")
     page.get_by_role("link", name=f"Leaderboard of {acme.campaign.name}").click()
     page.wait_for_url(f"{live_server.url}/leaderboard/{acme.campaign.pk}/")
     page.go_back()
@@ -145,13 +161,14 @@ def test_managers_home_lists_their_campaigns_and_leaderboards(
 
 
 def test_logged_out_invitee_sees_the_invitation_and_is_in_the_pool_after_signing_up(
-    live_server: LiveServer, acme: Tenant, alice: User, sized_context: BrowserContext,
+    live_server: LiveServer, acme: Tenant, alice: User, sized_context: BrowserContext, screenshot_dir: Path,
 ) -> None:
     invitation = invitation_create(pool=acme.pool, actor=alice)
     page = sized_context.new_page()
     page.goto(f"{live_server.url}{invitation.path}")
     expect(page.locator("#invitation")).to_contain_text(acme.organization.name)
     expect(page.locator("#invitation")).to_contain_text(acme.pool.name)
+    _shot(page, screenshot_dir, "invitation")
     page.get_by_role("button", name="Sign up and join").click()
     page.wait_for_url(re.compile(r"/accounts/signup/"))
     page.get_by_label("Email").fill("dana@acme.test")
@@ -165,7 +182,7 @@ def test_logged_out_invitee_sees_the_invitation_and_is_in_the_pool_after_signing
 
 
 def test_error_page_is_the_sites_own_with_debug_off(
-    live_server: LiveServer, settings, sized_context: BrowserContext,  # type: ignore[no-untyped-def]
+    live_server: LiveServer, settings, sized_context: BrowserContext, screenshot_dir: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     settings.DEBUG = False
     page = sized_context.new_page()
@@ -177,3 +194,4 @@ def test_error_page_is_the_sites_own_with_debug_off(
     # The stylesheet applied: the card has the site's white background and border.
     assert page.locator(".error-page").evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(255, 255, 255)"
     assert "Traceback" not in page.content() and "URLconf" not in page.content()
+    _shot(page, screenshot_dir, "404")
