@@ -76,3 +76,11 @@ def test_500_is_the_sites_page_and_needs_no_request(alice, monkeypatch: pytest.M
     html = response.content.decode()
     assert "<h1>Something went wrong</h1>" in html
     _assert_site_page(html)
+
+
+def test_400_is_the_sites_page(client: Client) -> None:
+    response = client.get("/", HTTP_HOST="not-an-allowed-host.example")  # DisallowedHost
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "<h1>Bad request</h1>" in html and "ALLOWED_HOSTS" not in html
+    _assert_site_page(html)
