@@ -74,6 +74,11 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     announcer = page.locator("#announcer")
     expect(announcer).to_have_attribute("aria-live", "polite")
     expect(announcer).to_have_text("")
+    # Blind: the new title, heading, counter and live region name no model before the vote.
+    html = page.content()
+    for competitor in (acme.left, acme.right):
+        for secret in (competitor.endpoint.name, competitor.endpoint.model_name, competitor.version_label):
+            assert secret not in html, f"{secret!r} visible before the vote"
     page.keyboard.press("2")  # the second button: B is better
     expect(page.locator("#result")).to_contain_text("B is better")
     assert Vote.objects.get().choice == "right"
