@@ -10,7 +10,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.decorators import ratelimit
 
-from arena.http import AuthenticatedHttpRequest
+from arena.http import AuthenticatedHttpRequest, error_response
+from raters.errors import DomainError
 from raters.selectors import user_manages_anything
 
 from . import selectors, services
@@ -95,17 +96,15 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
         assignment = services.battle_assign(
             campaign=campaign, user=request.user, session_key=_session_key(request), prompt_text=prompt_text
         )
-    except services.NotAllowed as exc:
-        raise Http404(str(exc)) from None
     except services.CapReached as exc:
+        # The end of a stint, not a refusal: a thank-you page with 200 (429 is for rate limits), and
+        # no button to start another battle.
         return render(request, "battles/message.html", {
-            "title": "That is all for now", "message": str(exc), "campaign": campaign,
-        }, status=exc.status_code)
-    except services.BattleError as exc:
-        return render(request, "battles/message.html", {
-            "title": "No battle for now", "message": str(exc), "campaign": campaign,
-            "draft_kept": prompt_text is not None and campaign.allow_rater_prompts,
-        }, status=exc.status_code)
+            "title": "That is all for now", "message": exc.message, "campaign": campaign,
+        })
+    except DomainError as exc:
+        return error_response(request, exc, "battles/message.html",
+                              {"title": "No battle for now", "campaign": campaign})
     if prompt_text is not None:
         if assignment.resumed:
             messages.info(request, "Finish this battle first. Your prompt is kept: it will be waiting for you "
@@ -168,13 +167,11 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     try:
         services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))
-    except services.NotAllowed:
-        raise Http404("No such battle.") from None
-    except services.BattleError as exc:
+    except DomainError as exc:
         battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
         if battle is None:
             raise Http404("No such battle.") from None
         context = _battle_context(request, battle)
-        context["error"] = str(exc)
-        return render(request, "battles/battle.html", context, status=exc.status_code)
+        context["error"] = exc.message
+        return error_response(request, exc, "battles/battle.html", context)
     return redirect("battles:battle", battle_id=battle_id)

@@ -16,7 +16,9 @@ from django.contrib.auth.signals import user_logged_in
 from django.dispatch import receiver
 from django.http import HttpRequest
 
-from . import services
+from . import selectors, services
+from .errors import DomainError
+from .tenancy import organization_scope
 
 PENDING_INVITATION_SESSION_KEY = "arena.invitation_token"
 
@@ -29,9 +31,17 @@ def invitation_accept_pending(sender: Any, request: HttpRequest | None, user: Us
     token = session.pop(PENDING_INVITATION_SESSION_KEY, None)
     if not isinstance(token, str) or not token:
         return
-    try:
-        pool = services.invitation_accept(token=token, user=user)
-    except services.InvitationError as exc:
-        messages.error(request, f"Your invitation could not be used: {exc}", fail_silently=True)
+    invitation = selectors.invitation_by_token(token)
+    if invitation is None:  # deleted since it was chosen
+        messages.error(request, "Your invitation link is no longer valid.", fail_silently=True)
         return
-    messages.success(request, f"You joined {pool.name} of {pool.organization.name}.", fail_silently=True)
+    # The login request's scope is the visitor's (no organisation); the link is the credential, so
+    # accepting it works inside the invitation's organisation, as the invitation view does.
+    with organization_scope(invitation.organization_id):
+        try:
+            pool = services.invitation_accept(token=token, user=user)
+        except DomainError as exc:
+            messages.error(request, f"Your invitation could not be used: {exc.message}", fail_silently=True)
+            return
+        pool_name, organization_name = pool.name, pool.organization.name
+    messages.success(request, f"You joined {pool_name} of {organization_name}.", fail_silently=True)

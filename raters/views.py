@@ -9,11 +9,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from arena.http import AuthenticatedHttpRequest
+from arena.http import AuthenticatedHttpRequest, error_response
 
 from . import selectors, services
+from .errors import DomainError
 from .models import Invitation
 from .signals import PENDING_INVITATION_SESSION_KEY
+from .tenancy import organization_scope
 
 
 def _invitation_problem(invitation: Invitation) -> str | None:
@@ -32,29 +34,26 @@ def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
     keeps the token in their session, and logging in (which signing up does) joins the pool
     (``raters.signals``), so there is no second click. The token is kept only on that POST, never on a
     GET, so another site cannot plant an invitation in a visitor's session with a link or an image."""
-    if not request.user.is_authenticated:
-        return _invitation_for_visitor(request, token)
-    request = cast(AuthenticatedHttpRequest, request)
-    if request.method == "POST":
-        try:
-            pool = services.invitation_accept(token=token, user=request.user)
-        except services.InvitationError as exc:
-            return render(request, "battles/message.html", {"title": "Invitation", "message": str(exc)},
-                          status=400)
-        messages.success(request, f"You joined {pool.name} of {pool.organization.name}.")
-        return redirect("battles:campaigns")
     invitation = selectors.invitation_by_token(token)
     if invitation is None:
         return render(request, "battles/message.html",
                       {"title": "Invitation", "message": "This invitation link is not valid."}, status=404)
+    if not request.user.is_authenticated:
+        return _invitation_for_visitor(request, invitation)
+    request = cast(AuthenticatedHttpRequest, request)
+    if request.method == "POST":
+        # The link is the credential: accepting it works inside the invitation's organisation.
+        with organization_scope(invitation.organization_id):
+            try:
+                pool = services.invitation_accept(token=token, user=request.user)
+            except DomainError as exc:
+                return error_response(request, exc, "battles/message.html", {"title": "Invitation"})
+        messages.success(request, f"You joined {pool.name} of {pool.organization.name}.")
+        return redirect("battles:campaigns")
     return render(request, "raters/invitation.html", {"invitation": invitation})
 
 
-def _invitation_for_visitor(request: HttpRequest, token: str) -> HttpResponse:
-    invitation = selectors.invitation_by_token(token)
-    if invitation is None:
-        return render(request, "battles/message.html",
-                      {"title": "Invitation", "message": "This invitation link is not valid."}, status=404)
+def _invitation_for_visitor(request: HttpRequest, invitation: Invitation) -> HttpResponse:
     problem = _invitation_problem(invitation)
     if request.method == "POST" and problem is None:
         request.session[PENDING_INVITATION_SESSION_KEY] = invitation.token

@@ -18,6 +18,7 @@ from hypothesis import settings as hypothesis_settings
 
 from battles.models import Campaign, Competitor
 from raters.models import Organization, RaterPool, Role
+from raters.tenancy import scopes_disabled
 from serving.models import ModelEndpoint
 from serving.triton.server import TritonServer
 
@@ -39,6 +40,19 @@ hypothesis_settings.register_profile("dev", deadline=None)
 hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 TEST_MODEL_REPOSITORY = Path(__file__).parent / "serving" / "model_repository"
+
+
+@pytest.fixture(autouse=True)
+def tenant_scopes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Test bodies and fixtures arrange and inspect rows of several organisations at once, so they run
+    with scopes disabled (as pretix's suite does); the code under test opens its own scope at its edge
+    (a request, a task, a command), which re-enables enforcement inside it. A test marked
+    ``tenant_scoped`` runs with no scope at all, as production code outside an edge would."""
+    if request.node.get_closest_marker("tenant_scoped"):
+        yield
+        return
+    with scopes_disabled():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -144,7 +158,8 @@ def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped
     page = client.get(response["Location"])
     assert page.status_code == 200
     battle_id = response["Location"].rstrip("/").split("/")[-1]
-    return Battle.objects.get(pk=battle_id), page
+    with scopes_disabled():
+        return Battle.objects.get(pk=battle_id), page
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from battles import services
 from battles.models import Battle, Vote
+from raters.tenancy import principal_scope
 from tests.conftest import start_battle
 
 
@@ -24,7 +25,8 @@ def test_concurrent_next_requests_share_one_battle(vote_log_purge, acme, bob):
     def ask() -> None:
         try:
             barrier.wait()
-            assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
+            with principal_scope(bob):  # a thread is its own edge: it opens the rater's scope
+                assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
             result = str(assignment.battle.pk)
         except services.NothingToRate:
             result = "still generating"
