@@ -17,6 +17,10 @@ picture. Markdown images render as the plain text ``[image: <alt text>]`` instea
 sees that the answer tried to show a picture. Fenced code keeps its text but loses the
 ``language-*`` class (there is no highlighter to consume it). Table cell alignment survives as a
 ``style`` attribute filtered down to the single property ``text-align``.
+
+Markdown headings render as paragraphs styled like headings (``<p class="md-h2">``), not ``<h1>``-``<h6>``:
+the page's outline (what a screen reader lists as headings) is the page's own, Prompt, Answer A,
+Answer B, and an answer's headings must not enter it, or a model could add entries to it.
 """
 
 from __future__ import annotations
@@ -30,12 +34,12 @@ from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
 
-__all__ = ["ALLOWED_TAGS", "ALLOWED_URL_SCHEMES", "LINK_REL", "markdown_to_safe_html"]
+__all__ = ["ALLOWED_TAGS", "ALLOWED_URL_SCHEMES", "HEADING_CLASSES", "LINK_REL", "markdown_to_safe_html"]
 
 ALLOWED_TAGS: frozenset[str] = frozenset(
     {
         "p", "br", "strong", "em", "code", "pre", "ul", "ol", "li",
-        "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "hr", "del", "a",
+        "blockquote", "hr", "del", "a",
         "table", "thead", "tbody", "tr", "th", "td",
     }
 )  # fmt: skip
@@ -60,10 +64,23 @@ def _image_as_text(self: Any, tokens: Sequence[Token], idx: int, options: Option
     return escapeHtml(f"[image: {alt}]" if alt else "[image]")
 
 
+HEADING_CLASSES: frozenset[str] = frozenset(f"md-h{level}" for level in range(1, 7))
+
+
+def _heading_open(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: Any) -> str:
+    return f'<p class="md-{tokens[idx].tag}">'
+
+
+def _heading_close(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: Any) -> str:
+    return "</p>\n"
+
+
 def _build_parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.add_render_rule("image", _image_as_text)
+    md.add_render_rule("heading_open", _heading_open)
+    md.add_render_rule("heading_close", _heading_close)
     # markdown-it-py renders ~~x~~ as <s>; <del> is the element in the allow-list.
     md.add_render_rule("s_open", lambda *_args: "<del>")
     md.add_render_rule("s_close", lambda *_args: "</del>")
@@ -77,6 +94,8 @@ _CLEANER = nh3.Cleaner(
     # Disallowed tags are unwrapped (their text kept); these have contents that are never text.
     clean_content_tags={"script", "style", "iframe", "object", "embed", "svg", "math", "template"},
     attributes=_ATTRIBUTES,
+    # Only the heading classes this renderer writes; any other class is removed.
+    allowed_classes={"p": set(HEADING_CLASSES)},
     url_schemes=set(ALLOWED_URL_SCHEMES),
     url_relative="deny",
     link_rel=LINK_REL,

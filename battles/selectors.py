@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from uuid import UUID
 
 from django.contrib.auth.models import User
@@ -11,7 +12,7 @@ from django.db.models import Count, QuerySet
 
 from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterPool
-from raters.selectors import organizations_viewable_by
+from raters.selectors import organizations_managed_by, organizations_viewable_by
 
 from . import hooks
 from .models import Battle, Campaign, Competitor, Prompt, Vote
@@ -41,6 +42,12 @@ def campaign_viewable_by(*, user: User | ApiKeyPrincipal, campaign_id: int) -> C
 def campaigns_with_results_for(user: User) -> QuerySet[Campaign]:
     """The leaderboards to list for the user: viewable campaigns that have left the draft stage."""
     return (campaigns_viewable_by(user).exclude(status=Campaign.Status.DRAFT).select_related("organization")
+            .order_by("organization__name", "name"))
+
+
+def campaigns_managed_by(user: User) -> QuerySet[Campaign]:
+    """Every campaign, in any state, of the organisations the user owns or manages: the manager's home."""
+    return (Campaign.objects.filter(organization__in=organizations_managed_by(user)).select_related("organization")
             .order_by("organization__name", "name"))
 
 
@@ -81,6 +88,47 @@ def battles_in_session(*, campaign: Campaign, user: User, session_key: str) -> i
     return Battle.objects.filter(campaign=campaign, rater=user, session_key=session_key).exclude(
         status=Battle.Status.VOID
     ).count()
+
+
+def battle_position_in_session(battle: Battle) -> int:
+    """The battle's number in the session it was handed out in (1 for the first), counted as the
+    session cap counts: battles that were not voided."""
+    return Battle.objects.filter(
+        campaign_id=battle.campaign_id, rater_id=battle.rater_id, session_key=battle.session_key,
+        created_at__lte=battle.created_at,
+    ).exclude(status=Battle.Status.VOID).count()
+
+
+@dataclass(frozen=True)
+class RaterProgress:
+    """Where the rater stands against the campaign's caps, for the pages to say so before a refusal."""
+
+    in_session: int
+    session_cap: int
+    votes: int
+    vote_cap: int | None
+
+    @property
+    def session_full(self) -> bool:
+        return self.in_session >= self.session_cap
+
+    @property
+    def campaign_full(self) -> bool:
+        return self.vote_cap is not None and self.votes >= self.vote_cap
+
+    @property
+    def stopped(self) -> bool:
+        """No new battle can be handed out (a pending one can still be finished)."""
+        return self.session_full or self.campaign_full
+
+
+def rater_progress(*, campaign: Campaign, user: User, session_key: str) -> RaterProgress:
+    return RaterProgress(
+        in_session=battles_in_session(campaign=campaign, user=user, session_key=session_key),
+        session_cap=campaign.session_cap,
+        votes=votes_by_rater(campaign=campaign, user=user),
+        vote_cap=campaign.rater_vote_cap,
+    )
 
 
 def votes_by_rater(*, campaign: Campaign, user: User) -> int:

@@ -38,7 +38,14 @@ class NotAllowed(NotFound):
 
 
 class CapReached(LimitReached):
-    pass
+    """The rater has rated as much as the campaign allows, in this session or in all. The rater pages
+    show it as the normal end of a stint (a thank-you, not an error page, and not a 429: that is for
+    rate limits)."""
+
+
+class PromptCapReached(Conflict):
+    """A typed prompt whose text has been rated as often as the campaign allows (the rater's session
+    and caps are fine: another prompt may be used at once)."""
 
 
 class NothingToRate(Conflict):
@@ -289,8 +296,8 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str,
         if campaign.prompt_hash_cap is not None and selectors.votes_on_prompt_hash(
             campaign=campaign, text_hash=prompt.text_hash
         ) >= campaign.prompt_hash_cap:
-            raise CapReached("This prompt has already been rated as often as the campaign allows. "
-                             "Please write a different one.")
+            raise PromptCapReached("This prompt has already been rated as often as the campaign allows. "
+                                   "Please write a different one.")
     else:
         picked = selectors.prompt_pick(campaign=campaign, user=user, rng=_rng)
         if picked is None:

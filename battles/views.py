@@ -41,13 +41,29 @@ def _session_key(request: HttpRequest) -> str:
     return request.session.session_key or ""
 
 
+# A prompt the rater typed but that did not start a battle (a battle was still pending, or the prompt
+# was refused) is kept in the session, per campaign, and offered again pre-filled: typing is work.
+def _draft_key(campaign_id: int) -> str:
+    return f"arena.prompt_draft.{campaign_id}"
+
+
+def _prompt_draft(request: HttpRequest, campaign_id: int) -> str:
+    draft = request.session.get(_draft_key(campaign_id), "")
+    return draft if isinstance(draft, str) else ""
+
+
 @require_GET
 @login_required
 def campaign_list(request: AuthenticatedHttpRequest) -> HttpResponse:
+    manages = user_manages_anything(request.user)
+    managed = list(selectors.campaigns_managed_by(request.user)) if manages else []
+    managed_ids = {campaign.pk for campaign in managed}
     return render(request, "battles/campaign_list.html", {
         "campaigns": selectors.campaigns_for_rater(request.user),
-        "manages": user_manages_anything(request.user),
-        "boards": selectors.campaigns_with_results_for(request.user),
+        "manages": manages,
+        "managed": managed,
+        # Leaderboards of campaigns listed above as managed are linked there; these are the rest (viewers).
+        "boards": [c for c in selectors.campaigns_with_results_for(request.user) if c.pk not in managed_ids],
     })
 
 
@@ -60,7 +76,9 @@ def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> Http
     return render(request, "battles/campaign_detail.html", {
         "campaign": campaign,
         "pending": selectors.battle_pending_for_rater(campaign=campaign, user=request.user),
+        "progress": selectors.rater_progress(campaign=campaign, user=request.user, session_key=_session_key(request)),
         "prompt_max_chars": PROMPT_MAX_CHARS,
+        "prompt_draft": _prompt_draft(request, campaign.pk),
     })
 
 
@@ -72,19 +90,31 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
     if campaign is None:
         raise Http404("No such campaign.")
     prompt_text = request.POST.get("prompt") if "prompt" in request.POST else None
+    if prompt_text is not None and prompt_text.strip() and campaign.allow_rater_prompts:
+        request.session[_draft_key(campaign.pk)] = prompt_text[:PROMPT_MAX_CHARS]
     try:
         assignment = services.battle_assign(
             campaign=campaign, user=request.user, session_key=_session_key(request), prompt_text=prompt_text
         )
+    except services.CapReached as exc:
+        # The end of a stint, not a refusal: a thank-you page with 200 (429 is for rate limits), and
+        # no button to start another battle.
+        return render(request, "battles/message.html", {
+            "title": "That is all for now", "message": exc.message, "campaign": campaign,
+        })
     except DomainError as exc:
         return error_response(request, exc, "battles/message.html",
                               {"title": "No battle for now", "campaign": campaign})
-    if assignment.resumed and prompt_text is not None:
-        messages.info(request, "Finish this battle first: your typed prompt was not used.")
+    if prompt_text is not None:
+        if assignment.resumed:
+            messages.info(request, "Finish this battle first. Your prompt is kept: it will be waiting for you "
+                                   "after your vote.")
+        else:
+            request.session.pop(_draft_key(campaign.pk), None)
     return redirect("battles:battle", battle_id=assignment.battle.pk)
 
 
-def _battle_context(battle: Battle) -> dict[str, object]:
+def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[str, object]:
     generations = {g.side: g for g in battle.generations.all()}
     revealed = battle.status == Battle.Status.VOTED
     panes = []
@@ -103,14 +133,19 @@ def _battle_context(battle: Battle) -> dict[str, object]:
                 "finish_reason": generation.finish_reason,
             })
         panes.append(pane)
+    campaign = battle.campaign
     return {
         "battle": battle,
-        "campaign": battle.campaign,
+        "campaign": campaign,
         "prompt_html": markdown_to_safe_html(battle.prompt.text),
         "panes": panes,
         "revealed": revealed,
         "vote": battle.vote if revealed else None,
         "choices": Choice.choices,
+        "position": selectors.battle_position_in_session(battle) if battle.status != Battle.Status.VOID else None,
+        "progress": selectors.rater_progress(campaign=campaign, user=request.user, session_key=_session_key(request)),
+        "prompt_max_chars": PROMPT_MAX_CHARS,
+        "prompt_draft": _prompt_draft(request, campaign.pk) if battle.status != Battle.Status.READY else "",
     }
 
 
@@ -121,7 +156,7 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
     if battle is None:
         raise Http404("No such battle.")
     battle = services.battle_mark_shown(battle=battle)
-    response = render(request, "battles/battle.html", _battle_context(battle))
+    response = render(request, "battles/battle.html", _battle_context(request, battle))
     response["Cache-Control"] = "no-store"
     return response
 
@@ -136,7 +171,7 @@ def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpRespon
         battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
         if battle is None:
             raise Http404("No such battle.") from None
-        context = _battle_context(battle)
+        context = _battle_context(request, battle)
         context["error"] = exc.message
         return error_response(request, exc, "battles/battle.html", context)
     return redirect("battles:battle", battle_id=battle_id)

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class RatersConfig(AppConfig):
     name = "raters"
     verbose_name = "Organisations and raters"
+
+    def ready(self) -> None:
+        from . import signals  # noqa: F401 - connects the receivers

@@ -17,11 +17,17 @@
       }
     }
   });
-  document.querySelectorAll("form.vote, form.next").forEach(function (form) {
+  document.querySelectorAll("form.vote, form.next, form.own-prompt").forEach(function (form) {
     form.addEventListener("submit", function () {
       sent = true;
       // Disabled after the form data is built, or the pressed button's value would be dropped.
       setTimeout(function () { form.querySelectorAll("button").forEach(function (b) { b.disabled = true; }); }, 0);
     });
   });
+  // The result goes into the live region after load, so it is announced as a change.
+  var announcer = document.getElementById("announcer");
+  var message = announcer && announcer.getAttribute("data-announce");
+  if (message) {
+    setTimeout(function () { announcer.textContent = message; }, 150);
+  }
 })();

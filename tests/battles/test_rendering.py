@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from battles.rendering import ALLOWED_TAGS, LINK_REL, markdown_to_safe_html
+from battles.rendering import ALLOWED_TAGS, HEADING_CLASSES, LINK_REL, markdown_to_safe_html
 from tests.html_safety import tags_and_attributes as _tags
 
-_ALLOWED_ATTRS = {"a": {"href", "rel", "target"}, "th": {"style"}, "td": {"style"}, "ol": {"start"}}
+_ALLOWED_ATTRS = {"a": {"href", "rel", "target"}, "th": {"style"}, "td": {"style"}, "ol": {"start"}, "p": {"class"}}
 
 
 def assert_safe(html: str) -> None:
@@ -38,6 +38,8 @@ def assert_safe(html: str) -> None:
                 assert squashed.startswith(("http://", "https://", "mailto:")), value
             if name == "style":
                 assert re.fullmatch(r"text-align:(?:left|right|center)", value), value
+            if name == "class":
+                assert value in HEADING_CLASSES, value
             if name == "rel":
                 assert value == LINK_REL
 
@@ -48,7 +50,7 @@ def assert_safe(html: str) -> None:
 
 def test_basic_markdown_renders() -> None:
     html = markdown_to_safe_html("# Title\n\nSome **bold**, *em*, `code` and ~~gone~~.\n\n- a\n- b\n\n1. x\n")
-    assert "<h1>Title</h1>" in html
+    assert '<p class="md-h1">Title</p>' in html
     assert "<strong>bold</strong>" in html
     assert "<em>em</em>" in html
     assert "<code>code</code>" in html
@@ -316,3 +318,18 @@ def test_arbitrary_text_renders_safely(text: str) -> None:
     html = markdown_to_safe_html(text)
     assert isinstance(html, str)
     assert_safe(html)
+
+
+def test_headings_are_styled_paragraphs_outside_the_page_outline() -> None:
+    html = markdown_to_safe_html("# One\n\n### Three\n\nTwo\n---\n\n###### Six")
+    assert not re.search(r"<h[1-6]", html)
+    assert re.findall(r'<p class="(md-h[1-6])">', html) == ["md-h1", "md-h3", "md-h2", "md-h6"]
+
+
+def test_a_class_that_the_renderer_did_not_write_is_removed() -> None:
+    # Raw HTML is escaped before nh3 runs, so only the renderer's own markup can carry a class; the
+    # allow-list is the second layer: a class other than a heading's would be dropped.
+    from battles.rendering import _CLEANER
+
+    cleaned = _CLEANER.clean('<p class="md-h2 pane-label">x</p><p class="reveal">y</p><b class="md-h1">z</b>')
+    assert re.findall(r'class="([^"]*)"', cleaned) in (["md-h2"], ["md-h2", ""]), cleaned

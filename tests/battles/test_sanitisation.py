@@ -32,6 +32,6 @@ def test_stored_answer_with_markup_is_rendered_as_safe_markdown(acme, bob_client
     battle, _ = start_battle(bob_client, acme.campaign)
     battle.generations.filter(side="left").update(text="# Title\n\n**bold** <b onclick=x>raw</b>\n\n- item")
     html = bob_client.get(f"/b/{battle.pk}/").content.decode()
-    assert "<h1>Title</h1>" in html and "<strong>bold</strong>" in html and "<li>item</li>" in html
+    assert '<p class="md-h1">Title</p>' in html and "<strong>bold</strong>" in html and "<li>item</li>" in html
     assert unsafe_markup(html.split('<div class="battle"', 1)[1].split("<form", 1)[0]) == []
     assert "&lt;b onclick=x&gt;raw&lt;/b&gt;" in html

@@ -95,3 +95,18 @@ def log_in(page: Page, base_url: str, *, email: str, password: str = PASSWORD) -
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign In").click()
     page.wait_for_url(f"{base_url}/")
+
+
+# A phone (390 px: the panes stack, the vote buttons wrap) and a desktop (1280 px: side by side).
+WIDTHS = (390, 1280)
+
+
+@pytest.fixture(params=WIDTHS, ids=[f"{width}px" for width in WIDTHS])
+def sized_context(request: pytest.FixtureRequest, chromium: Browser) -> Iterator[BrowserContext]:
+    """Like ``browser_context``, once per width in WIDTHS."""
+    context = chromium.new_context(viewport={"width": request.param, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield context
+    finally:
+        context.close()

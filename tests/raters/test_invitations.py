@@ -3,33 +3,112 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from raters.models import AuditEvent, Invitation, Membership
 from raters.services import invitation_create
-from tests.factories import UserFactory
+from raters.signals import PENDING_INVITATION_SESSION_KEY
+from tests.factories import PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
 
 
-def test_invited_person_signs_up_joins_the_pool_and_sees_the_campaign(acme, alice):
+SIGNUP = {"email": "dana@acme.test", "password1": "a-long-enough-pass-1", "password2": "a-long-enough-pass-1"}
+
+
+def test_logged_out_invitee_sees_the_invitation_signs_up_and_is_in_the_pool_without_another_click(acme, alice):
     from django.test import Client
 
     invitation = invitation_create(pool=acme.pool, actor=alice)
     client = Client()
-    response = client.get(invitation.path)
-    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
-    signup = client.post("/accounts/signup/", {
-        "email": "dana@acme.test", "password1": "a-long-enough-pass-1", "password2": "a-long-enough-pass-1",
-    })
-    assert signup.status_code == 302
-    assert "Join" in client.get(invitation.path).content.decode()  # GET never joins
-    assert not acme.pool.members.filter(email="dana@acme.test").exists()
-    client.post(invitation.path)
+    page = client.get(invitation.path)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert acme.organization.name in html and acme.pool.name in html and "Sign up and join" in html
+    assert PENDING_INVITATION_SESSION_KEY not in client.session  # a GET keeps nothing
+
+    chosen = client.post(invitation.path, {"then": "signup"})
+    assert chosen.status_code == 302
+    assert chosen["Location"] == reverse("account_signup") + "?next=%2F"
+    signup = client.post(chosen["Location"], SIGNUP)
+    assert signup.status_code == 302 and signup["Location"] == "/"
+
     assert acme.pool.members.filter(email="dana@acme.test").exists()
     assert Membership.objects.get(user__email="dana@acme.test").role == "rater"
-    assert acme.campaign.name in client.get("/").content.decode()
+    assert Invitation.objects.get(pk=invitation.pk).uses == 1
     assert AuditEvent.objects.filter(action="pool.member_added", organization=acme.organization).exists()
+    home = client.get("/").content.decode()
+    assert acme.campaign.name in home and f"You joined {acme.pool.name}" in home
+    assert PENDING_INVITATION_SESSION_KEY not in client.session
+
+
+def test_logged_out_invitee_with_an_account_logs_in_and_joins(acme, alice):
+    from django.test import Client
+
+    invitation = invitation_create(pool=acme.pool, actor=alice)
+    dana = UserFactory(email="dana@acme.test")
+    client = Client()
+    chosen = client.post(invitation.path, {"then": "login"})
+    assert chosen["Location"] == reverse("account_login") + "?next=%2F"
+    login_response = client.post(chosen["Location"], {"login": dana.email, "password": PASSWORD})
+    assert login_response.status_code == 302 and login_response["Location"] == "/"
+    assert acme.pool.members.filter(pk=dana.pk).exists()
+    assert acme.campaign.name in client.get("/").content.decode()
+
+
+def test_a_link_preview_or_a_mere_visit_joins_nobody(acme, alice):
+    """Only the visitor's own POST keeps the token: a GET (a preview, an image pointing at the link)
+    followed by a login leaves the person out of the pool."""
+    from django.test import Client
+
+    invitation = invitation_create(pool=acme.pool, actor=alice)
+    dana = UserFactory(email="dana@acme.test")
+    client = Client()
+    client.get(invitation.path)
+    client.post(reverse("account_login"), {"login": dana.email, "password": PASSWORD})
+    assert not acme.pool.members.filter(pk=dana.pk).exists()
+    assert Invitation.objects.get(pk=invitation.pk).uses == 0
+
+
+def test_logged_out_invitee_is_told_before_signing_up_that_a_link_is_used_up_or_expired(acme, alice):
+    from django.test import Client
+
+    used = invitation_create(pool=acme.pool, actor=alice, max_uses=1)
+    Invitation.objects.filter(pk=used.pk).update(uses=1)
+    expired = invitation_create(pool=acme.pool, actor=alice)
+    Invitation.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    client = Client()
+    for invitation, words in ((used, "already been used"), (expired, "expired")):
+        page = client.get(invitation.path)
+        assert page.status_code == 410 and words in page.content.decode()
+        assert "Sign up and join" not in page.content.decode()
+        assert client.post(invitation.path, {"then": "signup"}).status_code == 410
+        assert PENDING_INVITATION_SESSION_KEY not in client.session
+
+
+def test_an_invitation_for_another_address_is_refused_at_login_with_a_message(acme, alice):
+    from django.test import Client
+
+    invitation = invitation_create(pool=acme.pool, actor=alice, email="someone@acme.test")
+    dana = UserFactory(email="dana@acme.test")
+    client = Client()
+    client.post(invitation.path, {"then": "login"})
+    response = client.post(reverse("account_login"), {"login": dana.email, "password": PASSWORD}, follow=True)
+    assert "another email address" in response.content.decode()
+    assert not acme.pool.members.filter(pk=dana.pk).exists()
+
+
+def test_logged_in_invitee_still_confirms_with_a_post(acme, alice):
+    from tests.conftest import login
+
+    invitation = invitation_create(pool=acme.pool, actor=alice)
+    dana = UserFactory(email="dana@acme.test")
+    client = login(dana)
+    assert "Join as a rater" in client.get(invitation.path).content.decode()  # GET never joins
+    assert not acme.pool.members.filter(pk=dana.pk).exists()
+    assert client.post(invitation.path).status_code == 302
+    assert acme.pool.members.filter(pk=dana.pk).exists()
 
 
 def test_used_up_expired_and_wrong_email_invitations_are_refused(acme, alice):

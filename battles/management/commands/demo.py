@@ -1,4 +1,5 @@
-"""``manage.py demo``: migrate, seed the demo, start the local Triton server, serve the platform."""
+"""``manage.py demo``: migrate, seed the demo, start the local Triton server, serve the platform
+(DEBUG off unless ``--debug``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,20 @@ from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed
 from serving.triton.server import TritonServer
 
 
+def demo_debug_off() -> None:
+    """Serve the demo as a new user should see it: the site's own error pages, never Django's debug
+    page with a traceback and the settings.
+
+    The settings were loaded by ``arena.settings.local`` with DEBUG on, which is what the demo wants
+    otherwise: the development SECRET_KEY and cookies that work over plain http on loopback. DEBUG is
+    read per request (error pages) and when the server builds its handler, so turning it off before
+    ``runserver`` starts is enough. ``runserver`` serves static files only under DEBUG; WhiteNoise
+    (already in the middleware) serves them instead, straight from the static folders, so the demo needs
+    no ``collectstatic``."""
+    settings.DEBUG = False
+    settings.WHITENOISE_USE_FINDERS = True
+
+
 class Command(BaseCommand):
     help = "Run the platform with demo data against a real local Triton server."
 
@@ -20,6 +35,8 @@ class Command(BaseCommand):
         parser.add_argument("--addr", default="127.0.0.1", help="Address for the web server.")
         parser.add_argument("--port", type=int, default=8000, help="Port for the web server.")
         parser.add_argument("--seed-only", action="store_true", help="Seed and exit (no servers).")
+        parser.add_argument("--debug", action="store_true",
+                            help="Run with DEBUG on (Django's debug pages, with tracebacks and settings).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
@@ -34,6 +51,8 @@ class Command(BaseCommand):
             return
         models = ", ".join(e.name for e in world.endpoints)
         self.stdout.write(f"Starting Triton (local models: {models}) ...")
+        if not options["debug"]:
+            demo_debug_off()
         with server:
             address = f"http://{options['addr']}:{options['port']}/"
             self.stdout.write(self.style.SUCCESS(

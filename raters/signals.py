@@ -1,0 +1,47 @@
+"""Invitations carried through sign-up and login.
+
+A visitor who chose "Sign up and join" (or "Log in and join") on an invitation page has its token in
+the session; when that person logs in, which allauth does at the end of a sign-up, they join the pool.
+Django's ``user_logged_in`` is the hook because it fires only once the person is really in: with
+``ACCOUNT_EMAIL_VERIFICATION=mandatory`` that is after the address is confirmed, so an invitation
+meant for one address cannot be taken by signing up with it unconfirmed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.models import User
+from django.contrib.auth.signals import user_logged_in
+from django.dispatch import receiver
+from django.http import HttpRequest
+
+from . import selectors, services
+from .errors import DomainError
+from .tenancy import organization_scope
+
+PENDING_INVITATION_SESSION_KEY = "arena.invitation_token"
+
+
+@receiver(user_logged_in, dispatch_uid="raters.invitation_accept_pending")
+def invitation_accept_pending(sender: Any, request: HttpRequest | None, user: User, **kwargs: Any) -> None:
+    session = getattr(request, "session", None)
+    if request is None or session is None:
+        return
+    token = session.pop(PENDING_INVITATION_SESSION_KEY, None)
+    if not isinstance(token, str) or not token:
+        return
+    invitation = selectors.invitation_by_token(token)
+    if invitation is None:  # deleted since it was chosen
+        messages.error(request, "Your invitation link is no longer valid.", fail_silently=True)
+        return
+    # The login request's scope is the visitor's (no organisation); the link is the credential, so
+    # accepting it works inside the invitation's organisation, as the invitation view does.
+    with organization_scope(invitation.organization_id):
+        try:
+            pool = services.invitation_accept(token=token, user=user)
+        except DomainError as exc:
+            messages.error(request, f"Your invitation could not be used: {exc.message}", fail_silently=True)
+            return
+        pool_name, organization_name = pool.name, pool.organization.name
+    messages.success(request, f"You joined {pool_name} of {organization_name}.", fail_silently=True)

@@ -1,0 +1,136 @@
+"""``manage.py demo`` as a new user runs it: DEBUG off unless ``--debug``, so a missing page is the
+site's own 404 (never Django's debug page), and the stylesheet is still served (by WhiteNoise).
+
+The command runs as a child process, as ``scripts/demo`` runs it, on its own SQLite file and free ports."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from battles.demo import DEMO_MANAGER, DEMO_PASSWORD
+
+pytestmark = pytest.mark.triton
+
+ROOT = Path(__file__).resolve().parents[2]
+DEBUG_PAGE_MARKERS = ("Traceback", "DEBUG = True", "Using the URLconf", "technical_404", "settings.py")
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class Demo:
+    url: str
+    opener: urllib.request.OpenerDirector
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with self.opener.open(self.url + path, timeout=30) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def log_in(self, email: str, password: str) -> None:
+        _, page = self.get("/accounts/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+        assert token, page[:500]
+        data = urllib.parse.urlencode({"csrfmiddlewaretoken": token.group(1), "login": email, "password": password})
+        request = urllib.request.Request(self.url + "/accounts/login/", data=data.encode(),
+                                         headers={"Referer": self.url + "/accounts/login/"})
+        with self.opener.open(request, timeout=30) as response:
+            assert response.url.rstrip("/") == self.url, response.url
+
+
+def _start(tmp_path: Path, *args: str) -> Iterator[Demo]:
+    web, http_port, grpc_port = _free_ports(3)
+    env = {
+        **os.environ, "DJANGO_SETTINGS_MODULE": "arena.settings.local", "PYTHONUNBUFFERED": "1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "ARENA_TRITON_HTTP_PORT": str(http_port), "ARENA_TRITON_GRPC_PORT": str(grpc_port),
+    }
+    env.pop("REDIS_URL", None)
+    env.pop("DEBUG", None)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--port", str(web), *args],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{web}"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                with urllib.request.urlopen(url + "/accounts/login/", timeout=2):
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.5)
+        else:
+            process.kill()
+            pytest.fail(f"the demo did not come up; output:\n{process.communicate()[0][-3000:]}")
+        jar = http.cookiejar.CookieJar()
+        yield Demo(url, urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar)))
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)  # Ctrl-C, as a person stops it
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    yield from _start(tmp_path)
+
+
+@pytest.fixture
+def demo_debug(tmp_path: Path) -> Iterator[Demo]:
+    yield from _start(tmp_path, "--debug")
+
+
+def test_demo_runs_with_debug_off_shows_the_sites_error_pages_and_serves_static_files(demo: Demo) -> None:
+    status, css = demo.get("/static/arena/arena.css")
+    assert status == 200 and ".pane" in css
+
+    status, page = demo.get("/no/such/page/")
+    assert status == 404
+    assert "Page not found" in page and "arena/arena.css" in page  # the site's layout
+    for marker in DEBUG_PAGE_MARKERS:
+        assert marker not in page, marker
+
+    # The case a new user met: a leaderboard that does not exist, asked for by the manager.
+    demo.log_in(DEMO_MANAGER, DEMO_PASSWORD)
+    status, page = demo.get("/leaderboard/987654/")
+    assert status == 404 and "Page not found" in page and "Log out" in page
+    for marker in DEBUG_PAGE_MARKERS:
+        assert marker not in page, marker
+
+
+def test_demo_with_debug_flag_shows_the_debug_page(demo_debug: Demo) -> None:
+    status, page = demo_debug.get("/no/such/page/")
+    assert status == 404 and "Using the URLconf" in page
+    status, css = demo_debug.get("/static/arena/arena.css")
+    assert status == 200 and ".pane" in css

@@ -1,0 +1,86 @@
+"""The error pages with DEBUG off (as in the demo and production): the site's layout, what happened,
+and nothing of the exception, the code or the settings."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.test import Client
+from django.urls import reverse
+
+from battles import views as battle_views
+
+pytestmark = pytest.mark.django_db
+
+LEAKS = ("Traceback", "DEBUG", "Using the URLconf", "SECRET", "RuntimeError", "secret-detail", "battles/views.py")
+
+
+@pytest.fixture(autouse=True)
+def debug_off(settings):  # type: ignore[no-untyped-def]
+    settings.DEBUG = False
+
+
+def _assert_site_page(html: str) -> None:
+    assert "arena/arena.css" in html and 'class="brand"' in html  # base.html
+    for leak in LEAKS:
+        assert leak not in html, leak
+
+
+def test_404_is_the_sites_page(alice_client: Client) -> None:
+    response = alice_client.get(reverse("ranking:leaderboard", args=[987654]))
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "<h1>Page not found</h1>" in html and "Log out" in html
+    _assert_site_page(html)
+
+
+def test_404_for_someone_logged_out(client: Client) -> None:
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "Page not found" in html and "Log in" in html
+    _assert_site_page(html)
+
+
+def test_403_is_the_sites_page(alice_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionDenied("secret-detail")
+
+    monkeypatch.setattr(battle_views.selectors, "campaigns_for_rater", refuse)
+    response = alice_client.get(reverse("battles:campaigns"))
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "<h1>Not allowed</h1>" in html
+    _assert_site_page(html)
+
+
+def test_csrf_failure_is_the_sites_page(alice) -> None:  # type: ignore[no-untyped-def]
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    response = client.post(reverse("account_logout"))
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "Please try again" in html and "CSRF" not in html
+    _assert_site_page(html)
+
+
+def test_500_is_the_sites_page_and_needs_no_request(alice, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("secret-detail")
+
+    monkeypatch.setattr(battle_views.selectors, "campaigns_for_rater", crash)
+    client = Client(raise_request_exception=False)
+    client.force_login(alice)
+    response = client.get(reverse("battles:campaigns"))
+    assert response.status_code == 500
+    html = response.content.decode()
+    assert "<h1>Something went wrong</h1>" in html
+    _assert_site_page(html)
+
+
+def test_400_is_the_sites_page(client: Client) -> None:
+    response = client.get("/", HTTP_HOST="not-an-allowed-host.example")  # DisallowedHost
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "<h1>Bad request</h1>" in html and "ALLOWED_HOSTS" not in html
+    _assert_site_page(html)
