@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from arena.outbound import allow_list_parse
+
 
 class ImproperEnvironment(RuntimeError):
     pass
@@ -69,8 +71,6 @@ def env_url(name: str, default: str | None, *, schemes: tuple[str, ...]) -> str 
 def env_hosts(name: str, default: list[str]) -> list[str]:
     """A comma-separated allow-list of hosts, addresses and networks (``triton``, ``triton:8001``,
     ``10.0.5.0/24``, ``[::1]:8001``); a malformed entry stops start-up with the variable's name."""
-    from arena.outbound import allow_list_parse
-
     raw = os.environ.get(name)
     items = [] if raw is not None and not raw.strip() else env_list(name, default)  # set but empty: none
     try:
