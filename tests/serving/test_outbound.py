@@ -248,3 +248,15 @@ def test_the_console_readiness_check_never_connects_to_a_refused_address(setting
     assert "address refused" in model_readiness(endpoint.spec())
     assert not listener.connected()
     listener.sock.close()
+
+
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f000001", "0177.0.0.1", "localhost."])
+def test_other_spellings_of_loopback_resolve_and_are_refused(host):
+    """Forms Python's ipaddress does not parse but the resolver (and so the client) accepts."""
+    try:
+        resolved = {info[4][0] for info in socket.getaddrinfo(host, 6379, type=socket.SOCK_STREAM)}
+    except socket.gaierror:
+        resolved = set()
+    with pytest.raises(AddressRefused):
+        address_check(host, 6379, allowed=())
+    assert resolved <= {"127.0.0.1", "::1"}
