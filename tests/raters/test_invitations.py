@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from raters.models import AuditEvent, Invitation, Membership
@@ -18,8 +19,8 @@ def test_invited_person_signs_up_joins_the_pool_and_sees_the_campaign(acme, alic
     invitation = invitation_create(pool=acme.pool, actor=alice)
     client = Client()
     response = client.get(invitation.path)
-    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
-    signup = client.post("/accounts/signup/", {
+    assert response.status_code == 302 and reverse("account_login") in response["Location"]
+    signup = client.post(reverse("account_signup"), {
         "email": "dana@acme.test", "password1": "a-long-enough-pass-1", "password2": "a-long-enough-pass-1",
     })
     assert signup.status_code == 302
@@ -28,7 +29,7 @@ def test_invited_person_signs_up_joins_the_pool_and_sees_the_campaign(acme, alic
     client.post(invitation.path)
     assert acme.pool.members.filter(email="dana@acme.test").exists()
     assert Membership.objects.get(user__email="dana@acme.test").role == "rater"
-    assert acme.campaign.name in client.get("/").content.decode()
+    assert acme.campaign.name in client.get(reverse("battles:campaigns")).content.decode()
     assert AuditEvent.objects.filter(action="pool.member_added", organization=acme.organization).exists()
 
 
@@ -51,5 +52,5 @@ def test_used_up_expired_and_wrong_email_invitations_are_refused(acme, alice):
 
 
 def test_unknown_invitation_token(bob_client):
-    assert bob_client.post("/invite/not-a-token/").status_code == 400
-    assert bob_client.get("/invite/not-a-token/").status_code == 404
+    assert bob_client.post(reverse("raters:invitation", args=["not-a-token"])).status_code == 400
+    assert bob_client.get(reverse("raters:invitation", args=["not-a-token"])).status_code == 404
