@@ -25,9 +25,24 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "DATABASE_URL": f"sqlite:///{tmp_path / 'subsession.sqlite3'}",
     }
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-c", str(ROOT / "pyproject.toml"),
-         "--rootdir", str(ROOT), *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "--rootdir",
+            str(ROOT),
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -70,4 +85,3 @@ def test_using_the_triton_server_without_the_marker_fails_collection(tmp_path):
     )
     result = _pytest(tmp_path, "--collect-only", str(tmp_path / "test_probe.py"))
     assert result.returncode == 0, result.stdout + result.stderr
-

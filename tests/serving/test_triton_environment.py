@@ -85,8 +85,9 @@ def test_an_environment_without_the_wheel_fails_with_a_clear_message(tmp_path):
 
 def test_triton_serve_says_where_it_looked_when_the_environment_is_missing(tmp_path):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "arena.settings.local", TRITON_ENV_VARIABLE: str(tmp_path / "gone")}
-    result = subprocess.run([sys.executable, "manage.py", "triton_serve"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "triton_serve"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 1
     assert f"Triton did not start: no Triton environment at {tmp_path / 'gone'}" in result.stderr
     assert "Traceback" not in result.stderr
@@ -94,8 +95,11 @@ def test_triton_serve_says_where_it_looked_when_the_environment_is_missing(tmp_p
 
 @pytest.mark.triton
 def test_models_run_on_the_triton_environments_interpreter_and_numpy(triton_server):
-    answer = generate(EndpointSpec(triton_server.grpc_url, "grpc", "delay-fast"), "which python?",
-                      SamplingParams(temperature=1.0, top_p=1.0, max_tokens=8))
+    answer = generate(
+        EndpointSpec(triton_server.grpc_url, "grpc", "delay-fast"),
+        "which python?",
+        SamplingParams(temperature=1.0, top_p=1.0, max_tokens=8),
+    )
     assert answer.ok, answer.error
     runtime = json.loads(answer.text)["_runtime"]
     assert Path(runtime["prefix"]).resolve() == Path(settings.ARENA_TRITON_ENV).resolve()
