@@ -23,8 +23,9 @@ the few things PyTriton does to make its bundled binary work, and nothing more:
   environment's `bin/` goes first on `PATH`; that is how models see that environment's packages
   (its numpy, not the app's).
 
-Everything binds to 127.0.0.1: the server is for this machine only; put a real deployment behind
-its own network configuration.
+Everything binds to 127.0.0.1 by default: the server is for this machine only. The Triton container
+(docker/Dockerfile.triton) runs this same module with `--address 0.0.0.0`, because there the
+container's private network is the boundary.
 """
 
 from __future__ import annotations
@@ -211,7 +212,8 @@ class TritonServer:
     `_die_with_parent`), so start it from a long-lived thread (the main thread, normally).
 
     `environment` is the Triton virtual environment (default: `default_triton_environment()`); a
-    missing or incomplete one makes `start()` raise TritonEnvironmentError.
+    missing or incomplete one makes `start()` raise TritonEnvironmentError. `address` is the one
+    the server binds to; the URLs below always use loopback, which reaches it either way.
     """
 
     def __init__(
@@ -226,6 +228,7 @@ class TritonServer:
         exit_timeout_s: int = 5,
         stop_grace_s: float = 10.0,
         environment: Path | str | None = None,
+        address: str = "127.0.0.1",
     ) -> None:
         if not model_repositories:
             raise ValueError("at least one model repository is required")
@@ -244,6 +247,7 @@ class TritonServer:
         # Located at start (it runs the environment's interpreter once); None: the default place.
         self.environment_root = Path(environment) if environment is not None else default_triton_environment()
         self._environment: TritonEnvironment | None = None
+        self.address = address
         self._process: subprocess.Popen[bytes] | None = None
         self._workspace: Path | None = None
         self._log_file: Path | None = None
@@ -377,10 +381,10 @@ class TritonServer:
             f"--backend-directory={backends_dir}",
             f"--cache-directory={dist / 'caches'}",
             "--allow-http=true",
-            "--http-address=127.0.0.1",
+            f"--http-address={self.address}",
             f"--http-port={self.http_port}",
             "--allow-grpc=true",
-            "--grpc-address=127.0.0.1",
+            f"--grpc-address={self.address}",
             f"--grpc-port={self.grpc_port}",
             f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
             f"--backend-config=python,shm-default-byte-size={_SHM_DEFAULT_BYTES}",
@@ -392,7 +396,7 @@ class TritonServer:
             cmd += [
                 "--allow-metrics=true",
                 "--allow-gpu-metrics=false",
-                "--metrics-address=127.0.0.1",
+                f"--metrics-address={self.address}",
                 f"--metrics-port={self.metrics_port}",
             ]
         cmd += [f"--model-repository={repo}" for repo in self.model_repositories]
@@ -504,6 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--grpc-port", type=int, default=None, help="default: a free port")
     parser.add_argument("--metrics-port", type=int, default=None, help="default: metrics disabled")
     parser.add_argument("--log-verbose", type=int, default=0)
+    parser.add_argument("--address", default="127.0.0.1", help="bind address (default: loopback only)")
     parser.add_argument(
         "--environment",
         type=Path,
@@ -528,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics_port=args.metrics_port,
         log_verbose=args.log_verbose,
         environment=args.environment,
+        address=args.address,
     )
     try:
         server.start()

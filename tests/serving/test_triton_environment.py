@@ -8,8 +8,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 import venv
 from pathlib import Path
 
@@ -28,6 +33,17 @@ from serving.triton.server import (
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_REPOSITORY = ROOT / "serving" / "model_repository"
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def test_the_app_environment_is_on_numpy_2_without_the_triton_wheel():
@@ -104,3 +120,53 @@ def test_models_run_on_the_triton_environments_interpreter_and_numpy(triton_serv
     runtime = json.loads(answer.text)["_runtime"]
     assert Path(runtime["prefix"]).resolve() == Path(settings.ARENA_TRITON_ENV).resolve()
     assert int(runtime["numpy"].split(".")[0]) < 2  # the wheel's pin, while the app runs numpy 2
+
+
+@pytest.mark.triton
+def test_the_triton_environment_alone_runs_the_server_on_every_interface_as_its_container_does(tmp_path):
+    """docker/Dockerfile.triton: the Triton environment's own interpreter runs `serving.triton.server`
+    (standard library only) with `--address 0.0.0.0`."""
+    repository = tmp_path / "repo"
+    shutil.copytree(MODEL_REPOSITORY / "zen-bigram", repository / "zen-bigram")
+    shutil.copy2(MODEL_REPOSITORY / "arena_ngram.py", repository / "arena_ngram.py")
+    http_port, grpc_port = _free_ports(2)
+    python = Path(settings.ARENA_TRITON_ENV) / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    process = subprocess.Popen(
+        [
+            str(python),
+            "-m",
+            "serving.triton.server",
+            "--address",
+            "0.0.0.0",
+            "--http-port",
+            str(http_port),
+            "--grpc-port",
+            str(grpc_port),
+            "--model-repository",
+            str(repository),
+            "--environment",
+            str(settings.ARENA_TRITON_ENV),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        output = ""
+        deadline = time.monotonic() + 90
+        while "grpc:" not in output and time.monotonic() < deadline and process.poll() is None:
+            output += process.stdout.readline()
+        assert "Triton ready" in output, output + process.stdout.read() if process.poll() is not None else output
+        # 127.0.0.2 is loopback too, but a socket bound to 127.0.0.1 alone does not answer there.
+        with urllib.request.urlopen(f"http://127.0.0.2:{http_port}/v2/models/zen-bigram/ready", timeout=5) as r:
+            assert r.status == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
