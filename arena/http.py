@@ -1,4 +1,4 @@
-"""Request types shared by every app's views and admin.
+"""Request types shared by every app's views and admin, and the mapping of domain errors to HTTP.
 
 This sits in the project package, next to ``arena.admin_site``, rather than in one app: battles,
 raters and ranking all have views behind ``@login_required`` and admin actions behind
@@ -8,8 +8,15 @@ another app for a type.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import User
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from raters.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
 
 
 class AuthenticatedHttpRequest(HttpRequest):
@@ -22,3 +29,44 @@ class AuthenticatedHttpRequest(HttpRequest):
     """
 
     user: User
+
+
+# --- Domain errors at the HTTP edges ---------------------------------------------------------------
+# The one table from the services' errors (``raters.errors``) to HTTP: used by the HTML views through
+# ``error_response`` and by the REST API through ``api_exception_handler``.
+
+_STATUS: tuple[tuple[type[DomainError], int], ...] = (
+    (NotFound, 404),
+    (PermissionDenied, 403),
+    (Conflict, 409),
+    (LimitReached, 429),
+    (Invalid, 400),
+)
+
+
+def status_for(exc: DomainError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 400
+
+
+def error_response(request: HttpRequest, exc: DomainError, template: str = "battles/message.html",
+                   context: dict[str, Any] | None = None) -> HttpResponse:
+    """The page for a refused request: ``NotFound`` becomes the site's plain 404 (so "not yours" and
+    "not there" look the same); anything else renders ``template`` with the message and its status."""
+    if isinstance(exc, NotFound):
+        raise Http404(exc.message)
+    page = {"title": "Not possible", "message": exc.message, **(context or {})}
+    return render(request, template, page, status=status_for(exc))
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's ``EXCEPTION_HANDLER``: domain errors as ``{"detail": ..., "fields": {...}}`` with their
+    status; everything else as DRF does it."""
+    if isinstance(exc, DomainError):
+        body: dict[str, Any] = {"detail": exc.message}
+        if exc.field_errors:
+            body["fields"] = exc.field_errors
+        return Response(body, status=status_for(exc))
+    return exception_handler(exc, context)

@@ -8,23 +8,26 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
+from arena.admin_site import admin_user
 from arena.http import AuthenticatedHttpRequest
 from raters.admin import ReadOnlyTenantAdmin, TenantAdmin, TenantInlineMixin
-from raters.services import audit_record
+from raters.errors import DomainError
+from serving.selectors import endpoints_not_ready
 
 from . import services
 from .models import Battle, Campaign, Competitor, Generation, Prompt, Vote
 from .prompting import prompt_validate
 
 
-def competitor_has_battles(competitor: Competitor) -> bool:
-    return Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)).exists()
-
-
 class CompetitorForm(forms.ModelForm):
     """A competitor that has fought is history: its votes were cast for that endpoint at that version,
-    so neither can change any more; a new version is a new competitor."""
+    so neither can change any more; a new version is a new competitor.
+
+    The version label may be left empty: it then defaults to the endpoint's pinned model version, or
+    to today's date (``services.competitor_version_default``)."""
 
     frozen_fields = ("endpoint", "version_label")
 
@@ -34,12 +37,25 @@ class CompetitorForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.instance.pk is not None and competitor_has_battles(self.instance):
+        if "version_label" in self.fields:
+            self.fields["version_label"].required = False
+            self.fields["version_label"].help_text = (
+                "Empty: the endpoint's model version, or today's date if it pins none.")
+        if self.instance.pk is not None and services.competitor_has_battles(self.instance):
             for name in self.frozen_fields:
                 if name in self.fields:
                     # A disabled field ignores what is posted and keeps the saved value.
                     self.fields[name].disabled = True
                     self.fields[name].help_text = "Fixed once the competitor has battles; add a new competitor."
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        endpoint = cleaned.get("endpoint")
+        if endpoint is not None and not cleaned.get("version_label"):
+            cleaned["version_label"] = services.competitor_version_default(endpoint=endpoint)
+            # The model's validation (unique per campaign and endpoint) runs after clean, on the instance.
+            self.instance.version_label = cleaned["version_label"]
+        return cleaned
 
 
 class CompetitorInline(TenantInlineMixin, admin.TabularInline):
@@ -68,30 +84,21 @@ class CampaignForm(forms.ModelForm):
             "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor",
         )
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        # Choices cover every organisation the user manages; a campaign takes pools of its own only.
-        organization = self.instance.organization if self.instance.pk else cleaned.get("organization")
-        pools = cleaned.get("rater_pools")
-        if organization is not None and pools is not None:
-            foreign = [pool.name for pool in pools if pool.organization_id != organization.pk]
-            if foreign:
-                self.add_error("rater_pools", f"Not pools of {organization}: {', '.join(foreign)}.")
-        return cleaned
-
 
 @admin.register(Campaign)
 class CampaignAdmin(TenantAdmin):
     form = CampaignForm
-    list_display = ("name", "organization", "status", "competitor_count", "prompt_count", "vote_count")
+    list_display = ("name", "organization", "status", "competitor_count", "prompt_count", "vote_count",
+                    "leaderboard_link")
     list_filter = ("status",)
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("rater_pools",)
     inlines = (CompetitorInline,)
     actions = ("open_campaigns", "close_campaigns", "recompute_leaderboards")
-    readonly_fields = ("status", "opened_at", "closed_at")
+    readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link")
     fieldsets = (
-        (None, {"fields": ("organization", "name", "slug", "description", "status", "opened_at", "closed_at")}),
+        (None, {"fields": ("organization", "name", "slug", "description", "status", "opened_at", "closed_at",
+                           "leaderboard_link")}),
         ("Raters", {"fields": ("rater_pools", "allow_rater_prompts")}),
         ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens",
                                                               "system_prompt")}),
@@ -122,11 +129,21 @@ class CampaignAdmin(TenantAdmin):
     def vote_count(self, obj: Any) -> int:
         return obj.n_votes
 
+    @admin.display(description="Leaderboard")
+    def leaderboard_link(self, obj: Campaign) -> str:
+        if obj.pk is None:
+            return "-"
+        return format_html('<a href="{}">Leaderboard</a>', reverse("ranking:leaderboard", args=[obj.pk]))
+
     def save_model(self, request: HttpRequest, obj: Campaign, form: Any, change: bool) -> None:
-        services.campaign_save(campaign=obj, actor=request.user, changed=list(form.changed_data))
+        services.campaign_save(campaign=obj, actor=admin_user(request), changed=list(form.changed_data),
+                               rater_pools=form.cleaned_data.get("rater_pools"))
+
+    def delete_model(self, request: HttpRequest, obj: Campaign) -> None:
+        services.campaign_delete(campaign=obj, actor=admin_user(request))
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        form.save_m2m()
+        # Not ``form.save_m2m()``: the pools were set (and checked) by ``campaign_save``.
         for formset in formsets:
             formset.save(commit=False)
             changed = {obj.pk: fields for obj, fields in formset.changed_objects}
@@ -135,17 +152,14 @@ class CampaignAdmin(TenantAdmin):
                 services.competitor_save(competitor=competitor, actor=request.user,
                                          changed=changed.get(competitor.pk, []))
             for deleted in formset.deleted_objects:
-                audit_record(organization=form.instance.organization, actor=request.user,
-                             action="competitor.deleted", obj=deleted,
-                             data={"endpoint": deleted.endpoint_id, "version": deleted.version_label})
-                deleted.delete()
+                services.competitor_delete(competitor=deleted, actor=admin_user(request))
         lines = [line for line in form.cleaned_data.get("new_prompts", "").splitlines() if line.strip()]
         if lines:
             try:
                 services.prompts_import(campaign=form.instance, texts=lines, actor=request.user,
                                         category=form.cleaned_data.get("new_prompts_category", ""))
-            except ValueError as exc:
-                messages.error(request, f"Prompts not imported: {exc}")
+            except DomainError as exc:
+                messages.error(request, f"Prompts not imported: {exc.message}")
             else:
                 messages.success(request, f"{len(lines)} prompts added to the pool.")
 
@@ -154,17 +168,19 @@ class CampaignAdmin(TenantAdmin):
         for campaign in queryset:
             try:
                 services.campaign_open(campaign=campaign, actor=request.user)
-            except services.BattleError as exc:
-                messages.error(request, f"{campaign.name}: {exc}")
-            else:
-                messages.success(request, f"{campaign.name} is open.")
+            except DomainError as exc:
+                messages.error(request, f"{campaign.name}: {exc.message}")
+                continue
+            messages.success(request, f"{campaign.name} is open.")
+            # Open either way (a server may come up later), but battles would void until it does.
+            endpoints = [c.endpoint for c in campaign.competitors.filter(active=True).select_related("endpoint")]
+            for problem in endpoints_not_ready(endpoints):
+                messages.warning(request, f"{campaign.name}: Triton does not report a model ready: {problem}")
 
     @admin.action(description="Recompute the leaderboards of the selected campaigns now")
     def recompute_leaderboards(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[Campaign]) -> None:
-        from ranking.services import leaderboards_recompute_soon
-
         for campaign in queryset:
-            leaderboards_recompute_soon(campaign_id=campaign.pk)
+            services.leaderboards_refresh_request(campaign=campaign)
         messages.success(request, f"Recompute queued for {queryset.count()} campaign(s).")
 
     @admin.action(description="Close the selected campaigns")
@@ -200,13 +216,7 @@ class PromptAdmin(TenantAdmin):
         return obj.text[:80]
 
     def save_model(self, request: HttpRequest, obj: Prompt, form: Any, change: bool) -> None:
-        built = services.prompt_build(campaign=obj.campaign, text=obj.text, source=obj.source or "pool",
-                                      category=obj.category, language=obj.language if change else "")
-        if not change:
-            obj.organization_id = built.organization_id
-        obj.text, obj.text_hash = built.text, built.text_hash
-        obj.language = built.language
-        super().save_model(request, obj, form, change)
+        services.prompt_save(prompt=obj, actor=admin_user(request), changed=list(form.changed_data))
 
 
 class GenerationInline(TenantInlineMixin, admin.TabularInline):

@@ -1,6 +1,14 @@
 from django.apps import AppConfig
 
+from serving import hooks as serving_hooks
+
 
 class BattlesConfig(AppConfig):
     name = "battles"
     verbose_name = "Campaigns and battles"
+
+    def ready(self) -> None:
+        # Whether an endpoint served battles is this app's knowledge; serving asks through its hook.
+        from . import services  # models are loaded only now
+
+        serving_hooks.endpoint_usage_register(services.endpoint_has_battles)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from raters.models import Membership, Organization, RaterPool, Role
 from raters.services import user_create
+from raters.tenancy import organization_scope
 from serving.models import ModelEndpoint
 
 from .models import Campaign, Competitor, Prompt
@@ -74,6 +76,14 @@ def demo_seed(*, triton_grpc_url: str, model_repository: Path) -> DemoWorld:
                                                                              password=DEMO_PASSWORD)
     rater = User.objects.filter(email=DEMO_RATER).first() or user_create(email=DEMO_RATER, password=DEMO_PASSWORD)
     organization, _ = Organization.objects.get_or_create(slug="demo-lab", defaults={"name": "Demo Lab"})
+    # The seed is the command's edge: everything else it writes lives inside the demo organisation.
+    with organization_scope(organization.pk):
+        return _demo_seed_organization(organization=organization, manager=manager, rater=rater,
+                                       triton_grpc_url=triton_grpc_url, model_repository=model_repository)
+
+
+def _demo_seed_organization(*, organization: Organization, manager: Any, rater: Any, triton_grpc_url: str,
+                            model_repository: Path) -> DemoWorld:
     Membership.objects.update_or_create(user=manager, organization=organization, defaults={"role": Role.OWNER})
     Membership.objects.get_or_create(user=rater, organization=organization, defaults={"role": Role.RATER})
     pool, _ = RaterPool.objects.get_or_create(organization=organization, name="Staff raters")

@@ -9,7 +9,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from raters.models import Organization, RaterPool, TenantQuerySet
+from raters.models import Organization, RaterPool
+from raters.tenancy import TenantManager
 from serving.models import ModelEndpoint
 
 from .prompting import CATEGORIES
@@ -86,7 +87,7 @@ class Campaign(models.Model):
     opened_at = models.DateTimeField(null=True, blank=True, editable=False)
     closed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="campaign_unique_slug")]
@@ -121,7 +122,7 @@ class Competitor(models.Model):
     active = models.BooleanField(default=True, help_text="Inactive competitors get no new battles.")
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [
@@ -159,7 +160,7 @@ class Prompt(models.Model):
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         indexes = [models.Index(fields=["campaign", "text_hash"])]
@@ -208,7 +209,7 @@ class Battle(models.Model):
     shown_at = models.DateTimeField(null=True, blank=True)
     voted_at = models.DateTimeField(null=True, blank=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [
@@ -227,6 +228,10 @@ class Battle(models.Model):
         return f"Battle {self.pk}"
 
 
+class GenerationManager(TenantManager["Generation"]):
+    tenant_path = "battle__organization"
+
+
 class Generation(models.Model):
     battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="generations")
     side = models.CharField(max_length=8, choices=Side.choices)
@@ -239,6 +244,8 @@ class Generation(models.Model):
     style = models.JSONField(default=dict, help_text="Style counts from the markdown parser.")
     model_mentions = models.JSONField(default=list, help_text="Model or vendor names found in the answer.")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GenerationManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["battle", "side"], name="generation_one_per_side")]
@@ -258,7 +265,7 @@ class AppendOnlyError(Exception):
     pass
 
 
-class AppendOnlyQuerySet(TenantQuerySet):
+class AppendOnlyQuerySet(models.QuerySet["Vote"]):
     def update(self, **kwargs: Any) -> int:
         raise AppendOnlyError("The vote log is append-only: votes are never updated.")
 
@@ -266,6 +273,9 @@ class AppendOnlyQuerySet(TenantQuerySet):
         raise AppendOnlyError("The vote log is append-only: votes are never deleted.")
 
     _raw_delete = delete  # type: ignore[assignment]
+
+
+VoteManager = TenantManager.from_queryset(AppendOnlyQuerySet)
 
 
 class Vote(models.Model):
@@ -303,7 +313,7 @@ class Vote(models.Model):
     prompt_asks_identity = models.BooleanField()
     answer_names_model = models.BooleanField()
 
-    objects = AppendOnlyQuerySet.as_manager()
+    objects = VoteManager()
 
     class Meta:
         constraints = [models.CheckConstraint(condition=models.Q(choice__in=Choice.values), name="vote_known_choice")]

@@ -13,6 +13,7 @@ from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterPool
 from raters.selectors import organizations_viewable_by
 
+from . import hooks
 from .models import Battle, Campaign, Competitor, Prompt, Vote
 from .sampling import active_pair_weights
 
@@ -127,29 +128,12 @@ def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Co
         return None
     if campaign.sampling == Campaign.Sampling.ACTIVE:
         pairs = [(a, b) for i, a in enumerate(competitors) for b in competitors[i + 1:]]
-        weights = active_pair_weights([c.pk for c in competitors], _current_intervals(campaign))
+        # The intervals are the ranking app's, which registers their source (battles.hooks).
+        weights = active_pair_weights([c.pk for c in competitors], hooks.current_intervals(campaign.pk))
         first, second = rng.choices(pairs, weights=weights, k=1)[0]
         return (first, second) if rng.random() < 0.5 else (second, first)
     first, second = rng.sample(competitors, 2)
     return first, second
-
-
-def _current_intervals(campaign: Campaign) -> dict[int, tuple[float, float]]:
-    """Score intervals of the competitors the newest overall raw leaderboard shows, in its largest
-    connected group: intervals of groups that never met cannot be compared, so the others count as not
-    placed yet (and get the boost that connects them)."""
-    from ranking.models import LeaderboardSnapshot
-
-    rows = (LeaderboardSnapshot.objects.filter(campaign=campaign, category="", view=LeaderboardSnapshot.View.RAW)
-            .order_by("-version").values_list("rows", flat=True).first())
-    shown = [row for row in rows or [] if not row["hidden"]]
-    if not shown:
-        return {}
-    sizes: dict[int, int] = {}
-    for row in shown:
-        sizes[row["component"]] = sizes.get(row["component"], 0) + 1
-    main = max(sizes, key=lambda c: (sizes[c], -c))
-    return {row["competitor_id"]: (row["lower"], row["upper"]) for row in shown if row["component"] == main}
 
 
 def votes_for_export(*, campaign: Campaign) -> Iterator[Vote]:

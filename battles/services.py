@@ -10,62 +10,51 @@ from __future__ import annotations
 import logging
 import random
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from raters.models import RaterPool
+from raters.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
+from raters.hooks import send_on_commit
+from raters.models import AuditAction, RaterPool
 from raters.services import audit_record
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
+from serving.models import ModelEndpoint
 from serving.triton.client import GenerationResult, SamplingParams, generate_pair
 
-from . import selectors
+from . import hooks, selectors
 from .models import Battle, Campaign, Choice, Competitor, Generation, Prompt, Side, Vote
 from .prompting import prompt_classify, prompt_hash, prompt_validate
 
+# The refusals of this app, as domain errors (raters.errors): the edges map them to pages and statuses.
 
-class BattleError(Exception):
-    """A request about a battle that cannot be carried out; the message is shown to the person."""
-
-    status_code = 400
-
-
-class NotAllowed(BattleError):
-    status_code = 404
+class NotAllowed(NotFound):
+    """Not a campaign or battle of this rater's (indistinguishable from a missing one)."""
 
 
-class CapReached(BattleError):
-    status_code = 429
+class CapReached(LimitReached):
+    pass
 
 
-class NothingToRate(BattleError):
-    status_code = 409
+class NothingToRate(Conflict):
+    pass
 
 
-class VoteRejected(BattleError):
-    status_code = 409
+class VoteRejected(Conflict):
+    pass
 
 
-class PromptsNotAccepted(BattleError):
-    status_code = 403
+class PromptsNotAccepted(PermissionDenied):
+    pass
 
 
 _rng = random.SystemRandom()
 logger = logging.getLogger(__name__)
-
-
-def _leaderboards_schedule(campaign_id: int) -> None:
-    """Runs after the vote's commit: a failure to schedule (broker down) must not turn a stored vote
-    into an error page; the periodic recompute catches up."""
-    from ranking.services import leaderboards_schedule
-
-    try:
-        leaderboards_schedule(campaign_id=campaign_id)
-    except Exception:
-        logger.exception("could not schedule the leaderboard recompute of campaign %s", campaign_id)
 
 
 # --- Campaign configuration (manager actions; each writes an audit row) ---------------------------
@@ -73,12 +62,12 @@ def _leaderboards_schedule(campaign_id: int) -> None:
 @transaction.atomic
 def campaign_open(*, campaign: Campaign, actor: User | AnonymousUser | None) -> Campaign:
     if Competitor.objects.filter(campaign=campaign, active=True).count() < 2:
-        raise BattleError("A campaign needs at least two active competitors before it can open.")
+        raise Conflict("A campaign needs at least two active competitors before it can open.")
     if not campaign.rater_pools.exists():
-        raise BattleError("A campaign needs at least one rater pool before it can open.")
+        raise Conflict("A campaign needs at least one rater pool before it can open.")
     Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.OPEN, opened_at=timezone.now())
     campaign.refresh_from_db()
-    audit_record(organization=campaign.organization, actor=actor, action="campaign.opened", obj=campaign)
+    audit_record(organization=campaign.organization, actor=actor, action=AuditAction.CAMPAIGN_OPENED, obj=campaign)
     return campaign
 
 
@@ -88,23 +77,51 @@ def campaign_close(*, campaign: Campaign, actor: User | AnonymousUser | None) ->
     # Battles shown but not voted on would otherwise wait for a reopening, with their clock running.
     _open_battles_void(Battle.objects.filter(campaign=campaign), "The campaign was closed before the vote.")
     campaign.refresh_from_db()
-    audit_record(organization=campaign.organization, actor=actor, action="campaign.closed", obj=campaign)
+    audit_record(organization=campaign.organization, actor=actor, action=AuditAction.CAMPAIGN_CLOSED, obj=campaign)
     return campaign
 
 
 @transaction.atomic
-def campaign_save(*, campaign: Campaign, actor: User | AnonymousUser | None, changed: list[str]) -> Campaign:
+def campaign_save(*, campaign: Campaign, actor: User | AnonymousUser | None, changed: list[str],
+                  rater_pools: Iterable[RaterPool] | None = None) -> Campaign:
+    """Create or change a campaign and, when ``rater_pools`` is given, set its pools: pools of the
+    campaign's own organisation only."""
     created = campaign._state.adding
-    campaign.full_clean(exclude=["rater_pools"])
+    pools = list(rater_pools) if rater_pools is not None else None
+    if pools is not None:
+        foreign = [pool.name for pool in pools if pool.organization_id != campaign.organization_id]
+        if foreign:
+            message = f"Not pools of {campaign.organization}: {', '.join(foreign)}."
+            raise Invalid(message, field_errors={"rater_pools": message})
+    try:
+        campaign.full_clean(exclude=["rater_pools"])
+    except ValidationError as exc:
+        raise Invalid(" ".join(exc.messages), field_errors=exc.message_dict) from None
     campaign.save()
+    if pools is not None:
+        campaign.rater_pools.set(pools)
     audit_record(organization=campaign.organization, actor=actor,
-                 action="campaign.created" if created else "campaign.changed", obj=campaign,
+                 action=AuditAction.CAMPAIGN_CREATED if created else AuditAction.CAMPAIGN_CHANGED, obj=campaign,
                  data={"fields": changed})
     if not created and set(changed) & RANKING_FIELDS:
         # The leaderboards must show the new policy or method now, not after the next vote.
-        campaign_id = campaign.pk
-        transaction.on_commit(lambda: _leaderboards_schedule(campaign_id))
+        send_on_commit(hooks.leaderboards_stale, sender=Campaign, campaign_id=campaign.pk, now=False)
     return campaign
+
+
+@transaction.atomic
+def campaign_delete(*, campaign: Campaign, actor: User | AnonymousUser | None) -> None:
+    """Only a campaign without battles can go: battles and votes are history."""
+    if Battle.objects.filter(campaign=campaign).exists():
+        raise Conflict(f"{campaign} has battles and cannot be deleted; close it instead.")
+    audit_record(organization=campaign.organization, actor=actor, action=AuditAction.CAMPAIGN_DELETED,
+                 obj=campaign, data={"name": campaign.name})
+    campaign.delete()
+
+
+def leaderboards_refresh_request(*, campaign: Campaign) -> None:
+    """A manager asked for fresh leaderboards now (past the debounce); the ranking app does it."""
+    send_on_commit(hooks.leaderboards_stale, sender=Campaign, campaign_id=campaign.pk, now=True)
 
 
 # Campaign fields that change how the log is ranked (not what is in it).
@@ -119,19 +136,29 @@ def _open_battles_void(battles: models.QuerySet[Battle], reason: str) -> int:
         status=Battle.Status.VOID, void_reason=reason)
 
 
+def competitor_version_default(*, endpoint: ModelEndpoint) -> str:
+    """The version label of a competitor added without one: the model version its endpoint pins on the
+    Triton server (what the votes are really for), else today's date (ISO), which orders successive
+    checkpoints of a model that is redeployed under the same name."""
+    return endpoint.model_version or timezone.localdate().isoformat()
+
+
 @transaction.atomic
 def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | None, changed: list[str]) -> Competitor:
     created = competitor._state.adding
+    if not competitor.version_label:
+        competitor.version_label = competitor_version_default(endpoint=competitor.endpoint)
     if competitor.endpoint.organization_id != competitor.campaign.organization_id:
-        raise BattleError("The endpoint belongs to another organisation.")
+        raise Invalid("The endpoint belongs to another organisation.",
+                      field_errors={"endpoint": "The endpoint must belong to the campaign's organisation."})
     if not created:
         # Votes name the competitor: pointing it at another model or version would rewrite history.
         stored = Competitor.objects.filter(pk=competitor.pk).values("endpoint_id", "version_label").get()
         identity_changed = (stored["endpoint_id"], stored["version_label"]) != (
             competitor.endpoint_id, competitor.version_label)
-        if identity_changed and Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)).exists():
-            raise BattleError("This competitor has battles: its model and version cannot change. "
-                              "Add a new competitor for the new version instead.")
+        if identity_changed and competitor_has_battles(competitor):
+            raise Conflict("This competitor has battles: its model and version cannot change. "
+                           "Add a new competitor for the new version instead.")
     competitor.organization_id = competitor.campaign.organization_id
     competitor.save()
     if not competitor.active:
@@ -139,16 +166,39 @@ def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | Non
         _open_battles_void(Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)),
                            "A competitor was withdrawn before the vote.")
     audit_record(organization=competitor.organization, actor=actor,
-                 action="competitor.added" if created else "competitor.changed", obj=competitor,
+                 action=AuditAction.COMPETITOR_ADDED if created else AuditAction.COMPETITOR_CHANGED, obj=competitor,
                  data={"endpoint": competitor.endpoint_id, "version": competitor.version_label, "fields": changed})
     return competitor
+
+
+def competitor_has_battles(competitor: Competitor) -> bool:
+    return Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)).exists()
+
+
+@transaction.atomic
+def competitor_delete(*, competitor: Competitor, actor: User | AnonymousUser | None) -> None:
+    """Only a competitor that never fought can be deleted; one with battles is withdrawn instead
+    (``active`` off), since its votes name it."""
+    if competitor_has_battles(competitor):
+        raise Conflict(f"{competitor} has battles and cannot be deleted: untick 'active' to withdraw it.")
+    audit_record(organization=competitor.organization, actor=actor, action=AuditAction.COMPETITOR_DELETED,
+                 obj=competitor, data={"endpoint": competitor.endpoint_id, "version": competitor.version_label})
+    competitor.delete()
+
+
+def endpoint_has_battles(endpoint: ModelEndpoint) -> bool:
+    """Registered with ``serving.hooks`` (see apps.py): whether any battle used the endpoint."""
+    return Battle.objects.filter(models.Q(left__endpoint=endpoint) | models.Q(right__endpoint=endpoint)).exists()
 
 
 def prompt_build(*, campaign: Campaign, text: str, source: str, author: User | AnonymousUser | None = None,
                  category: str = "", language: str = "") -> Prompt:
     """A validated, hashed and classified prompt (not yet saved). Category and language given by the
     manager win; otherwise the deterministic classifier decides."""
-    clean = prompt_validate(text)
+    try:
+        clean = prompt_validate(text)
+    except ValueError as exc:
+        raise Invalid(str(exc), field_errors={"text": str(exc)}) from None
     auto_category, auto_language = prompt_classify(clean)
     return Prompt(
         organization_id=campaign.organization_id, campaign=campaign, text=clean, text_hash=prompt_hash(clean),
@@ -163,9 +213,34 @@ def prompts_import(*, campaign: Campaign, texts: list[str], actor: User | Anonym
     prompts = [prompt_build(campaign=campaign, text=t, source=Prompt.Source.POOL, category=category)
                for t in texts if t.strip()]
     Prompt.objects.bulk_create(prompts)
-    audit_record(organization=campaign.organization, actor=actor, action="prompts.imported", obj=campaign,
+    audit_record(organization=campaign.organization, actor=actor, action=AuditAction.PROMPTS_IMPORTED, obj=campaign,
                  data={"count": len(prompts)})
     return prompts
+
+
+@transaction.atomic
+def prompt_save(*, prompt: Prompt, actor: User | AnonymousUser | None, changed: list[str]) -> Prompt:
+    """Create or change a pool prompt: validated, hashed and classified like every prompt. A prompt
+    that has battles keeps its text (votes record its hash); its category, language and ``active``
+    may still change."""
+    created = prompt._state.adding
+    if prompt.organization_id is not None and prompt.campaign.organization_id != prompt.organization_id:
+        raise Invalid("The campaign must belong to the prompt's organisation.",
+                      field_errors={"campaign": "The campaign must belong to the prompt's organisation."})
+    if not created:
+        stored = Prompt.objects.select_for_update().get(pk=prompt.pk)
+        if stored.text != prompt.text and Battle.objects.filter(prompt=stored).exists():
+            raise Conflict("This prompt has battles, so its text cannot change: add a new prompt instead.",
+                           field_errors={"text": "Fixed once the prompt has battles; add a new prompt instead."})
+    built = prompt_build(campaign=prompt.campaign, text=prompt.text, source=prompt.source or Prompt.Source.POOL,
+                         category=prompt.category, language=prompt.language if not created else "")
+    prompt.organization_id = built.organization_id
+    prompt.text, prompt.text_hash, prompt.language = built.text, built.text_hash, built.language
+    prompt.save()
+    audit_record(organization=prompt.campaign.organization, actor=actor,
+                 action=AuditAction.PROMPT_CREATED if created else AuditAction.PROMPT_CHANGED, obj=prompt,
+                 data={"fields": changed})
+    return prompt
 
 
 # --- Battles ----------------------------------------------------------------------------------------
@@ -210,10 +285,7 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str,
         if not campaign.allow_rater_prompts:
             raise PromptsNotAccepted("This campaign does not accept prompts typed by raters; "
                                      "rate the prompts it gives you instead.")
-        try:
-            prompt = prompt_build(campaign=campaign, text=prompt_text, source=Prompt.Source.RATER, author=user)
-        except ValueError as exc:
-            raise BattleError(str(exc)) from None
+        prompt = prompt_build(campaign=campaign, text=prompt_text, source=Prompt.Source.RATER, author=user)
         if campaign.prompt_hash_cap is not None and selectors.votes_on_prompt_hash(
             campaign=campaign, text_hash=prompt.text_hash
         ) >= campaign.prompt_hash_cap:
@@ -335,7 +407,7 @@ def battle_mark_shown(*, battle: Battle) -> Battle:
 @transaction.atomic
 def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
     if choice not in Choice.values:
-        raise BattleError(f"Unknown choice {choice!r}: use one of {', '.join(Choice.values)}.")
+        raise Invalid(f"Unknown choice {choice!r}: use one of {', '.join(Choice.values)}.")
     battle = selectors.battle_for_rater(user=user, battle_id=battle_id)
     if battle is None:
         raise NotAllowed("No such battle.")
@@ -362,11 +434,9 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
     generations = {g.side: g for g in battle.generations.all()}
     left, right = generations[Side.LEFT], generations[Side.RIGHT]
     decision_ms = max(0, int((now - battle.shown_at).total_seconds() * 1000))
-    campaign_id = battle.campaign_id
-    transaction.on_commit(lambda: _leaderboards_schedule(campaign_id))
     try:
         with transaction.atomic():
-            return Vote.objects.create(
+            vote = Vote.objects.create(
                 organization_id=battle.organization_id, campaign_id=battle.campaign_id, battle=battle,
                 created_at=now, rater=user, pool_id=battle.pool_id, prompt=battle.prompt,
                 prompt_hash=battle.prompt.text_hash, category=battle.prompt.category,
@@ -385,3 +455,5 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
             )
     except IntegrityError:
         raise VoteRejected("This battle has already been voted on. Your first vote stands.") from None
+    send_on_commit(hooks.vote_stored, sender=Vote, campaign_id=vote.campaign_id, vote_id=vote.pk)
+    return vote

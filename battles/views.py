@@ -10,7 +10,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.decorators import ratelimit
 
-from arena.http import AuthenticatedHttpRequest
+from arena.http import AuthenticatedHttpRequest, error_response
+from raters.errors import DomainError
 from raters.selectors import user_manages_anything
 
 from . import selectors, services
@@ -75,12 +76,9 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
         assignment = services.battle_assign(
             campaign=campaign, user=request.user, session_key=_session_key(request), prompt_text=prompt_text
         )
-    except services.NotAllowed as exc:
-        raise Http404(str(exc)) from None
-    except services.BattleError as exc:
-        return render(request, "battles/message.html", {
-            "title": "No battle for now", "message": str(exc), "campaign": campaign,
-        }, status=exc.status_code)
+    except DomainError as exc:
+        return error_response(request, exc, "battles/message.html",
+                              {"title": "No battle for now", "campaign": campaign})
     if assignment.resumed and prompt_text is not None:
         messages.info(request, "Finish this battle first: your typed prompt was not used.")
     return redirect("battles:battle", battle_id=assignment.battle.pk)
@@ -134,13 +132,11 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     try:
         services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))
-    except services.NotAllowed:
-        raise Http404("No such battle.") from None
-    except services.BattleError as exc:
+    except DomainError as exc:
         battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
         if battle is None:
             raise Http404("No such battle.") from None
         context = _battle_context(battle)
-        context["error"] = str(exc)
-        return render(request, "battles/battle.html", context, status=exc.status_code)
+        context["error"] = exc.message
+        return error_response(request, exc, "battles/battle.html", context)
     return redirect("battles:battle", battle_id=battle_id)

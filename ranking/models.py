@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db import models
 
 from battles.models import Campaign
-from raters.models import Organization, TenantQuerySet
+from raters.models import Organization
+from raters.tenancy import TenantManager
 
 
 class LeaderboardSnapshot(models.Model):
@@ -32,7 +33,7 @@ class LeaderboardSnapshot(models.Model):
     extra = models.JSONField(default=dict, help_text="Style coefficients, components, Elo, intransitivity.")
     compute_seconds = models.FloatField(default=0.0)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [

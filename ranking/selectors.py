@@ -9,7 +9,7 @@ import pandas as pd
 from django.db import connection
 from django.db.models import Max, QuerySet
 
-from battles.models import Campaign
+from battles.models import Campaign, Vote
 from raters.models import RaterFlag
 
 from .models import LeaderboardSnapshot
@@ -107,3 +107,26 @@ def snapshot_categories(*, campaign: Campaign) -> list[str]:
         return []
     cats = LeaderboardSnapshot.objects.filter(campaign=campaign, version=version).values_list("category", flat=True)
     return sorted(set(cats), key=lambda c: (c != "", c))
+
+
+def current_intervals(campaign_id: int) -> dict[int, tuple[float, float]]:
+    """Score intervals of the competitors the newest overall raw leaderboard shows, in its largest
+    connected group: intervals of groups that never met cannot be compared, so the others count as not
+    placed yet (and get the boost that connects them). Active sampling's source (``battles.hooks``)."""
+    rows = (LeaderboardSnapshot.objects.filter(campaign_id=campaign_id, category="",
+                                               view=LeaderboardSnapshot.View.RAW)
+            .order_by("-version").values_list("rows", flat=True).first())
+    shown = [row for row in rows or [] if not row["hidden"]]
+    if not shown:
+        return {}
+    sizes: dict[int, int] = {}
+    for row in shown:
+        sizes[row["component"]] = sizes.get(row["component"], 0) + 1
+    main = max(sizes, key=lambda c: (sizes[c], -c))
+    return {row["competitor_id"]: (row["lower"], row["upper"]) for row in shown if row["component"] == main}
+
+
+def campaigns_voted_in(*, organization_id: int, rater_id: int) -> list[int]:
+    """Ids of the organisation's campaigns in which the rater has votes."""
+    return list(Vote.objects.filter(organization_id=organization_id, rater_id=rater_id)
+                .values_list("campaign_id", flat=True).distinct().order_by("campaign_id"))

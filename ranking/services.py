@@ -11,7 +11,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Max
 
-from battles.models import Campaign, Competitor
+from battles.models import Campaign, Competitor, Vote
+from raters.tenancy import organization_scope, scopes_disabled
 
 from . import selectors
 from .compute import Method, board_compute, elo_compute
@@ -97,14 +98,21 @@ def _pending_key(campaign_id: int) -> str:
 
 def leaderboards_schedule(*, campaign_id: int) -> bool:
     """Debounced: the first new vote after a recompute schedules one ``ARENA_RANKING_DEBOUNCE_S`` later;
-    votes arriving meanwhile ride along. Returns whether a recompute was scheduled."""
+    votes arriving meanwhile ride along. Returns whether a recompute was scheduled. Call it after the
+    change has committed (the receivers run on commit): the pending mark is set at once."""
     from .tasks import leaderboards_recompute_task
 
     delay = settings.ARENA_RANKING_DEBOUNCE_S
     if not cache.add(_pending_key(campaign_id), 1, timeout=delay + 300):
         return False
-    leaderboards_recompute_task.apply_async(args=[campaign_id], countdown=delay)
+    leaderboards_recompute_task.apply_async(
+        args=[campaign_id], kwargs={"organization_id": _organization_of(campaign_id)}, countdown=delay
+    )
     return True
+
+
+def _organization_of(campaign_id: int) -> int:
+    return Campaign.objects.values_list("organization_id", flat=True).get(pk=campaign_id)  # type: ignore[no-any-return]
 
 
 def leaderboards_recompute_pending(*, campaign_id: int) -> list[LeaderboardSnapshot]:
@@ -118,16 +126,21 @@ def leaderboards_schedule_open_campaigns() -> int:
     """Periodic safety net (celery beat): schedule a recompute of every open campaign with votes newer
     than its latest snapshot, through the same debounce as votes (never two queued at once)."""
     count = 0
-    for campaign in Campaign.objects.filter(status=Campaign.Status.OPEN):
-        newest = campaign.votes.aggregate(v=Max("id"))["v"]
-        seen = LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("last_vote_id"))["v"] or 0
-        if newest and newest > seen and leaderboards_schedule(campaign_id=campaign.pk):
-            count += 1
+    with scopes_disabled():  # the one listing across organisations; each campaign then in its own scope
+        open_campaigns = list(Campaign.objects.filter(status=Campaign.Status.OPEN).values_list("pk", "organization_id"))
+    for campaign_id, organization_id in open_campaigns:
+        with organization_scope(organization_id):
+            newest = Vote.objects.filter(campaign_id=campaign_id).aggregate(v=Max("id"))["v"]
+            snapshots = LeaderboardSnapshot.objects.filter(campaign_id=campaign_id)
+            seen = snapshots.aggregate(v=Max("last_vote_id"))["v"] or 0
+            if newest and newest > seen and leaderboards_schedule(campaign_id=campaign_id):
+                count += 1
     return count
 
 
 def leaderboards_recompute_soon(*, campaign_id: int) -> None:
-    """A manager asked for fresh leaderboards: queue a recompute now, past the debounce."""
+    """A manager asked for fresh leaderboards: queue a recompute now, past the debounce (sent when the
+    surrounding transaction commits: the task base is transaction-aware)."""
     from .tasks import leaderboards_recompute_task
 
-    transaction.on_commit(lambda: leaderboards_recompute_task.delay(campaign_id))
+    leaderboards_recompute_task.delay(campaign_id, organization_id=_organization_of(campaign_id))

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from arena.celery import TransactionAwareTask
+from raters.tenancy import TenantTask
+
 from . import services
 
 
-@shared_task(acks_late=True)
-def leaderboards_recompute_task(campaign_id: int) -> int:
+@shared_task(base=TenantTask, acks_late=True)
+def leaderboards_recompute_task(campaign_id: int, *, organization_id: int) -> int:
+    """Runs inside ``organization_id``'s scope (TenantTask, which is transaction-aware as well)."""
     return len(services.leaderboards_recompute_pending(campaign_id=campaign_id))
 
 
-@shared_task
+@shared_task(base=TransactionAwareTask)
 def leaderboards_recompute_open_task() -> int:
+    """Beat's safety net, across organisations: the service opens each campaign's own scope."""
     return services.leaderboards_schedule_open_campaigns()

@@ -6,15 +6,15 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import models
-from django.http import HttpRequest
+from django.db import models, transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from arena.admin_site import admin_user
 from arena.http import AuthenticatedHttpRequest
 
 from . import services
+from .errors import DomainError
 from .models import ApiKey, AuditEvent, Invitation, Membership, Organization, RaterFlag, RaterPool
 from .selectors import organizations_managed_by, user_manages_anything
 
@@ -108,6 +108,16 @@ class TenantAdmin(TenantScopedChoices, admin.ModelAdmin):
             readonly += (self.organization_field,)
         return readonly
 
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        # A manager of exactly one organisation has nothing to choose: it is preselected.
+        initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
+        has_field = any(f.name == self.organization_field for f in self.model._meta.fields)
+        if has_field and self.organization_field not in initial:
+            managed = list(self._orgs(request).values_list("pk", flat=True)[:2])
+            if len(managed) == 1:
+                initial[self.organization_field] = managed[0]
+        return initial
+
     def has_module_permission(self, request: HttpRequest) -> bool:
         return user_manages_anything(request.user)
 
@@ -123,29 +133,75 @@ class TenantAdmin(TenantScopedChoices, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return user_manages_anything(request.user)
 
+    # Writes go through services; a row with no rules of its own uses the generic, audited ones.
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        organization = obj if isinstance(obj, Organization) else getattr(obj, self.organization_field)
-        services.audit_record(
-            organization=organization, actor=request.user,
-            action=f"{obj._meta.model_name}.{'changed' if change else 'created'}", obj=obj,
-            data={"fields": list(form.changed_data)},
-        )
+        services.tenant_row_save(obj=obj, actor=admin_user(request), changed=list(form.changed_data))
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        organization = obj if isinstance(obj, Organization) else getattr(obj, self.organization_field)
-        if not isinstance(obj, Organization):
-            services.audit_record(organization=organization, actor=request.user,
-                                  action=f"{obj._meta.model_name}.deleted", obj=obj)
-        super().delete_model(request, obj)
+        services.tenant_row_delete(obj=obj, actor=admin_user(request))
 
     def delete_queryset(self, request: HttpRequest, queryset: models.QuerySet[Any]) -> None:
-        # The bulk "delete selected" action: one audit row per deleted row, as for a single delete.
-        for obj in queryset:
-            if not isinstance(obj, Organization):
-                services.audit_record(organization=getattr(obj, self.organization_field), actor=request.user,
-                                      action=f"{obj._meta.model_name}.deleted", obj=obj)
-        super().delete_queryset(request, queryset)
+        # The bulk "delete selected" action: each row through ``delete_model`` (one audit row each),
+        # all or none.
+        with transaction.atomic():
+            for obj in queryset:
+                self.delete_model(request, obj)
+
+    # --- Services' refusals (raters.errors), mapped once for the whole console ----------------------
+    # On a form, a refusal is shown as form errors: the admin's transaction has rolled back, and the
+    # same POST is processed again with the refusal attached to the form (``get_form``), so the
+    # manager keeps what they typed. Elsewhere (deletes, actions) it is an error message.
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        refusal = getattr(request, "_arena_refusal", None)
+        if refusal is None:
+            return form
+        return type(form.__name__, (_RefusedForm, form), {"refusal": refusal})
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DomainError as exc:
+            if request.method != "POST" or getattr(request, "_arena_refusal", None) is not None:
+                raise
+            request._arena_refusal = exc  # type: ignore[attr-defined]
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+                    ) -> HttpResponse:
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except DomainError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(request.path.rsplit("/delete/", 1)[0] + "/change/")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changelist_view(request, extra_context)
+        except DomainError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+
+class _RefusedForm(forms.BaseForm):
+    """Mixed into an admin form to show a service's refusal: on its fields where it names them, else
+    above the form."""
+
+    refusal: DomainError
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        placed = False
+        for name, errors in self.refusal.field_errors.items():
+            if name in self.fields and name not in self.errors:
+                for error in errors:
+                    self.add_error(name, error)
+                placed = True
+        if not placed:
+            self.add_error(None, self.refusal.message)
+        return cleaned
 
 
 class ReadOnlyTenantAdmin(TenantAdmin):
@@ -192,8 +248,8 @@ class MembershipForm(forms.ModelForm):
         if organization is not None and user is not None and role:
             try:
                 services.membership_change_check(organization=organization, user=user, role=role, actor=self.actor)
-            except services.MembershipError as exc:
-                raise forms.ValidationError(str(exc)) from exc
+            except DomainError as exc:
+                raise forms.ValidationError(exc.message) from exc
         return cleaned
 
 
@@ -226,7 +282,7 @@ class MembershipAdmin(TenantAdmin):
         try:
             services.membership_change_check(organization=obj.organization, user=obj.user, role=None,
                                              actor=admin_user(request))
-        except services.MembershipError:
+        except DomainError:
             return False
         return True
 
@@ -244,27 +300,9 @@ class MembershipAdmin(TenantAdmin):
             self.delete_model(request, membership)
 
 
-class RaterPoolForm(forms.ModelForm):
-    class Meta:
-        model = RaterPool
-        fields = ("organization", "name", "kind", "members")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        organization = self.instance.organization if self.instance.pk else cleaned.get("organization")
-        members = cleaned.get("members")
-        if organization is not None and members is not None:
-            outsiders = [str(user) for user in members.exclude(memberships__organization=organization)]
-            if outsiders:
-                # New raters join through an invitation link, which makes them members.
-                self.add_error("members", f"Not members of {organization}: {', '.join(outsiders)}. "
-                                          "Invite them to the pool with an invitation link instead.")
-        return cleaned
-
-
 @admin.register(RaterPool)
 class RaterPoolAdmin(TenantAdmin):
-    form = RaterPoolForm
+    fields = ("organization", "name", "kind", "members")
     list_display = ("name", "organization", "kind", "member_count")
     filter_horizontal = ("members",)
     actions = ("create_invitation",)
@@ -273,17 +311,15 @@ class RaterPoolAdmin(TenantAdmin):
     def member_count(self, obj: RaterPool) -> int:
         return obj.members.count()
 
+    def save_model(self, request: HttpRequest, obj: RaterPool, form: Any, change: bool) -> None:
+        # Members only of the pool's organisation: the service's rule, shown on the members field.
+        services.pool_save(pool=obj, members=form.cleaned_data.get("members"), actor=admin_user(request),
+                           changed=list(form.changed_data))
+
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        pool = form.instance
-        before = set(pool.members.values_list("pk", flat=True)) if change else set()
-        super().save_related(request, form, formsets, change)
-        after = {user.pk: user for user in pool.members.all()}
-        # The form has written the members; the services record who was added and removed.
-        for user in (after[pk] for pk in after.keys() - before):
-            services.pool_member_add(pool=pool, user=user, actor=admin_user(request))
-        User = get_user_model()
-        for user in User.objects.filter(pk__in=before - after.keys()):
-            services.pool_member_remove(pool=pool, user=user, actor=admin_user(request))
+        # Not ``form.save_m2m()``: the members were written (and audited) by ``pool_save``.
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
 
     @admin.action(description="Create an invitation link for the selected pools")
     def create_invitation(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[RaterPool]) -> None:
@@ -304,10 +340,13 @@ class InvitationAdmin(TenantAdmin):
         return obj.path if obj.pk else "(saved invitations get a link)"
 
     def save_model(self, request: HttpRequest, obj: Invitation, form: Any, change: bool) -> None:
-        if not change:
-            obj.created_by = admin_user(request)
-            obj.organization = obj.pool.organization
-        super().save_model(request, obj, form, change)
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        invitation = services.invitation_create(pool=obj.pool, actor=admin_user(request), email=obj.email,
+                                                max_uses=obj.max_uses, expires_at=obj.expires_at)
+        obj.pk = invitation.pk
+        obj.refresh_from_db()
 
 
 @admin.register(AuditEvent)

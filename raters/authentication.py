@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
+from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from .models import ApiKey, api_key_hash
+from .tenancy import scopes_disabled
 
 KEYWORD = "Api-Key"
+_CACHE = "_arena_api_key"
 
 
 class ApiKeyPrincipal(AnonymousUser):
@@ -26,17 +29,41 @@ class ApiKeyPrincipal(AnonymousUser):
         return True
 
 
+def _header_key(request: HttpRequest) -> str | None:
+    header = authentication.get_authorization_header(request).decode("latin-1")
+    if not header.startswith(KEYWORD + " "):
+        return None
+    return header[len(KEYWORD) + 1:].strip()
+
+
+def api_key_for_request(request: HttpRequest) -> ApiKey | None:
+    """The live key a request presents, looked up once per request. The key itself is the credential,
+    so this one lookup is made across tenants (nothing is known about the organisation before it)."""
+    if hasattr(request, _CACHE):
+        return getattr(request, _CACHE)  # type: ignore[no-any-return]
+    key = _header_key(request)
+    api_key = None
+    if key:
+        with scopes_disabled():
+            api_key = (
+                ApiKey.objects.select_related("organization")
+                .filter(hashed_key=api_key_hash(key), revoked_at__isnull=True)
+                .first()
+            )
+    setattr(request, _CACHE, api_key)
+    return api_key
+
+
+def api_key_principal_for_request(request: HttpRequest) -> ApiKeyPrincipal | None:
+    api_key = api_key_for_request(request)
+    return ApiKeyPrincipal(api_key) if api_key is not None else None
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[Any, ApiKey] | None:
-        header = authentication.get_authorization_header(request).decode("latin-1")
-        if not header.startswith(KEYWORD + " "):
+        if _header_key(request) is None:
             return None
-        key = header[len(KEYWORD) + 1:].strip()
-        api_key = (
-            ApiKey.objects.select_related("organization")
-            .filter(hashed_key=api_key_hash(key), revoked_at__isnull=True)
-            .first()
-        )
+        api_key = api_key_for_request(request._request)
         if api_key is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=timezone.now())

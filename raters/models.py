@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from .tenancy import TenantManager
+
 
 class Organization(models.Model):
     name = models.CharField(max_length=200)
@@ -39,25 +41,13 @@ class Membership(models.Model):
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.RATER)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = TenantManager()
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "organization"], name="membership_unique_user_org")]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.organization} ({self.role})"
-
-
-class TenantQuerySet(models.QuerySet):
-    """Every tenant-owned query starts here: rows of one organisation, or of those a user manages."""
-
-    def for_organization(self, organization: Organization | int) -> TenantQuerySet:
-        return self.filter(organization=organization)
-
-    def managed_by(self, user) -> TenantQuerySet:  # type: ignore[no-untyped-def]
-        if user.is_superuser:
-            return self
-        return self.filter(
-            organization__memberships__user=user, organization__memberships__role__in=MANAGING_ROLES
-        ).distinct()
 
 
 class RaterPool(models.Model):
@@ -72,7 +62,7 @@ class RaterPool(models.Model):
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="rater_pools", blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "name"], name="pool_unique_name")]
@@ -105,7 +95,7 @@ class Invitation(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [
@@ -129,6 +119,56 @@ class Invitation(models.Model):
             raise ValidationError({"pool": "The pool must belong to the invitation's organisation."})
 
 
+class AuditAction(models.TextChoices):
+    """Every kind of state change the audit log records (Zulip's RealmAuditLog event types): one
+    enumeration for all apps, so a typo is an error and the console can filter by kind."""
+
+    ORGANIZATION_CREATED = "organization.created", "Organisation created"
+    ORGANIZATION_CHANGED = "organization.changed", "Organisation changed"
+    MEMBERSHIP_CREATED = "membership.created", "Member added"
+    MEMBERSHIP_CHANGED = "membership.changed", "Member's role changed"
+    MEMBERSHIP_REMOVED = "membership.removed", "Member removed"
+    POOL_CREATED = "pool.created", "Rater pool created"
+    POOL_CHANGED = "pool.changed", "Rater pool changed"
+    POOL_DELETED = "pool.deleted", "Rater pool deleted"
+    POOL_MEMBER_ADDED = "pool.member_added", "Rater added to a pool"
+    POOL_MEMBER_REMOVED = "pool.member_removed", "Rater removed from a pool"
+    INVITATION_CREATED = "invitation.created", "Invitation created"
+    INVITATION_CHANGED = "invitation.changed", "Invitation changed"
+    INVITATION_DELETED = "invitation.deleted", "Invitation deleted"
+    API_KEY_CREATED = "api_key.created", "API key created"
+    API_KEY_REVOKED = "api_key.revoked", "API key revoked"
+    API_KEY_DELETED = "api_key.deleted", "API key deleted"
+    RATER_FLAGGED = "rater.flagged", "Rater flagged"
+    RATER_UNFLAGGED = "rater.unflagged", "Rater flag lifted"
+    ENDPOINT_CREATED = "endpoint.created", "Endpoint created"
+    ENDPOINT_CHANGED = "endpoint.changed", "Endpoint changed"
+    ENDPOINT_DELETED = "endpoint.deleted", "Endpoint deleted"
+    CAMPAIGN_CREATED = "campaign.created", "Campaign created"
+    CAMPAIGN_CHANGED = "campaign.changed", "Campaign changed"
+    CAMPAIGN_OPENED = "campaign.opened", "Campaign opened"
+    CAMPAIGN_CLOSED = "campaign.closed", "Campaign closed"
+    CAMPAIGN_DELETED = "campaign.deleted", "Campaign deleted"
+    COMPETITOR_ADDED = "competitor.added", "Competitor added"
+    COMPETITOR_CHANGED = "competitor.changed", "Competitor changed"
+    COMPETITOR_DELETED = "competitor.deleted", "Competitor deleted"
+    PROMPTS_IMPORTED = "prompts.imported", "Prompts imported"
+    PROMPT_CREATED = "prompt.created", "Prompt created"
+    PROMPT_CHANGED = "prompt.changed", "Prompt changed"
+    PROMPT_DELETED = "prompt.deleted", "Prompt deleted"
+
+    @classmethod
+    def of(cls, obj: models.Model, verb: str) -> AuditAction:
+        """The action for ``verb`` ("created", "changed", "deleted") on a row of ``obj``'s model;
+        ``ValueError`` for a model or verb the enumeration does not know."""
+        model = obj._meta.model_name or ""
+        return cls(f"{_AUDIT_SUBJECTS.get(model, model)}.{verb}")
+
+
+# Audit subjects named differently from their model.
+_AUDIT_SUBJECTS = {"raterpool": "pool", "modelendpoint": "endpoint", "apikey": "api_key"}
+
+
 class AuditEvent(models.Model):
     """One row per state change a manager makes, written in the same transaction as the change."""
 
@@ -136,13 +176,13 @@ class AuditEvent(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    action = models.CharField(max_length=64)
+    action = models.CharField(max_length=64, choices=AuditAction.choices)
     object_type = models.CharField(max_length=64)
     object_id = models.CharField(max_length=64)
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -165,7 +205,7 @@ class RaterFlag(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "rater"], name="rater_flag_unique")]
@@ -207,7 +247,7 @@ class ApiKey(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         ordering = ["organization", "name"]

@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 
 from .authentication import ApiKeyPrincipal
 from .models import MANAGING_ROLES, Invitation, Membership, Organization, Role
+from .tenancy import scopes_disabled
 
 
 def organizations_managed_by(user: User) -> QuerySet[Organization]:
@@ -35,4 +36,7 @@ def user_manages_anything(user: User | AnonymousUser) -> bool:
 
 
 def invitation_by_token(token: str) -> Invitation | None:
-    return Invitation.objects.select_related("pool", "organization").filter(token=token).first()
+    """The token is the credential (whoever holds the link may join), so this one lookup is made
+    across tenants; the caller then works inside the invitation's organisation's scope."""
+    with scopes_disabled():
+        return Invitation.objects.select_related("pool", "organization").filter(token=token).first()

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
-from . import selectors
+from . import hooks, selectors
+from .errors import Conflict, Invalid, PermissionDenied
 from .models import (
     MANAGING_ROLES,
     ApiKey,
+    AuditAction,
     AuditEvent,
     Invitation,
     Membership,
@@ -24,14 +29,15 @@ from .models import (
 )
 
 
-class InvitationError(Exception):
+class InvitationError(Invalid):
     pass
 
 
 def audit_record(
-    *, organization: Organization, actor: User | AnonymousUser | None, action: str, obj: models.Model,
+    *, organization: Organization, actor: User | AnonymousUser | None, action: AuditAction, obj: models.Model,
     data: dict[str, Any] | None = None,
 ) -> AuditEvent:
+    """One audit row; call it inside the transaction of the change it records."""
     return AuditEvent.objects.create(
         organization=organization,
         actor=actor if actor is not None and actor.is_authenticated else None,
@@ -46,12 +52,8 @@ def audit_record(
 def organization_create(*, name: str, slug: str, owner: User) -> Organization:
     organization = Organization.objects.create(name=name, slug=slug)
     Membership.objects.create(user=owner, organization=organization, role=Role.OWNER)
-    audit_record(organization=organization, actor=owner, action="organization.created", obj=organization)
+    audit_record(organization=organization, actor=owner, action=AuditAction.ORGANIZATION_CREATED, obj=organization)
     return organization
-
-
-class MembershipError(Exception):
-    pass
 
 
 def _may_grant_managing_roles(actor: User | AnonymousUser | None, organization: Organization) -> bool:
@@ -69,7 +71,7 @@ def _may_grant_managing_roles(actor: User | AnonymousUser | None, organization: 
 def membership_change_check(
     *, organization: Organization, user: User, role: str | None, actor: User | AnonymousUser | None
 ) -> None:
-    """Raise ``MembershipError`` when ``actor`` may not give ``user`` the ``role`` in ``organization``
+    """Raise ``PermissionDenied`` or ``Conflict`` when ``actor`` may not give ``user`` the ``role`` in ``organization``
     (``role=None``: remove the membership).
 
     Only owners (and superusers) grant or revoke the owner and manager roles, so a manager can neither
@@ -80,11 +82,11 @@ def membership_change_check(
     if current == role:
         return
     if (current in MANAGING_ROLES or role in MANAGING_ROLES) and not _may_grant_managing_roles(actor, organization):
-        raise MembershipError("Only an owner of the organisation can grant or revoke the owner and manager roles.")
+        raise PermissionDenied("Only an owner of the organisation can grant or revoke the owner and manager roles.")
     if current == Role.OWNER and not Membership.objects.filter(
         organization=organization, role=Role.OWNER
     ).exclude(user=user).exists():
-        raise MembershipError(f"{user} is the last owner of {organization}: make someone else an owner first.")
+        raise Conflict(f"{user} is the last owner of {organization}: make someone else an owner first.")
 
 
 def _organization_lock(organization: Organization) -> None:
@@ -103,8 +105,9 @@ def membership_set(
         user=user, organization=organization, defaults={"role": role}
     )
     audit_record(
-        organization=organization, actor=actor, action="membership.created" if created else "membership.changed",
-        obj=membership, data={"user": user.pk, "role": role, "previous_role": previous},
+        organization=organization, actor=actor,
+        action=AuditAction.MEMBERSHIP_CREATED if created else AuditAction.MEMBERSHIP_CHANGED, obj=membership,
+        data={"user": user.pk, "role": role, "previous_role": previous},
     )
     return membership
 
@@ -121,36 +124,77 @@ def membership_remove(*, organization: Organization, user: User, actor: User | A
     pools = list(RaterPool.objects.filter(organization=organization, members=user).values_list("pk", flat=True))
     for pool in RaterPool.objects.filter(pk__in=pools):
         pool.members.remove(user)
-    audit_record(organization=organization, actor=actor, action="membership.removed", obj=membership,
+    audit_record(organization=organization, actor=actor, action=AuditAction.MEMBERSHIP_REMOVED, obj=membership,
                  data={"user": user.pk, "role": membership.role, "pools": pools})
     membership.delete()
 
 
+def _not_members(*, organization: Organization, users: Iterable[User]) -> list[User]:
+    users = list(users)
+    member_ids = set(Membership.objects.filter(organization=organization, user__in=users)
+                     .values_list("user_id", flat=True))
+    return [user for user in users if user.pk not in member_ids]
+
+
+def _pool_members_check(*, pool: RaterPool, users: Iterable[User]) -> None:
+    """The one rule for pools: only members of the pool's organisation rate in it. Newcomers join the
+    organisation and the pool together through an invitation link (``invitation_accept``)."""
+    outsiders = _not_members(organization=pool.organization, users=users)
+    if outsiders:
+        names = ", ".join(str(user) for user in outsiders)
+        message = (f"Not members of {pool.organization}: {names}. "
+                   "Invite them to the pool with an invitation link instead.")
+        raise Invalid(message, field_errors={"members": message})
+
+
 @transaction.atomic
 def pool_member_add(*, pool: RaterPool, user: User, actor: User | AnonymousUser | None) -> None:
-    Membership.objects.get_or_create(user=user, organization=pool.organization, defaults={"role": Role.RATER})
+    _pool_members_check(pool=pool, users=[user])
     pool.members.add(user)
-    audit_record(organization=pool.organization, actor=actor, action="pool.member_added", obj=pool,
+    audit_record(organization=pool.organization, actor=actor, action=AuditAction.POOL_MEMBER_ADDED, obj=pool,
                  data={"user": user.pk})
 
 
 @transaction.atomic
 def pool_member_remove(*, pool: RaterPool, user: User, actor: User | AnonymousUser | None) -> None:
     pool.members.remove(user)
-    audit_record(organization=pool.organization, actor=actor, action="pool.member_removed", obj=pool,
+    audit_record(organization=pool.organization, actor=actor, action=AuditAction.POOL_MEMBER_REMOVED, obj=pool,
                  data={"user": user.pk})
 
 
 @transaction.atomic
+def pool_save(*, pool: RaterPool, members: Iterable[User] | None, actor: User | AnonymousUser | None,
+              changed: list[str]) -> RaterPool:
+    """Create or change a pool and, when ``members`` is given, make them its members: each one added
+    or removed is audited, and everyone must already belong to the pool's organisation."""
+    tenant_row_save(obj=pool, actor=actor, changed=changed)
+    if members is not None:
+        wanted = {user.pk: user for user in members}
+        _pool_members_check(pool=pool, users=wanted.values())
+        current = set(pool.members.values_list("pk", flat=True))
+        for pk in sorted(wanted.keys() - current):
+            pool_member_add(pool=pool, user=wanted[pk], actor=actor)
+        for user in get_user_model().objects.filter(pk__in=current - wanted.keys()).order_by("pk"):
+            pool_member_remove(pool=pool, user=user, actor=actor)
+    return pool
+
+
+@transaction.atomic
 def invitation_create(
-    *, pool: RaterPool, actor: User | AnonymousUser | None, email: str = "", max_uses: int = 1
+    *, pool: RaterPool, actor: User | AnonymousUser | None, email: str = "", max_uses: int = 1,
+    expires_at: datetime | None = None,
 ) -> Invitation:
-    invitation = Invitation.objects.create(
+    """An invitation link to ``pool``; its organisation is the pool's."""
+    invitation = Invitation(
         organization=pool.organization, pool=pool, email=email, max_uses=max_uses,
         created_by=actor if actor is not None and actor.is_authenticated else None,
     )
-    audit_record(organization=pool.organization, actor=actor, action="invitation.created", obj=invitation,
-                 data={"pool": pool.pk, "email": email, "max_uses": max_uses})
+    if expires_at is not None:
+        invitation.expires_at = expires_at
+    _full_clean(invitation)
+    invitation.save()
+    audit_record(organization=pool.organization, actor=actor, action=AuditAction.INVITATION_CREATED,
+                 obj=invitation, data={"pool": pool.pk, "email": email, "max_uses": max_uses})
     return invitation
 
 
@@ -165,15 +209,22 @@ def invitation_accept(*, token: str, user: User) -> RaterPool:
         raise InvitationError("This invitation link has expired. Ask your manager for a new one.")
     if invitation.email and invitation.email.lower() != (user.email or "").lower():
         raise InvitationError("This invitation was sent to another email address.")
-    if invitation.pool.members.filter(pk=user.pk).exists():
-        return invitation.pool
+    pool = invitation.pool
+    if pool.members.filter(pk=user.pk).exists():
+        return pool
     claimed = Invitation.objects.filter(pk=invitation.pk, uses__lt=models.F("max_uses")).update(
         uses=models.F("uses") + 1
     )
     if not claimed:
         raise InvitationError("This invitation link has already been used.")
-    pool_member_add(pool=invitation.pool, user=user, actor=user)
-    return invitation.pool
+    # Accepting is how a newcomer joins the organisation (as a rater) and the pool at once.
+    membership, created = Membership.objects.get_or_create(user=user, organization=pool.organization,
+                                                           defaults={"role": Role.RATER})
+    if created:
+        audit_record(organization=pool.organization, actor=user, action=AuditAction.MEMBERSHIP_CREATED,
+                     obj=membership, data={"user": user.pk, "role": Role.RATER, "invitation": invitation.pk})
+    pool_member_add(pool=pool, user=user, actor=user)
+    return pool
 
 
 def user_create(*, email: str, password: str, is_superuser: bool = False) -> User:
@@ -205,7 +256,7 @@ def api_key_create(*, organization: Organization, name: str, scope: str,
         organization=organization, name=name, scope=scope, prefix=prefix, hashed_key=api_key_hash(key),
         created_by=actor if actor is not None and actor.is_authenticated else None,
     )
-    audit_record(organization=organization, actor=actor, action="api_key.created", obj=api_key,
+    audit_record(organization=organization, actor=actor, action=AuditAction.API_KEY_CREATED, obj=api_key,
                  data={"name": name, "scope": scope, "prefix": prefix})
     return api_key, key
 
@@ -213,42 +264,69 @@ def api_key_create(*, organization: Organization, name: str, scope: str,
 @transaction.atomic
 def api_key_revoke(*, api_key: ApiKey, actor: User | AnonymousUser | None) -> None:
     ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-    audit_record(organization=api_key.organization, actor=actor, action="api_key.revoked", obj=api_key)
-
-
-def _leaderboards_of_rater_schedule(*, organization: Organization, rater: User) -> None:
-    """After commit: recompute the leaderboards of every campaign the rater voted in."""
-    from battles.models import Vote
-    from ranking.services import leaderboards_schedule
-
-    campaign_ids = list(Vote.objects.filter(organization=organization, rater=rater)
-                        .values_list("campaign_id", flat=True).distinct())
-
-    def schedule() -> None:
-        for campaign_id in campaign_ids:
-            leaderboards_schedule(campaign_id=campaign_id)
-
-    transaction.on_commit(schedule)
+    audit_record(organization=api_key.organization, actor=actor, action=AuditAction.API_KEY_REVOKED, obj=api_key)
 
 
 @transaction.atomic
 def rater_flag_create(*, organization: Organization, rater: User, reason: str,
                       actor: User | AnonymousUser | None) -> RaterFlag:
     """Flag a rater: their votes stay in the log and leave the leaderboards at the next recompute,
-    which this schedules."""
+    which the ranking app starts on ``hooks.rater_flag_changed``."""
     flag = RaterFlag(organization=organization, rater=rater, reason=reason,
                      created_by=actor if actor is not None and actor.is_authenticated else None)
-    flag.full_clean()
+    _full_clean(flag)
     flag.save()
-    audit_record(organization=organization, actor=actor, action="rater.flagged", obj=flag,
+    audit_record(organization=organization, actor=actor, action=AuditAction.RATER_FLAGGED, obj=flag,
                  data={"rater": rater.pk, "reason": reason})
-    _leaderboards_of_rater_schedule(organization=organization, rater=rater)
+    hooks.send_on_commit(hooks.rater_flag_changed, sender=RaterFlag, organization_id=organization.pk,
+                         rater_id=rater.pk)
     return flag
 
 
 @transaction.atomic
 def rater_flag_remove(*, flag: RaterFlag, actor: User | AnonymousUser | None) -> None:
-    audit_record(organization=flag.organization, actor=actor, action="rater.unflagged", obj=flag,
+    audit_record(organization=flag.organization, actor=actor, action=AuditAction.RATER_UNFLAGGED, obj=flag,
                  data={"rater": flag.rater_id, "reason": flag.reason})
-    _leaderboards_of_rater_schedule(organization=flag.organization, rater=flag.rater)
+    hooks.send_on_commit(hooks.rater_flag_changed, sender=RaterFlag, organization_id=flag.organization_id,
+                         rater_id=flag.rater_id)
     flag.delete()
+
+
+# --- Rows the console edits with no rule of their own ------------------------------------------------
+
+def _full_clean(obj: models.Model, exclude: list[str] | None = None) -> None:
+    try:
+        obj.full_clean(exclude=exclude)
+    except ValidationError as exc:
+        fields = exc.message_dict if hasattr(exc, "error_dict") else {}
+        raise Invalid(" ".join(exc.messages), field_errors=fields) from None
+
+
+def _organization_of(obj: models.Model) -> Organization:
+    return obj if isinstance(obj, Organization) else obj.organization  # type: ignore[attr-defined]
+
+
+@transaction.atomic
+def tenant_row_save(*, obj: models.Model, actor: User | AnonymousUser | None, changed: list[str]) -> models.Model:
+    """Save a tenant-owned row (validated) with its audit row, ``<subject>.created`` or ``.changed``.
+    For rows whose rules are only the model's own; the others have services of their own."""
+    created = obj._state.adding
+    _full_clean(obj, exclude=[f.name for f in obj._meta.many_to_many])
+    obj.save()
+    audit_record(organization=_organization_of(obj), actor=actor,
+                 action=AuditAction.of(obj, "created" if created else "changed"), obj=obj, data={"fields": changed})
+    return obj
+
+
+@transaction.atomic
+def tenant_row_delete(*, obj: models.Model, actor: User | AnonymousUser | None) -> None:
+    """Delete a tenant-owned row with its audit row (``<subject>.deleted``). A row that others still
+    point at (a pool with votes, an endpoint with competitors) is a ``Conflict``, not a crash."""
+    if not isinstance(obj, Organization):  # an organisation's own audit rows go with it
+        audit_record(organization=_organization_of(obj), actor=actor, action=AuditAction.of(obj, "deleted"),
+                     obj=obj, data={"name": str(obj)})
+    try:
+        with transaction.atomic():
+            obj.delete()
+    except models.ProtectedError:
+        raise Conflict(f"{obj} is still in use (it has battles or votes) and cannot be deleted.") from None

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
-from raters.models import Organization, TenantQuerySet
+from raters.models import Organization
+from raters.tenancy import TenantManager
 
 if TYPE_CHECKING:
     from .triton.client import EndpointSpec
@@ -33,7 +34,7 @@ class ModelEndpoint(models.Model):
     timeout_s = models.FloatField(default=60.0, validators=[MinValueValidator(0.1), MaxValueValidator(110.0)])
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "name"], name="endpoint_unique_name")]

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import models, transaction
+from django.db import transaction
 
+from raters.errors import Conflict
+from raters.models import AuditAction
 from raters.services import audit_record
 
+from . import hooks
 from .models import ModelEndpoint
 
 # What a vote's "model" means: once an endpoint has battles these cannot change (the server address
@@ -14,16 +17,13 @@ from .models import ModelEndpoint
 FROZEN_WHEN_USED = ("name", "model_name", "model_version")
 
 
-class EndpointInUse(Exception):
+class EndpointInUse(Conflict):
     pass
 
 
 def endpoint_has_battles(endpoint: ModelEndpoint) -> bool:
-    from battles.models import Battle
-
-    return Battle.objects.filter(
-        models.Q(left__endpoint=endpoint) | models.Q(right__endpoint=endpoint)
-    ).exists()
+    # Battles are the battles app's: it registers the check (serving.hooks), this app cannot import it.
+    return hooks.endpoint_in_use(endpoint)
 
 
 @transaction.atomic
@@ -40,7 +40,7 @@ def endpoint_save(*, endpoint: ModelEndpoint, actor: User | AnonymousUser | None
     endpoint.full_clean()
     endpoint.save()
     audit_record(organization=endpoint.organization, actor=actor,
-                 action="endpoint.created" if created else "endpoint.changed", obj=endpoint,
+                 action=AuditAction.ENDPOINT_CREATED if created else AuditAction.ENDPOINT_CHANGED, obj=endpoint,
                  data={"fields": changed, "model_name": endpoint.model_name, "model_version": endpoint.model_version,
                        "url": endpoint.url})
     return endpoint

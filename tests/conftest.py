@@ -25,6 +25,7 @@ from hypothesis import settings as hypothesis_settings
 
 from battles.models import Campaign, Competitor
 from raters.models import Organization, RaterPool, Role
+from raters.tenancy import scopes_disabled
 from serving.models import ModelEndpoint
 from serving.triton.server import TritonServer
 
@@ -65,6 +66,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "so `-m \"not triton\"` would start Triton; add @pytest.mark.triton (or pytestmark):\n  "
             + "\n  ".join(unmarked)
         )
+
+
+@pytest.fixture(autouse=True)
+def tenant_scopes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Test bodies and fixtures arrange and inspect rows of several organisations at once, so they run
+    with scopes disabled (as pretix's suite does); the code under test opens its own scope at its edge
+    (a request, a task, a command), which re-enables enforcement inside it. A test marked
+    ``tenant_scoped`` runs with no scope at all, as production code outside an edge would."""
+    if request.node.get_closest_marker("tenant_scoped"):
+        yield
+        return
+    with scopes_disabled():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -184,7 +198,8 @@ def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped
     page = client.get(response["Location"])
     assert page.status_code == 200
     battle_id = resolve(response["Location"]).kwargs["battle_id"]
-    return Battle.objects.get(pk=battle_id), page
+    with scopes_disabled():
+        return Battle.objects.get(pk=battle_id), page
 
 
 @pytest.fixture

@@ -51,6 +51,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    # Every request runs inside its principal's tenant scope (an unscoped tenant query raises).
+    "raters.middleware.TenantScopeMiddleware",
     "django_ratelimit.middleware.RatelimitMiddleware",
 ]
 
@@ -149,6 +151,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Services' domain errors (raters.errors) become JSON with their status, mapped in one place.
+    "EXCEPTION_HANDLER": "arena.http.api_exception_handler",
 }
 
 RATELIMIT_VIEW = "battles.views.ratelimited"

@@ -287,8 +287,35 @@ def topic_of(prompt: str, max_words: int = 8) -> str:
     return topic or "your question"
 
 
+# Openings and closings are shared by every contestant and drawn with the same probabilities, so how
+# an answer starts or ends says nothing about which model wrote it (a fixed opening phrase is the
+# classic identity leak of an arena). Each opening restates the prompt's topic, so the first words of
+# an answer come from the prompt and the shared pool, not from the model's corpus.
+OPENINGS = (
+    "Here is a short answer about {topic}.",
+    "A few thoughts on {topic} to start with.",
+    "Let us look at {topic} step by step.",
+    "There are several ways to think about {topic}.",
+    "The question of {topic} has a simple core.",
+    "To answer {topic}, it helps to start small.",
+    "Good question: {topic} is worth a closer look.",
+    "When it comes to {topic}, a few points matter.",
+    "It is easy to overthink {topic}, so here goes.",
+    "My take on {topic} comes down to this.",
+    "Start with the basics of {topic} and build up.",
+    "Thinking about {topic} starts with one idea.",
+    "{Topic} is a fair thing to ask about.",
+    "{Topic} can be explained in a few lines.",
+)
+CLOSINGS = ("In short,", "To sum up,", "Overall,", "All in all,", "The main point:", "Put simply,")
+CLOSING_RATE = 0.35
+
+
 class Contestant:
-    """An n-gram model plus an answer style: `plain`, `paragraphs` or `markdown`."""
+    """An n-gram model plus an answer-style *tendency*: `plain` (one short paragraph), `paragraphs`
+    (longer, two or three paragraphs) or `markdown` (often a section header, bullet lists, bold and now
+    and then a code block). The tendencies make the platform's style features vary between
+    contestants; none of them is a fixed phrase."""
 
     STYLES = ("plain", "paragraphs", "markdown")
 
@@ -314,32 +341,54 @@ class Contestant:
             first = first or self.model.sentence_start(plan)
             return " ".join(self.model.sentence(rng, request.temperature, request.top_p, first, seen))
 
+        template = OPENINGS[plan.randrange(len(OPENINGS))]
+        opening = template.format(topic=topic, Topic=topic[:1].upper() + topic[1:])
+        closing = CLOSINGS[plan.randrange(len(CLOSINGS))] if plan.random() < CLOSING_RATE else None
         if self.style == "plain":
             body = [sentence(opener)] + [sentence() for _ in range(plan.randint(1, 3))]
-            text = f"On {topic}: " + " ".join(body)
+            text = " ".join([opening, *body])
+            if closing:
+                text += " " + _closing(closing, sentence())
         elif self.style == "paragraphs":
             first = [sentence(opener)] + [sentence() for _ in range(plan.randint(1, 2))]
-            second = [sentence() for _ in range(plan.randint(1, 3))]
-            text = f"You asked about {topic}. " + " ".join(first) + "\n\n" + " ".join(second)
+            paragraphs = [" ".join([opening, *first])]
+            for _ in range(plan.randint(1, 2)):
+                paragraphs.append(" ".join(sentence() for _ in range(plan.randint(2, 3))))
+            if closing:
+                paragraphs[-1] += " " + _closing(closing, sentence())
+            text = "\n\n".join(paragraphs)
         else:
-            text = self._markdown(topic, opener, plan, sentence)
+            text = self._markdown(opening, opener, closing, plan, sentence)
         return _truncate(text, request.max_tokens)
 
-    @staticmethod
-    def _markdown(topic: str, opener: str | None, plan: random.Random, sentence: Any) -> str:
-        intro = sentence(opener).split()
-        # Bold the longest word of the intro: a visible, deterministic bit of emphasis.
-        longest = max(range(len(intro)), key=lambda i: (len(intro[i].strip(".,;:")), -i))
-        word = intro[longest]
+    def _markdown(self, opening: str, opener: str | None, closing: str | None, plan: random.Random,
+                  sentence: Any) -> str:
+        # The opening paragraph is plain, as every contestant's is; the markup follows it.
+        parts = [" ".join([opening, sentence(opener)])]
+        if plan.random() < 0.6:
+            heading = sentence().rstrip(".!?").split()[: plan.randint(2, 4)]
+            parts.append("## " + " ".join(w.strip("*_`#") for w in heading if w.strip("*_`#")))
+        detail = sentence().split()
+        # Bold the longest word of a sentence: a visible, deterministic bit of emphasis.
+        longest = max(range(len(detail)), key=lambda i: (len(detail[i].strip(".,;:")), -i))
+        word = detail[longest]
         trail = word[len(word.rstrip(".,;:!?")) :]
         core = word[: len(word) - len(trail)].strip("*_`") or word
-        intro[longest] = f"**{core}**{trail}"
-        parts = [f"## {topic[:1].upper() + topic[1:]}", " ".join(intro)]
-        parts.append("\n".join(f"- {sentence()}" for _ in range(plan.randint(2, 4))))
-        if plan.random() < 0.4:
-            parts.append("```python\nimport this\n```")
-        parts.append(f"**In short:** {sentence()}")
+        detail[longest] = f"**{core}**{trail}"
+        parts.append(" ".join(detail))
+        if plan.random() < 0.8:
+            parts.append("\n".join(f"- {sentence()}" for _ in range(plan.randint(2, 4))))
+        if plan.random() < 0.25:
+            words = [w.strip(".,;:!?\"'`*").lower() for w in sentence().split()[:3]]
+            name = "_".join(w for w in words if w.isidentifier()) or "example"
+            parts.append(f"```python\n{name} = {plan.randint(2, 99)}\n```")
+        if closing:
+            parts.append(_closing(f"**{closing}**", sentence()))
         return "\n\n".join(parts)
+
+
+def _closing(lead: str, sentence: str) -> str:
+    return f"{lead} {sentence[:1].lower() + sentence[1:]}"
 
 
 def _truncate(text: str, max_tokens: int) -> Answer:

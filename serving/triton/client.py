@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["EndpointSpec", "GenerationResult", "SamplingParams", "generate", "generate_pair"]
+__all__ = ["EndpointSpec", "GenerationResult", "SamplingParams", "generate", "generate_pair", "model_readiness"]
 
 Protocol = Literal["grpc", "http"]
 FINISH_REASONS = ("stop", "length")
@@ -262,3 +262,50 @@ def generate_pair(
     left_result, right_result = results
     assert left_result is not None and right_result is not None
     return left_result, right_result
+
+
+# A readiness check runs inside a manager's request: it must answer quickly even when the endpoint's
+# own (generation) timeout is a minute.
+READINESS_TIMEOUT_S = 5.0
+_READINESS_PHRASES = {
+    "timeout": "no answer within {timeout:g} s",
+    "unreachable": "server unreachable",
+    "not_served": "model not served",
+    "error": "no readiness answer (is this a Triton server?)",
+}
+
+
+def model_readiness(endpoint: EndpointSpec) -> str:
+    """Ask the endpoint's server whether its model (at its version) is ready to serve: "" when it is,
+    else one line saying why not (unreachable, not loaded). Never raises.
+
+    The line is built from the failure's kind only, never from what the server sent back: the address
+    is typed by a manager, and echoing another service's answer would make this a probe of the network."""
+    timeout = min(endpoint.timeout_s, READINESS_TIMEOUT_S)
+    where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
+    client: Any = None
+    try:
+        if endpoint.protocol == "grpc":
+            import tritonclient.grpc as grpc_module
+
+            client = grpc_module.InferenceServerClient(endpoint.url)
+            ready = client.is_model_ready(endpoint.model_name, endpoint.model_version, client_timeout=timeout)
+        elif endpoint.protocol == "http":
+            import tritonclient.http as http_module
+
+            client = http_module.InferenceServerClient(
+                endpoint.url, connection_timeout=timeout, network_timeout=timeout
+            )
+            ready = client.is_model_ready(endpoint.model_name, endpoint.model_version)
+        else:
+            return f"{where}: unknown protocol {endpoint.protocol!r}"
+    except Exception as exc:  # unreachable server, bad address: a warning for the manager, not a crash
+        kind = _failure(exc, endpoint, 0.0).error_kind
+        return f"{where}: {_READINESS_PHRASES.get(kind, _READINESS_PHRASES['error']).format(timeout=timeout)}"
+    finally:
+        if client is not None:
+            try:
+                client.close()
+            except Exception:
+                pass
+    return "" if ready else f"{where}: the server is up but the model is not ready (not loaded?)"

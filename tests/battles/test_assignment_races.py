@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from battles import services
 from battles.models import Battle, Vote
+from raters.tenancy import principal_scope
 from tests.conftest import start_battle
 
 
@@ -26,7 +27,8 @@ def test_concurrent_next_requests_share_one_battle(vote_log_purge, acme, bob, tr
     def ask() -> None:
         try:
             barrier.wait()
-            assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
+            with principal_scope(bob):  # a thread is its own edge: it opens the rater's scope
+                assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
             result = str(assignment.battle.pk)
         except services.NothingToRate:
             result = "still generating"

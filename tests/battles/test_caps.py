@@ -147,13 +147,14 @@ def test_a_duplicate_prompt_in_the_pool_is_not_shown_twice_to_one_rater(acme, bo
 @pytest.mark.triton
 def test_prompt_hash_cap_applies_across_raters(acme, bob_client, triton_server):
     from tests.conftest import login
-    from tests.factories import UserFactory
+    from tests.factories import MembershipFactory, UserFactory
 
     only = Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0]
     Prompt.objects.filter(campaign=acme.campaign).exclude(pk=only.pk).delete()
     Campaign.objects.filter(pk=acme.campaign.pk).update(prompt_hash_cap=1)
     _vote_n(bob_client, acme.campaign, 1)
     other = UserFactory()
+    MembershipFactory(user=other, organization=acme.organization, role="rater")
     acme.pool.members.add(other)
     response = login(other).post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 409 and "no more prompts" in response.content.decode()

@@ -9,6 +9,7 @@ from django.db import connection
 
 from battles.models import Battle, Vote
 from battles.services import VoteRejected, vote_submit
+from raters.tenancy import principal_scope
 from tests.conftest import start_battle
 
 
@@ -24,7 +25,8 @@ def test_concurrent_votes_on_one_battle_store_exactly_one(vote_log_purge, acme, 
     def submit(choice: str) -> None:
         try:
             barrier.wait()
-            vote_submit(battle_id=battle.pk, user=bob, choice=choice)
+            with principal_scope(bob):  # a thread is its own edge: it opens the rater's scope
+                vote_submit(battle_id=battle.pk, user=bob, choice=choice)
             result = "stored"
         except VoteRejected:
             result = "rejected"

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 
 from raters import services
+from raters.errors import Conflict, PermissionDenied
 from raters.models import AuditEvent, Membership, Role
 from tests.factories import UserFactory
 
@@ -93,7 +94,7 @@ def test_bulk_delete_is_not_offered(acme, alice_client):
 
 def test_manager_cannot_add_a_manager_but_can_add_a_rater(acme, dave):
     newcomer = UserFactory.create(email="erin@acme.test")
-    with pytest.raises(services.MembershipError, match="Only an owner"):
+    with pytest.raises(PermissionDenied, match="Only an owner"):
         services.membership_set(organization=acme.organization, user=newcomer, role=Role.MANAGER, actor=dave)
     assert not Membership.objects.filter(user=newcomer).exists()
     services.membership_set(organization=acme.organization, user=newcomer, role=Role.RATER, actor=dave)
@@ -103,9 +104,9 @@ def test_manager_cannot_add_a_manager_but_can_add_a_rater(acme, dave):
 def test_services_keep_the_last_owner_whoever_asks(acme, alice):
     admin = UserFactory.create(email="root@platform.test", is_superuser=True)
     for actor in (alice, admin, None):
-        with pytest.raises(services.MembershipError, match="last owner"):
+        with pytest.raises(Conflict, match="last owner"):
             services.membership_set(organization=acme.organization, user=alice, role=Role.RATER, actor=actor)
-        with pytest.raises(services.MembershipError, match="last owner"):
+        with pytest.raises(Conflict, match="last owner"):
             services.membership_remove(organization=acme.organization, user=alice, actor=actor)
     assert membership(alice, acme).role == Role.OWNER
 

@@ -35,7 +35,7 @@ def test_flag_and_unflag_through_the_console(acme, bob, bob_client, alice_client
 def test_recompute_action_queues_a_task(acme, alice_client, monkeypatch, django_capture_on_commit_callbacks):
     queued: list[int] = []
     monkeypatch.setattr("ranking.tasks.leaderboards_recompute_task.delay",
-                        lambda campaign_id: queued.append(campaign_id))
+                        lambda campaign_id, organization_id: queued.append(campaign_id))
     with django_capture_on_commit_callbacks(execute=True):
         response = alice_client.post(reverse("admin:battles_campaign_changelist"), {
             "action": "recompute_leaderboards", "_selected_action": [acme.campaign.pk]})

@@ -126,14 +126,18 @@ def test_zero_max_tokens_is_a_clear_error_not_a_crash(triton_server):
 
 
 def test_styles_differ_between_contestants(triton_server):
-    markdown = _call(triton_server, "docs-markdown").text
+    """Through Triton, over a few prompts (markup is a tendency, not a fixed layout; the rates are
+    measured over 200 prompts in test_ngram_signatures.py)."""
+    prompts = [PROMPT, "Explain binary search in sorted lists", "How do I write a good commit message?",
+               "What causes the seasons on Earth?", "Describe the water cycle."]
+    markdown = "\n\n".join(_call(triton_server, "docs-markdown", prompt=p).text for p in prompts)
     assert re.search(r"^## \S", markdown, re.MULTILINE)
     assert re.search(r"^- \S", markdown, re.MULTILINE)
     assert "**" in markdown
     for plain_model in ("zen-bigram", "stdlib-trigram"):
-        plain = _call(triton_server, plain_model).text
-        assert not re.search(r"^(#+ |- )", plain, re.MULTILINE)
-    assert "\n\n" in _call(triton_server, "stdlib-trigram").text  # two paragraphs
+        for prompt in prompts:
+            assert not re.search(r"^(#+ |- )", _call(triton_server, plain_model, prompt=prompt).text, re.MULTILINE)
+    assert "\n\n" in _call(triton_server, "stdlib-trigram").text  # two paragraphs or more
     assert "\n" not in _call(triton_server, "zen-bigram").text  # one paragraph
 
 
