@@ -165,6 +165,8 @@ ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
 ARENA_TRITON_HTTP_PORT = env_int("ARENA_TRITON_HTTP_PORT", 8500, minimum=1)
 ARENA_TRITON_GRPC_PORT = env_int("ARENA_TRITON_GRPC_PORT", 8501, minimum=1)
 ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
+# The Triton server's own virtual environment (nvidia-pytriton, numpy<2), made by scripts/bootstrap.
+ARENA_TRITON_ENV = Path(env_str("ARENA_TRITON_ENV", "") or BASE_DIR / ".venv-triton").expanduser()
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 # Behind a TLS-terminating proxy (docker/: put one in front of web) the app must trust its header, or
