@@ -1,7 +1,13 @@
-"""The shared world of the suite: a real Triton server for the session, and three people.
+"""The shared world of the suite: three people, two tenants, and a real Triton server for the tests
+that generate answers.
 
 alice owns and manages Acme; bob rates for Acme; charlie belongs to Globex, another tenant, and must
-never see anything of Acme's (healthchecks' alice/bob/charlie)."""
+never see anything of Acme's (healthchecks' alice/bob/charlie).
+
+The base world needs no model server: the tenants' endpoints point at MODEL_SERVER_URL, where nothing
+listens. A test that generates answers requests `triton_server` (which starts one real Triton for the
+session) and carries the `triton` marker; then the tenants' endpoints point at that server. The
+marker is enforced at collection, so `pytest -m "not triton"` never starts Triton."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
+from django.urls import resolve, reverse
 from hypothesis import settings as hypothesis_settings
 
 from battles.models import Campaign, Competitor
@@ -40,6 +47,25 @@ hypothesis_settings.register_profile("dev", deadline=None)
 hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 TEST_MODEL_REPOSITORY = Path(__file__).parent / "serving" / "model_repository"
+# Where the base world's endpoints point: nothing listens on the discard port, so a test that
+# generates answers without the Triton server fails at once (a voided battle), not after a timeout.
+MODEL_SERVER_URL = "127.0.0.1:9"
+TRITON_FIXTURE = "triton_server"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects anything: every collected test is checked
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unmarked = [
+        item.nodeid
+        for item in items
+        if TRITON_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker("triton") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            f"these tests use the Triton server (fixture {TRITON_FIXTURE!r}) but lack the `triton` marker, "
+            "so `-m \"not triton\"` would start Triton; add @pytest.mark.triton (or pytestmark):\n  "
+            + "\n  ".join(unmarked)
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -57,14 +83,28 @@ def tenant_scopes(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def triton_server() -> Iterator[TritonServer]:
-    """One real Triton server (the nvidia-pytriton binary) for the whole session, with the shipped
-    models and the test-only ones (delays, broken output, failures)."""
-    server = TritonServer(model_repositories=[Path(settings.ARENA_MODEL_REPOSITORY), TEST_MODEL_REPOSITORY])
+    """One real Triton server (the nvidia-pytriton binary, from the Triton environment) for the whole
+    session, with the shipped models and the test-only ones (delays, broken output, failures).
+    Only for tests marked `triton`."""
+    server = TritonServer(
+        model_repositories=[Path(settings.ARENA_MODEL_REPOSITORY), TEST_MODEL_REPOSITORY],
+        environment=settings.ARENA_TRITON_ENV,
+    )
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def model_server_url(request: pytest.FixtureRequest) -> str:
+    """The address the tenants' endpoints use: the session's Triton server (gRPC) for a test that
+    uses it, else MODEL_SERVER_URL."""
+    if TRITON_FIXTURE in request.fixturenames:
+        server: TritonServer = request.getfixturevalue(TRITON_FIXTURE)
+        return server.grpc_url
+    return MODEL_SERVER_URL
 
 
 @dataclass
@@ -76,7 +116,7 @@ class Tenant:
     right: Competitor
 
 
-def make_tenant(*, owner: User, rater: User, triton: TritonServer, name: str, prompts: int = 8,
+def make_tenant(*, owner: User, rater: User, model_server_url: str, name: str, prompts: int = 8,
                 models: tuple[str, str] = ("zen-bigram", "stdlib-trigram")) -> Tenant:
     organization = OrganizationFactory.create(name=name, slug=name.lower())
     MembershipFactory.create(user=owner, organization=organization, role=Role.OWNER)
@@ -89,7 +129,7 @@ def make_tenant(*, owner: User, rater: User, triton: TritonServer, name: str, pr
     competitors = []
     for model in models:
         endpoint = ModelEndpointFactory.create(organization=organization, name=f"{name}-{model}",
-                                               url=triton.grpc_url, model_name=model)
+                                               url=model_server_url, model_name=model)
         competitors.append(CompetitorFactory.create(campaign=campaign, endpoint=endpoint, version_label="2026-11"))
     for _ in range(prompts):
         PromptFactory.create(campaign=campaign)
@@ -112,14 +152,14 @@ def charlie(db: None) -> User:
 
 
 @pytest.fixture
-def acme(alice: User, bob: User, triton_server: TritonServer) -> Tenant:
-    return make_tenant(owner=alice, rater=bob, triton=triton_server, name="Acme")
+def acme(alice: User, bob: User, model_server_url: str) -> Tenant:
+    return make_tenant(owner=alice, rater=bob, model_server_url=model_server_url, name="Acme")
 
 
 @pytest.fixture
-def globex(charlie: User, triton_server: TritonServer) -> Tenant:
+def globex(charlie: User, model_server_url: str) -> Tenant:
     """charlie owns Globex and also rates in it: a fully privileged user, of the wrong tenant."""
-    return make_tenant(owner=charlie, rater=charlie, triton=triton_server, name="Globex")
+    return make_tenant(owner=charlie, rater=charlie, model_server_url=model_server_url, name="Globex")
 
 
 def login(user: User) -> Client:
@@ -153,11 +193,11 @@ def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped
     """Ask for the next battle as a rater does and open it (which stamps 'shown')."""
     from battles.models import Battle
 
-    response = client.post(f"/c/{campaign.pk}/next/")
+    response = client.post(reverse("battles:next", args=[campaign.pk]))
     assert response.status_code == 302, response.content.decode()[:2000]
     page = client.get(response["Location"])
     assert page.status_code == 200
-    battle_id = response["Location"].rstrip("/").split("/")[-1]
+    battle_id = resolve(response["Location"]).kwargs["battle_id"]
     with scopes_disabled():
         return Battle.objects.get(pk=battle_id), page
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from celery.app.task import Task
 from django.db import transaction
+from django.urls import reverse
 
 from battles import hooks as battle_hooks
 from battles import services as battle_services
@@ -29,6 +30,8 @@ def sent(monkeypatch):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.django_db
+@pytest.mark.triton
+@pytest.mark.usefixtures("triton_server")
 def test_a_stored_vote_is_announced_after_commit_and_ranking_schedules_a_recompute(
         acme, bob, bob_client, sent, django_capture_on_commit_callbacks):
     battle, _ = start_battle(bob_client, acme.campaign)
@@ -66,6 +69,8 @@ def test_a_rolled_back_change_announces_nothing(acme, sent, django_capture_on_co
 
 
 @pytest.mark.django_db
+@pytest.mark.triton
+@pytest.mark.usefixtures("triton_server")
 def test_a_failing_receiver_does_not_fail_the_vote(acme, bob_client, monkeypatch, django_capture_on_commit_callbacks):
     def broker_down(campaign_id):  # type: ignore[no-untyped-def]
         raise ConnectionError("broker down")
@@ -73,16 +78,18 @@ def test_a_failing_receiver_does_not_fail_the_vote(acme, bob_client, monkeypatch
     monkeypatch.setattr("ranking.services.leaderboards_schedule", broker_down)
     battle, _ = start_battle(bob_client, acme.campaign)
     with django_capture_on_commit_callbacks(execute=True):
-        response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "tie"})
+        response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie"})
     assert response.status_code == 302
     assert Vote.objects.filter(battle=battle).exists()
 
 
 @pytest.mark.django_db
+@pytest.mark.triton
+@pytest.mark.usefixtures("triton_server")
 def test_a_flag_change_schedules_the_campaigns_the_rater_voted_in(acme, bob, bob_client, sent,
                                                                   django_capture_on_commit_callbacks):
     battle, _ = start_battle(bob_client, acme.campaign)
-    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     sent.clear()
     with django_capture_on_commit_callbacks(execute=True):
         rater_hooks.send_on_commit(rater_hooks.rater_flag_changed, sender=None,

@@ -40,7 +40,8 @@ def _policy(response) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.django_db
-def test_every_page_carries_a_policy_without_inline_script(acme, bob_client, alice_client, client):
+@pytest.mark.triton
+def test_every_page_carries_a_policy_without_inline_script(triton_server, acme, bob_client, alice_client, client):
     battle, page = start_battle(bob_client, acme.campaign)
     pages = {"battle": page, "campaigns": bob_client.get("/"), "login": client.get("/accounts/login/"),
              "signup": client.get("/accounts/signup/"), "console": alice_client.get("/admin/"),

@@ -208,6 +208,8 @@ ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
 ARENA_TRITON_HTTP_PORT = env_int("ARENA_TRITON_HTTP_PORT", 8500, minimum=1)
 ARENA_TRITON_GRPC_PORT = env_int("ARENA_TRITON_GRPC_PORT", 8501, minimum=1)
 ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
+# The Triton server's own virtual environment (nvidia-pytriton, numpy<2), made by scripts/bootstrap.
+ARENA_TRITON_ENV = Path(env_str("ARENA_TRITON_ENV", "") or BASE_DIR / ".venv-triton").expanduser()
 # Which internal model servers a tenant's endpoint may name (arena/outbound.py): host names, addresses
 # or networks, each optionally with a port. Any other host must resolve to public addresses only, so a
 # manager cannot make the server call loopback, private ranges or link-local (metadata) addresses.

@@ -1,5 +1,11 @@
 """Run the `tritonserver` binary shipped in the `nvidia-pytriton` wheel as a child process.
 
+The server runs from its own virtual environment (`.venv-triton` at the repository root, created by
+`scripts/bootstrap`; elsewhere with `ARENA_TRITON_ENV`), never from the app's: the wheel pins
+numpy<2, and the Python-backend models run on that environment's interpreter and packages, just as
+they run inside Triton's own container in production. This module only needs the standard library
+to start it; the environment is inspected by asking its interpreter (`TritonEnvironment.locate`).
+
 Why not `pytriton.triton.Triton`? PyTriton serves Python callables through its own proxy models;
 Arena wants an ordinary Triton model repository (`config.pbtxt` + `1/model.py`) served exactly the
 way a GPU deployment serves one, so that the client code is the same against both. This module does
@@ -7,17 +13,19 @@ the few things PyTriton does to make its bundled binary work, and nothing more:
 
 * The Python-backend stub is shipped per Python version (`python_backend_stubs/3.X/`); Triton looks
   for it next to `libtriton_python.so`, so a private copy of the backends folder is assembled in a
-  temporary workspace with the stub matching the running interpreter.
-* The stub links `libpython3.X.so` dynamically. The interpreter's own `LIBDIR` must come first on
+  temporary workspace with the stub matching the Triton environment's interpreter.
+* The stub links `libpython3.X.so` dynamically. That interpreter's own `LIBDIR` must come first on
   `LD_LIBRARY_PATH`, or the stub may pick up a different patch release of libpython from the system
   and fail while loading a model (`'_thread.RLock' object has no attribute '_recursion_count'`).
   The wheel's `nvidia_pytriton.libs` comes next because the copied stub's `$ORIGIN` rpath no longer
   points at it.
-* The embedded interpreter locates its prefix by searching `PATH` for `python3`, so the running
-  environment's `bin/` goes first on `PATH`; that is how models see the virtualenv's packages.
+* The embedded interpreter locates its prefix by searching `PATH` for `python3`, so the Triton
+  environment's `bin/` goes first on `PATH`; that is how models see that environment's packages
+  (its numpy, not the app's).
 
-Everything binds to 127.0.0.1: the server is for this machine only; put a real deployment behind
-its own network configuration.
+Everything binds to 127.0.0.1 by default: the server is for this machine only. The Triton container
+(docker/Dockerfile.triton) runs this same module with `--address 0.0.0.0`, because there the
+container's private network is the boundary.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import argparse
 import contextlib
 import ctypes
 import ctypes.util
+import json
 import os
 import re
 import shutil
@@ -33,17 +42,25 @@ import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["TritonServer", "TritonServerError", "main", "pytriton_dist_dir"]
+__all__ = [
+    "TRITON_ENV_VARIABLE",
+    "TritonEnvironment",
+    "TritonEnvironmentError",
+    "TritonServer",
+    "TritonServerError",
+    "default_triton_environment",
+    "main",
+]
 
 # Python backend shared-memory sizes, as PyTriton sets them: the backend's 64 MiB default region per
 # model instance is wasteful for text models; the region grows on demand.
@@ -59,15 +76,93 @@ class TritonServerError(RuntimeError):
     """The server could not be started (or died while starting); the message holds its log tail."""
 
 
-def pytriton_dist_dir() -> Path:
-    """Folder `.../site-packages/pytriton/tritonserver` (bin/, backends/, caches/, stubs)."""
-    import pytriton  # local import: only needed to locate files, keeps module import cheap
-
-    return Path(pytriton.__file__).resolve().parent / "tritonserver"
+class TritonEnvironmentError(TritonServerError):
+    """The Triton environment is missing or incomplete; the message says what to do."""
 
 
-def _pytriton_libs_dir() -> Path:
-    return pytriton_dist_dir().parent.parent / "nvidia_pytriton.libs"
+TRITON_ENV_VARIABLE = "ARENA_TRITON_ENV"
+_REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+_SETUP_HINT = (
+    f"create it with scripts/bootstrap, or point {TRITON_ENV_VARIABLE} at a virtual environment holding nvidia-pytriton"
+)
+
+# Run by the Triton environment's interpreter: where its libpython and the pytriton package are.
+# find_spec, not import: importing pytriton pulls in its whole client stack for nothing.
+_PROBE = """
+import importlib.util, json, sys, sysconfig
+spec = importlib.util.find_spec("pytriton")
+print(json.dumps({
+    "version": "%d.%d" % sys.version_info[:2],
+    "libdir": sysconfig.get_config_var("LIBDIR") or "",
+    "pytriton": list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else [],
+}))
+"""
+
+
+def default_triton_environment() -> Path:
+    """`$ARENA_TRITON_ENV`, else `.venv-triton` at the repository root (where scripts/bootstrap puts it)."""
+    raw = os.environ.get(TRITON_ENV_VARIABLE, "").strip()
+    return Path(raw).expanduser() if raw else _REPOSITORY_ROOT / ".venv-triton"
+
+
+@dataclass(frozen=True)
+class TritonEnvironment:
+    """A virtual environment holding nvidia-pytriton: its interpreter and the server's files."""
+
+    root: Path
+    python: Path
+    python_version: str  # "3.11": picks the matching Python-backend stub
+    libdir: Path | None  # the interpreter's sysconfig LIBDIR, where its libpython3.X.so lives
+    dist: Path  # .../site-packages/pytriton/tritonserver (bin/, backends/, caches/, stubs)
+
+    @property
+    def libs(self) -> Path:
+        """The wheel's bundled shared libraries (`nvidia_pytriton.libs`, next to the package)."""
+        return self.dist.parent.parent / "nvidia_pytriton.libs"
+
+    @property
+    def tritonserver(self) -> Path:
+        return self.dist / "bin" / "tritonserver"
+
+    @property
+    def stub(self) -> Path:
+        return self.dist / "python_backend_stubs" / self.python_version / "triton_python_backend_stub"
+
+    @classmethod
+    def locate(cls, root: Path | str | None = None) -> TritonEnvironment:
+        """Inspect the environment at `root` (default: `default_triton_environment()`); raises
+        TritonEnvironmentError, saying what is missing and how to create it, when it is not usable."""
+        root = Path(root).expanduser() if root is not None else default_triton_environment()
+        root = root.absolute()  # not resolve(): a venv's bin/python is a symlink out of the venv
+        python = root / "bin" / "python"
+        if not (python.is_file() and os.access(python, os.X_OK)):
+            raise TritonEnvironmentError(f"no Triton environment at {root} (no {python}): {_SETUP_HINT}")
+        try:
+            # -I: the probe must see the Triton environment alone, not the caller's PYTHONPATH.
+            probe = subprocess.run(
+                [str(python), "-I", "-c", _PROBE], capture_output=True, text=True, timeout=60, check=True
+            )
+            facts = json.loads(probe.stdout)
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            detail = getattr(exc, "stderr", None) or exc
+            raise TritonEnvironmentError(f"the Triton environment's interpreter {python} failed: {detail}") from exc
+        if not facts["pytriton"]:
+            raise TritonEnvironmentError(f"the Triton environment {root} has no nvidia-pytriton: {_SETUP_HINT}")
+        env = cls(
+            root=root,
+            python=python,
+            python_version=facts["version"],
+            libdir=Path(facts["libdir"]) if facts["libdir"] else None,
+            dist=Path(facts["pytriton"][0]) / "tritonserver",
+        )
+        if not env.tritonserver.is_file():
+            raise TritonEnvironmentError(f"{env.tritonserver} is missing: nvidia-pytriton in {root} is incomplete")
+        if not env.stub.is_file():
+            raise TritonEnvironmentError(
+                f"nvidia-pytriton ships no Python-backend stub for Python {env.python_version} "
+                f"(the interpreter of {root}): recreate it with another Python (PYTHON=python3.X scripts/bootstrap)"
+            )
+        return env
 
 
 def _free_port(avoid: int | None = None) -> int:
@@ -115,6 +210,10 @@ class TritonServer:
 
     The server gets SIGTERM from the kernel when the *thread* that started it exits (see
     `_die_with_parent`), so start it from a long-lived thread (the main thread, normally).
+
+    `environment` is the Triton virtual environment (default: `default_triton_environment()`); a
+    missing or incomplete one makes `start()` raise TritonEnvironmentError. `address` is the one
+    the server binds to; the URLs below always use loopback, which reaches it either way.
     """
 
     def __init__(
@@ -128,6 +227,8 @@ class TritonServer:
         startup_timeout_s: float = 60.0,
         exit_timeout_s: int = 5,
         stop_grace_s: float = 10.0,
+        environment: Path | str | None = None,
+        address: str = "127.0.0.1",
     ) -> None:
         if not model_repositories:
             raise ValueError("at least one model repository is required")
@@ -143,6 +244,10 @@ class TritonServer:
         self.startup_timeout_s = startup_timeout_s
         self.exit_timeout_s = exit_timeout_s
         self.stop_grace_s = stop_grace_s
+        # Located at start (it runs the environment's interpreter once); None: the default place.
+        self.environment_root = Path(environment) if environment is not None else default_triton_environment()
+        self._environment: TritonEnvironment | None = None
+        self.address = address
         self._process: subprocess.Popen[bytes] | None = None
         self._workspace: Path | None = None
         self._log_file: Path | None = None
@@ -211,6 +316,8 @@ class TritonServer:
         with self._lock:
             if self.is_running():
                 raise RuntimeError(f"server already running (pid {self.pid})")
+            if self._environment is None:
+                self._environment = TritonEnvironment.locate(self.environment_root)
             attempts = 1 if all(p is not None for p in self._requested_ports[:2]) else 3
             for attempt in range(attempts):
                 try:
@@ -245,7 +352,7 @@ class TritonServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self._environment(),
+                env=self._process_environment(),
                 cwd=self._workspace,
                 # Own session and process group: a Ctrl-C in the terminal reaches only us (and we
                 # stop the server), and stop() can signal the server's model stubs as one group.
@@ -255,21 +362,17 @@ class TritonServer:
         self._wait_ready()
 
     def _prepare_backends(self, workspace: Path) -> Path:
-        dist = pytriton_dist_dir()
-        version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        stub = dist / "python_backend_stubs" / version / "triton_python_backend_stub"
-        if not stub.is_file():
-            raise TritonServerError(f"nvidia-pytriton ships no Python-backend stub for Python {version}")
+        assert self._environment is not None
         backends = workspace / "backends"
-        shutil.copytree(dist / "backends", backends, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy2(stub, backends / "python" / "triton_python_backend_stub")
+        shutil.copytree(self._environment.dist / "backends", backends, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(self._environment.stub, backends / "python" / "triton_python_backend_stub")
         return backends
 
     def _command(self, backends_dir: Path) -> list[str]:
-        assert self._workspace is not None
-        dist = pytriton_dist_dir()
+        assert self._workspace is not None and self._environment is not None
+        dist = self._environment.dist
         cmd = [
-            str(dist / "bin" / "tritonserver"),
+            str(self._environment.tritonserver),
             "--model-control-mode=none",
             "--strict-readiness=true",
             "--exit-on-error=true",
@@ -278,10 +381,10 @@ class TritonServer:
             f"--backend-directory={backends_dir}",
             f"--cache-directory={dist / 'caches'}",
             "--allow-http=true",
-            "--http-address=127.0.0.1",
+            f"--http-address={self.address}",
             f"--http-port={self.http_port}",
             "--allow-grpc=true",
-            "--grpc-address=127.0.0.1",
+            f"--grpc-address={self.address}",
             f"--grpc-port={self.grpc_port}",
             f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
             f"--backend-config=python,shm-default-byte-size={_SHM_DEFAULT_BYTES}",
@@ -293,20 +396,25 @@ class TritonServer:
             cmd += [
                 "--allow-metrics=true",
                 "--allow-gpu-metrics=false",
-                "--metrics-address=127.0.0.1",
+                f"--metrics-address={self.address}",
                 f"--metrics-port={self.metrics_port}",
             ]
         cmd += [f"--model-repository={repo}" for repo in self.model_repositories]
         return cmd
 
-    @staticmethod
-    def _environment() -> dict[str, str]:
+    def _process_environment(self) -> dict[str, str]:
+        assert self._environment is not None
+        triton = self._environment
         env = os.environ.copy()
-        libdir = sysconfig.get_config_var("LIBDIR") or ""
-        first = [p for p in (libdir, str(_pytriton_libs_dir())) if p]
+        first = [str(p) for p in (triton.libdir, triton.libs) if p is not None]
         rest = env.get("LD_LIBRARY_PATH", "")
         env["LD_LIBRARY_PATH"] = ":".join(first + ([rest] if rest else []))
-        env["PATH"] = f"{Path(sys.exec_prefix) / 'bin'}:{env.get('PATH', '')}"
+        env["PATH"] = f"{triton.root / 'bin'}:{env.get('PATH', '')}"
+        env["VIRTUAL_ENV"] = str(triton.root)
+        # The models' interpreter must see the Triton environment alone: a PYTHONPATH or PYTHONHOME
+        # of the caller (the app's environment, numpy 2) would shadow its packages.
+        env.pop("PYTHONPATH", None)
+        env.pop("PYTHONHOME", None)
         # Models must not write __pycache__ into the model repositories: a stray folder at a
         # repository's top level would be taken for a model and fail the next start.
         env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -400,6 +508,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--grpc-port", type=int, default=None, help="default: a free port")
     parser.add_argument("--metrics-port", type=int, default=None, help="default: metrics disabled")
     parser.add_argument("--log-verbose", type=int, default=0)
+    parser.add_argument("--address", default="127.0.0.1", help="bind address (default: loopback only)")
+    parser.add_argument(
+        "--environment",
+        type=Path,
+        default=None,
+        help=f"the Triton virtual environment (default: ${TRITON_ENV_VARIABLE}, else .venv-triton in the repository)",
+    )
     args = parser.parse_args(argv)
     repositories = args.model_repository or [Path(__file__).resolve().parents[1] / "model_repository"]
 
@@ -417,6 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
         log_verbose=args.log_verbose,
+        environment=args.environment,
+        address=args.address,
     )
     try:
         server.start()

@@ -36,12 +36,13 @@ REWRITES = [
 
 
 @pytest.fixture
-def stored_vote(acme, bob_client, vote_log_purge) -> Vote:  # type: ignore[no-untyped-def]
+def stored_vote(acme, bob_client, vote_log_purge, triton_server) -> Vote:  # type: ignore[no-untyped-def]
     battle, _ = start_battle(bob_client, acme.campaign)
     assert bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"}).status_code == 302
     return Vote.objects.get(battle=battle)
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize("statement", REWRITES)
 def test_the_application_role_cannot_rewrite_the_vote_log(stored_vote, statement):
     with psycopg.connect(**app_role_ready()) as app:
@@ -58,6 +59,7 @@ def test_the_application_role_cannot_rewrite_the_vote_log(stored_vote, statement
         assert cursor.fetchone()[0] == 3
 
 
+@pytest.mark.triton
 def test_the_application_role_reads_and_appends(stored_vote):
     with psycopg.connect(**app_role_ready()) as app:
         assert app.execute("SELECT count(*) FROM battles_vote").fetchone()[0] == 1

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.urls import reverse
 
 from battles.models import AppendOnlyError, Vote
 from tests.conftest import start_battle
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 
 @pytest.fixture
 def vote(acme, bob_client):  # type: ignore[no-untyped-def]
     battle, _ = start_battle(bob_client, acme.campaign)
-    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     return Vote.objects.get(battle=battle)
 
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 from django.utils import timezone
 
 from battles import services
@@ -16,7 +17,8 @@ from tests.conftest import start_battle
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_next_requests_share_one_battle(vote_log_purge, acme, bob):
+@pytest.mark.triton
+def test_concurrent_next_requests_share_one_battle(vote_log_purge, acme, bob, triton_server):
     n = 4
     barrier = threading.Barrier(n)
     outcomes: list[str] = []
@@ -46,7 +48,8 @@ def test_concurrent_next_requests_share_one_battle(vote_log_purge, acme, bob):
 
 
 @pytest.mark.django_db
-def test_stale_generating_battle_is_voided_and_replaced(acme, bob, bob_client):
+@pytest.mark.triton
+def test_stale_generating_battle_is_voided_and_replaced(acme, bob, bob_client, triton_server):
     stuck, _ = start_battle(bob_client, acme.campaign)
     Battle.objects.filter(pk=stuck.pk).update(
         status=Battle.Status.GENERATING, created_at=timezone.now() - timedelta(seconds=services.STALE_GENERATION_S + 1))
@@ -57,10 +60,11 @@ def test_stale_generating_battle_is_voided_and_replaced(acme, bob, bob_client):
 
 
 @pytest.mark.django_db
-def test_recent_generating_battle_asks_to_wait(acme, bob, bob_client):
+@pytest.mark.triton
+def test_recent_generating_battle_asks_to_wait(acme, bob, bob_client, triton_server):
     stuck, _ = start_battle(bob_client, acme.campaign)
     Battle.objects.filter(pk=stuck.pk).update(status=Battle.Status.GENERATING)
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 409 and "still being generated" in response.content.decode()
 
 
@@ -76,9 +80,10 @@ def test_crash_during_generation_voids_instead_of_leaving_it_generating(acme, bo
 
 
 @pytest.mark.django_db
-def test_rater_removed_from_pool_cannot_vote_on_a_pending_battle(acme, bob, bob_client):
+@pytest.mark.triton
+def test_rater_removed_from_pool_cannot_vote_on_a_pending_battle(acme, bob, bob_client, triton_server):
     battle, _ = start_battle(bob_client, acme.campaign)
     acme.pool.members.remove(bob)
-    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     assert response.status_code == 409 and "no longer in a rater pool" in response.content.decode()
     assert not Vote.objects.exists()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.urls import reverse
 
 from tests.conftest import start_battle
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 
 def _identity_strings(battle):  # type: ignore[no-untyped-def]
@@ -41,8 +42,8 @@ def test_both_panes_are_rendered_by_the_same_markup(acme, bob_client):
 
 def test_names_are_revealed_only_after_the_vote(acme, bob_client):
     battle, _ = start_battle(bob_client, acme.campaign)
-    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
-    html = bob_client.get(f"/b/{battle.pk}/").content.decode()
+    bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
+    html = bob_client.get(reverse("battles:battle", args=[battle.pk])).content.decode()
     a = html.index('id="pane-A"')
     b = html.index('id="pane-B"')
     assert battle.left.endpoint.name in html[a:b]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from battles.models import Battle, Campaign, Prompt, Vote
 from battles.prompting import PROMPT_MAX_CHARS
@@ -14,19 +15,21 @@ pytestmark = pytest.mark.django_db
 def _vote_n(client, campaign, n):  # type: ignore[no-untyped-def]
     for _ in range(n):
         battle, _ = start_battle(client, campaign)
-        assert client.post(f"/b/{battle.pk}/vote/", {"choice": "tie"}).status_code == 302
+        assert client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie"}).status_code == 302
 
 
-def test_session_cap_stops_with_a_clear_message_that_is_not_a_rate_limit(acme, bob_client):
+@pytest.mark.triton
+def test_session_cap_stops_with_a_clear_message_that_is_not_a_rate_limit(acme, bob_client, triton_server):
     Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=2)
     _vote_n(bob_client, acme.campaign, 2)
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 200  # the end of a stint, not an error; 429 is for rate limits
     assert "2 battles in this session" in response.content.decode()
     assert Battle.objects.count() == 2
 
 
-def test_session_cap_counts_per_session(acme, bob):
+@pytest.mark.triton
+def test_session_cap_counts_per_session(acme, bob, triton_server):
     from tests.conftest import login
 
     Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=1)
@@ -35,17 +38,19 @@ def test_session_cap_counts_per_session(acme, bob):
     assert Vote.objects.count() == 2
 
 
-def test_rater_vote_cap(acme, bob, bob_client):
+@pytest.mark.triton
+def test_rater_vote_cap(acme, bob, bob_client, triton_server):
     from tests.conftest import login
 
     Campaign.objects.filter(pk=acme.campaign.pk).update(rater_vote_cap=2)
     _vote_n(bob_client, acme.campaign, 2)
-    response = login(bob).post(f"/c/{acme.campaign.pk}/next/")
+    response = login(bob).post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 200
     assert "2 votes in this campaign" in response.content.decode()
 
 
-def test_prompt_hash_cap_skips_full_prompts(acme, bob_client):
+@pytest.mark.triton
+def test_prompt_hash_cap_skips_full_prompts(acme, bob_client, triton_server):
     Prompt.objects.filter(campaign=acme.campaign).exclude(
         pk=Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0].pk).delete()
     # A second pool prompt with the same normalised text shares the hash and so the cap.
@@ -54,14 +59,16 @@ def test_prompt_hash_cap_skips_full_prompts(acme, bob_client):
                           text="  " + only.text.upper() + "\n", text_hash=only.text_hash)
     Campaign.objects.filter(pk=acme.campaign.pk).update(prompt_hash_cap=1)
     _vote_n(bob_client, acme.campaign, 1)
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 409
     assert "no more prompts" in response.content.decode()
 
 
-def test_rater_prompt_is_hashed_classified_and_used(acme, bob, bob_client):
+@pytest.mark.triton
+def test_rater_prompt_is_hashed_classified_and_used(acme, bob, bob_client, triton_server):
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "Write a Python function that sorts a list."})
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]),
+                               {"prompt": "Write a Python function that sorts a list."})
     assert response.status_code == 302
     battle = Battle.objects.get()
     assert battle.prompt.source == Prompt.Source.RATER and battle.prompt.author == bob
@@ -70,7 +77,7 @@ def test_rater_prompt_is_hashed_classified_and_used(acme, bob, bob_client):
 
 
 def test_rater_prompt_refused_where_campaign_does_not_allow_it(acme, bob_client):
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "hello"})
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "hello"})
     assert response.status_code == 403
     assert "does not accept prompts typed by raters" in response.content.decode()
     assert not Battle.objects.exists()
@@ -78,7 +85,8 @@ def test_rater_prompt_refused_where_campaign_does_not_allow_it(acme, bob_client)
 
 def test_prompt_over_the_size_limit_is_refused(acme, bob_client):
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "x" * (PROMPT_MAX_CHARS + 1)})
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]),
+                               {"prompt": "x" * (PROMPT_MAX_CHARS + 1)})
     assert response.status_code == 400
     assert str(PROMPT_MAX_CHARS) in response.content.decode()
     assert not Battle.objects.exists() and not Prompt.objects.filter(source="rater").exists()
@@ -86,12 +94,13 @@ def test_prompt_over_the_size_limit_is_refused(acme, bob_client):
 
 def test_empty_rater_prompt_is_refused(acme, bob_client):
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "   \n "})
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "   \n "})
     assert response.status_code == 400
     assert not Battle.objects.exists()
 
 
-def test_rate_limit_answers_429(acme, bob_client, settings):
+@pytest.mark.triton
+def test_rate_limit_answers_429(acme, bob_client, settings, triton_server):
     from django.core.cache import cache
 
     cache.clear()
@@ -99,12 +108,14 @@ def test_rate_limit_answers_429(acme, bob_client, settings):
     settings.ARENA_VOTE_RATE = "4/h"  # an hour-long window: the test cannot straddle a reset
     limit = 4
     battle, _ = start_battle(bob_client, acme.campaign)
-    codes = [bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "nonsense"}).status_code for _ in range(limit + 1)]
+    vote_url = reverse("battles:vote", args=[battle.pk])
+    codes = [bob_client.post(vote_url, {"choice": "nonsense"}).status_code for _ in range(limit + 1)]
     assert codes[:limit] == [400] * limit
     assert codes[-1] == 429
     cache.clear()
 
 
+@pytest.mark.triton
 def test_voided_battles_do_not_use_up_prompts(acme, bob_client, triton_server):
     from tests.conftest import endpoint_for
 
@@ -122,17 +133,19 @@ def test_voided_battles_do_not_use_up_prompts(acme, bob_client, triton_server):
     assert battle.status == Battle.Status.READY
 
 
-def test_a_duplicate_prompt_in_the_pool_is_not_shown_twice_to_one_rater(acme, bob_client):
+@pytest.mark.triton
+def test_a_duplicate_prompt_in_the_pool_is_not_shown_twice_to_one_rater(acme, bob_client, triton_server):
     first = Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0]
     Prompt.objects.filter(campaign=acme.campaign).exclude(pk=first.pk).delete()
     Prompt.objects.create(organization=acme.organization, campaign=acme.campaign, text=first.text.upper() + "  ",
                           text_hash=first.text_hash)
     _vote_n(bob_client, acme.campaign, 1)
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 409 and "no more prompts" in response.content.decode()
 
 
-def test_prompt_hash_cap_applies_across_raters(acme, bob_client):
+@pytest.mark.triton
+def test_prompt_hash_cap_applies_across_raters(acme, bob_client, triton_server):
     from tests.conftest import login
     from tests.factories import MembershipFactory, UserFactory
 
@@ -143,27 +156,30 @@ def test_prompt_hash_cap_applies_across_raters(acme, bob_client):
     other = UserFactory()
     MembershipFactory(user=other, organization=acme.organization, role="rater")
     acme.pool.members.add(other)
-    response = login(other).post(f"/c/{acme.campaign.pk}/next/")
+    response = login(other).post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 409 and "no more prompts" in response.content.decode()
 
 
-def test_rater_typed_prompt_over_the_hash_cap_is_refused(acme, bob_client):
+@pytest.mark.triton
+def test_rater_typed_prompt_over_the_hash_cap_is_refused(acme, bob_client, triton_server):
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True, prompt_hash_cap=1)
-    assert bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "What is a monad?"}).status_code == 302
+    next_url = reverse("battles:next", args=[acme.campaign.pk])
+    assert bob_client.post(next_url, {"prompt": "What is a monad?"}).status_code == 302
     battle = Battle.objects.get()
-    bob_client.get(f"/b/{battle.pk}/")
-    assert bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "tie"}).status_code == 302
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "  what is a MONAD?"})
+    bob_client.get(reverse("battles:battle", args=[battle.pk]))
+    assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie"}).status_code == 302
+    response = bob_client.post(next_url, {"prompt": "  what is a MONAD?"})
     assert response.status_code == 409 and "rated as often as the campaign allows" in response.content.decode()
     assert Battle.objects.count() == 1
 
 
-def test_next_battle_is_rate_limited(acme, bob_client, settings):
+@pytest.mark.triton
+def test_next_battle_is_rate_limited(acme, bob_client, settings, triton_server):
     from django.core.cache import cache
 
     cache.clear()
     settings.RATELIMIT_ENABLE = True
     settings.ARENA_BATTLE_RATE = "3/h"
-    codes = [bob_client.post(f"/c/{acme.campaign.pk}/next/").status_code for _ in range(4)]
+    codes = [bob_client.post(reverse("battles:next", args=[acme.campaign.pk])).status_code for _ in range(4)]
     assert codes[:3] == [302, 302, 302] and codes[3] == 429
     cache.clear()

@@ -14,7 +14,8 @@ from tests.conftest import start_battle
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_votes_on_one_battle_store_exactly_one(vote_log_purge, acme, bob, bob_client):
+@pytest.mark.triton
+def test_concurrent_votes_on_one_battle_store_exactly_one(vote_log_purge, acme, bob, bob_client, triton_server):
     battle, _ = start_battle(bob_client, acme.campaign)
     n = 6
     barrier = threading.Barrier(n)

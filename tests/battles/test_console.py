@@ -159,6 +159,7 @@ def test_a_competitor_added_without_a_version_label_gets_a_default(acme, alice_c
     assert label == (expected or timezone.localdate().isoformat())
 
 
+@pytest.mark.triton
 def test_saving_an_endpoint_warns_when_triton_does_not_have_the_model_ready(acme, alice_client, triton_server):
     url = reverse("admin:serving_modelendpoint_add")
     base = {"organization": acme.organization.pk, "protocol": "grpc", "model_version": "", "timeout_s": 20}
@@ -176,6 +177,7 @@ def test_saving_an_endpoint_warns_when_triton_does_not_have_the_model_ready(acme
     assert any("server unreachable" in m for m in messages_of(response))
 
 
+@pytest.mark.triton
 def test_opening_a_campaign_warns_about_models_triton_does_not_serve(acme, alice_client, triton_server):
     acme.right.endpoint = endpoint_for(acme, model="no-such-model", url=triton_server.grpc_url)
     acme.right.save()
@@ -195,6 +197,7 @@ def test_a_campaign_links_to_its_leaderboard(acme, alice_client):
     assert link in alice_client.get(reverse("admin:battles_campaign_changelist")).content.decode()
 
 
+@pytest.mark.triton
 def test_a_voided_battle_does_not_use_up_its_prompt(acme, bob, bob_client, triton_server):
     Prompt.objects.filter(campaign=acme.campaign).exclude(pk=acme.campaign.prompts.first().pk).delete()
     only = acme.campaign.prompts.get()

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.test import Client
+from django.urls import reverse
 
 from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_PROMPTS, DEMO_RATER, demo_seed
 from battles.models import Battle, Prompt, Vote
 from ranking.models import LeaderboardSnapshot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 
 def test_demo_seed_gives_a_votable_campaign_and_a_leaderboard(triton_server):
@@ -24,9 +25,9 @@ def test_demo_seed_gives_a_votable_campaign_and_a_leaderboard(triton_server):
     assert {e.model_name for e in world.endpoints} == {"zen-bigram", "stdlib-trigram", "docs-markdown"}
 
     rater = Client()
-    assert rater.post("/accounts/login/", {"login": DEMO_RATER, "password": DEMO_PASSWORD}).status_code == 302
-    assert world.campaign.name in rater.get("/").content.decode()
-    battle_url = rater.post(f"/c/{world.campaign.pk}/next/")["Location"]
+    assert rater.post(reverse("account_login"), {"login": DEMO_RATER, "password": DEMO_PASSWORD}).status_code == 302
+    assert world.campaign.name in rater.get(reverse("battles:campaigns")).content.decode()
+    battle_url = rater.post(reverse("battles:next", args=[world.campaign.pk]))["Location"]
     assert "Answer A" in rater.get(battle_url).content.decode()
     battle = Battle.objects.get()
     assert battle.status == Battle.Status.READY
@@ -34,10 +35,10 @@ def test_demo_seed_gives_a_votable_campaign_and_a_leaderboard(triton_server):
     assert Vote.objects.count() == 1
 
     manager = Client()
-    assert manager.post("/accounts/login/", {"login": DEMO_MANAGER, "password": DEMO_PASSWORD}).status_code == 302
-    assert manager.get("/admin/battles/campaign/").status_code == 200
+    assert manager.post(reverse("account_login"), {"login": DEMO_MANAGER, "password": DEMO_PASSWORD}).status_code == 302
+    assert manager.get(reverse("admin:battles_campaign_changelist")).status_code == 200
     from ranking.services import leaderboards_recompute
 
     leaderboards_recompute(campaign_id=world.campaign.pk)
     assert LeaderboardSnapshot.objects.filter(campaign=world.campaign).exists()
-    assert manager.get(f"/leaderboard/{world.campaign.pk}/").status_code == 200
+    assert manager.get(reverse("ranking:leaderboard", args=[world.campaign.pk])).status_code == 200

@@ -7,13 +7,14 @@ import io
 import json
 
 import pytest
+from django.urls import reverse
 
 from battles.apis import CSV_COLUMNS
 from raters.models import Role
 from tests.conftest import login, start_battle
 from tests.factories import MembershipFactory, UserFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def voted(acme, bob_client):  # type: ignore[no-untyped-def]
     ids = []
     for choice in ("left", "both_bad"):
         battle, _ = start_battle(bob_client, acme.campaign)
-        bob_client.post(f"/b/{battle.pk}/vote/", {"choice": choice})
+        bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": choice})
         ids.append(str(battle.pk))
     return ids
 
@@ -31,7 +32,7 @@ def _body(response) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_jsonl_export_has_every_event(acme, voted, alice_client):
-    response = alice_client.get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl")
+    response = alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"]))
     assert response.status_code == 200 and response.streaming
     events = [json.loads(line) for line in _body(response).splitlines()]
     assert [e["battle_id"] for e in events] == voted
@@ -45,7 +46,7 @@ def test_jsonl_export_has_every_event(acme, voted, alice_client):
 
 def test_csv_export_matches_jsonl(acme, voted, alice_client):
     rows = list(csv.DictReader(io.StringIO(_body(alice_client.get(
-        f"/api/v1/campaigns/{acme.campaign.pk}/votes.csv")))))
+        reverse("api:votes", args=[acme.campaign.pk, "csv"]))))))
     assert list(rows[0]) == list(CSV_COLUMNS)
     assert [r["vote"] for r in rows] == ["left", "both_bad"]
     assert json.loads(rows[0]["left_style"])["tokens"] > 0
@@ -54,8 +55,8 @@ def test_csv_export_matches_jsonl(acme, voted, alice_client):
 def test_viewer_may_export_but_rater_may_not(acme, voted, bob_client):
     viewer = UserFactory()
     MembershipFactory(user=viewer, organization=acme.organization, role=Role.VIEWER)
-    assert login(viewer).get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl").status_code == 200
-    assert bob_client.get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl").status_code == 404
+    assert login(viewer).get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])).status_code == 200
+    assert bob_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])).status_code == 404
 
 
 def test_csv_cells_cannot_become_spreadsheet_formulas(acme, alice_client, bob_client):
@@ -63,9 +64,9 @@ def test_csv_cells_cannot_become_spreadsheet_formulas(acme, alice_client, bob_cl
 
     Campaign.objects.filter(pk=acme.campaign.pk).update(system_prompt='=HYPERLINK("http://evil.test","x")')
     battle, _ = start_battle(bob_client, acme.campaign)
-    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "tie"})
+    bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie"})
     rows = list(csv.DictReader(io.StringIO(_body(alice_client.get(
-        f"/api/v1/campaigns/{acme.campaign.pk}/votes.csv")))))
+        reverse("api:votes", args=[acme.campaign.pk, "csv"]))))))
     assert rows[0]["system_prompt"] == "'=HYPERLINK(\"http://evil.test\",\"x\")"
-    jsonl = _body(alice_client.get(f"/api/v1/campaigns/{acme.campaign.pk}/votes.jsonl"))
+    jsonl = _body(alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])))
     assert json.loads(jsonl)["params"]["system_prompt"].startswith("=HYPERLINK")  # JSON keeps the exact text

@@ -9,7 +9,7 @@ import pytest
 from battles.models import Battle, Campaign
 from tests.conftest import endpoint_for, start_battle
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 
 @pytest.fixture

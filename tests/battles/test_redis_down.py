@@ -83,7 +83,9 @@ def own_redis(settings, monkeypatch) -> Iterator[RedisServer]:
         server.stop()
 
 
-def test_votes_keep_landing_while_redis_restarts(vote_log_purge, own_redis, acme, bob, bob_client, settings, caplog):
+@pytest.mark.triton
+def test_votes_keep_landing_while_redis_restarts(vote_log_purge, triton_server, own_redis, acme, bob, bob_client,
+                                                 settings, caplog):
     settings.RATELIMIT_ENABLE = True
     settings.ARENA_RANKING_DEBOUNCE_S = 30
     campaign = acme.campaign

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from battles.models import Campaign
 from tests.conftest import endpoint_for, start_battle
 from tests.html_safety import unsafe_markup
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 PAYLOAD = ('<script>alert("x")</script> <img src=x onerror="alert(1)"> '
            '[click](javascript:alert(2)) <iframe src="https://evil.test"></iframe>')
@@ -19,7 +20,7 @@ def test_rater_prompt_and_echoed_answer_are_sanitised(acme, bob_client, triton_s
     # The echo models put the prompt back into their answers, so the payload reaches both panes too.
     acme.left.endpoint = endpoint_for(acme, model="delay-fast", url=triton_server.grpc_url)
     acme.left.save()
-    response = bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "Summarise: " + PAYLOAD})
+    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "Summarise: " + PAYLOAD})
     assert response.status_code == 302
     html = bob_client.get(response["Location"]).content.decode()
     body = html.split('<div class="battle"', 1)[1].split('<form', 1)[0]
@@ -31,7 +32,7 @@ def test_rater_prompt_and_echoed_answer_are_sanitised(acme, bob_client, triton_s
 def test_stored_answer_with_markup_is_rendered_as_safe_markdown(acme, bob_client):
     battle, _ = start_battle(bob_client, acme.campaign)
     battle.generations.filter(side="left").update(text="# Title\n\n**bold** <b onclick=x>raw</b>\n\n- item")
-    html = bob_client.get(f"/b/{battle.pk}/").content.decode()
+    html = bob_client.get(reverse("battles:battle", args=[battle.pk])).content.decode()
     assert '<p class="md-h1">Title</p>' in html and "<strong>bold</strong>" in html and "<li>item</li>" in html
     assert unsafe_markup(html.split('<div class="battle"', 1)[1].split("<form", 1)[0]) == []
     assert "&lt;b onclick=x&gt;raw&lt;/b&gt;" in html

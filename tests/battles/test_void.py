@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from battles.models import Battle, Generation, Vote
 from tests.conftest import endpoint_for, start_battle
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 
 def _free_port() -> int:
@@ -53,7 +54,7 @@ def test_failed_side_voids_the_battle_with_a_clear_message(acme, bob_client, tri
     # The working side's answer is not shown either: a voided battle reveals nothing.
     good = Generation.objects.get(battle=battle, competitor=acme.left)
     assert good.text and good.text[:40] not in html
-    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     assert response.status_code == 409 and "voided" in response.content.decode()
     assert not Vote.objects.exists()
 

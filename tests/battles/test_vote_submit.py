@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from battles.models import Battle, Campaign, Choice, Vote
 from battles.services import campaign_close
@@ -12,9 +13,10 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize("choice", Choice.values)
-def test_each_choice_is_stored_with_the_full_event(acme, bob, bob_client, choice):
+@pytest.mark.triton
+def test_each_choice_is_stored_with_the_full_event(acme, bob, bob_client, choice, triton_server):
     battle, _ = start_battle(bob_client, acme.campaign)
-    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": choice})
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": choice})
     assert response.status_code == 302
     vote = Vote.objects.get(battle=battle)
     assert vote.choice == choice
@@ -38,73 +40,81 @@ def test_each_choice_is_stored_with_the_full_event(acme, bob, bob_client, choice
     assert event["decision_ms"] >= 0
 
 
-def test_decision_time_is_measured_by_the_server_from_shown_to_received(acme, bob_client):
+@pytest.mark.triton
+def test_decision_time_is_measured_by_the_server_from_shown_to_received(acme, bob_client, triton_server):
     from datetime import timedelta
 
     battle, _ = start_battle(bob_client, acme.campaign)
     # Pretend the answers were shown 7.5 s ago: the server, not the browser, measures decision time.
     Battle.objects.filter(pk=battle.pk).update(shown_at=battle.shown_at - timedelta(milliseconds=7500))
-    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "tie", "decision_ms": "1"})
+    bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie", "decision_ms": "1"})
     assert 7500 <= Vote.objects.get(battle=battle).decision_ms < 20000
 
 
-def test_second_vote_from_another_tab_is_refused_and_first_stands(acme, bob_client):
+@pytest.mark.triton
+def test_second_vote_from_another_tab_is_refused_and_first_stands(acme, bob_client, triton_server):
     battle, _ = start_battle(bob_client, acme.campaign)
-    assert bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"}).status_code == 302
-    second = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "right"})
+    assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"}).status_code == 302
+    second = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "right"})
     assert second.status_code == 409
     assert "already been voted" in second.content.decode()
     assert list(Vote.objects.filter(battle=battle).values_list("choice", flat=True)) == ["left"]
 
 
-def test_unknown_choice_is_refused_and_battle_stays_open(acme, bob_client):
+@pytest.mark.triton
+def test_unknown_choice_is_refused_and_battle_stays_open(acme, bob_client, triton_server):
     battle, _ = start_battle(bob_client, acme.campaign)
-    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left_much_better"})
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left_much_better"})
     assert response.status_code == 400
     assert "Unknown choice" in response.content.decode()
     assert not Vote.objects.exists()
     battle.refresh_from_db()
     assert battle.status == Battle.Status.READY
-    assert bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "right"}).status_code == 302
+    assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "right"}).status_code == 302
 
 
-def test_vote_on_another_raters_battle_is_not_found(acme, bob_client, alice, alice_client):
+@pytest.mark.triton
+def test_vote_on_another_raters_battle_is_not_found(acme, bob_client, alice, alice_client, triton_server):
     acme.pool.members.add(alice)
     battle, _ = start_battle(bob_client, acme.campaign)
-    response = alice_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    response = alice_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     assert response.status_code == 404
     assert not Vote.objects.exists()
-    assert alice_client.get(f"/b/{battle.pk}/").status_code == 404
+    assert alice_client.get(reverse("battles:battle", args=[battle.pk])).status_code == 404
 
 
-def test_vote_on_closed_campaign_is_refused(acme, bob_client):
+@pytest.mark.triton
+def test_vote_on_closed_campaign_is_refused(acme, bob_client, triton_server):
     battle, _ = start_battle(bob_client, acme.campaign)
     campaign_close(campaign=acme.campaign, actor=None)
-    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     assert response.status_code == 409
     assert "campaign was closed" in response.content.decode()
     assert not Vote.objects.exists()
 
 
-def test_vote_is_refused_once_the_campaign_is_no_longer_open_even_if_the_battle_is(acme, bob_client):
+@pytest.mark.triton
+def test_vote_is_refused_once_the_campaign_is_no_longer_open_even_if_the_battle_is(acme, bob_client, triton_server):
     # Belt and braces: even a battle left READY (a status changed outside the service) takes no vote.
     battle, _ = start_battle(bob_client, acme.campaign)
     Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.CLOSED)
-    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     assert response.status_code == 409 and "campaign is closed" in response.content.decode()
     assert not Vote.objects.exists()
 
 
-def test_vote_before_the_battle_was_shown_is_refused(acme, bob_client):
-    bob_client.post(f"/c/{acme.campaign.pk}/next/")
+@pytest.mark.triton
+def test_vote_before_the_battle_was_shown_is_refused(acme, bob_client, triton_server):
+    bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     battle = Battle.objects.get()
     assert battle.shown_at is None
-    response = bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     assert response.status_code == 409
     assert not Vote.objects.exists()
 
 
-def test_reload_shows_the_same_battle_instead_of_regenerating(acme, bob_client):
+@pytest.mark.triton
+def test_reload_shows_the_same_battle_instead_of_regenerating(acme, bob_client, triton_server):
     first, page1 = start_battle(bob_client, acme.campaign)
     second, page2 = start_battle(bob_client, acme.campaign)
     assert first.pk == second.pk
@@ -116,9 +126,10 @@ def test_reload_shows_the_same_battle_instead_of_regenerating(acme, bob_client):
     assert panes(page1) == panes(page2)
 
 
-def test_next_battle_after_a_vote_is_a_new_one(acme, bob_client):
+@pytest.mark.triton
+def test_next_battle_after_a_vote_is_a_new_one(acme, bob_client, triton_server):
     first, _ = start_battle(bob_client, acme.campaign)
-    bob_client.post(f"/b/{first.pk}/vote/", {"choice": "tie"})
+    bob_client.post(reverse("battles:vote", args=[first.pk]), {"choice": "tie"})
     second, _ = start_battle(bob_client, acme.campaign)
     assert second.pk != first.pk
     assert second.prompt_id != first.prompt_id  # a rater is not shown the same prompt twice
@@ -126,11 +137,12 @@ def test_next_battle_after_a_vote_is_a_new_one(acme, bob_client):
 
 def test_closed_campaign_gives_no_new_battles(acme, bob_client):
     Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.CLOSED)
-    assert bob_client.post(f"/c/{acme.campaign.pk}/next/").status_code == 404
+    assert bob_client.post(reverse("battles:next", args=[acme.campaign.pk])).status_code == 404
     assert not Battle.objects.exists()
 
 
-def test_a_competitor_with_battles_cannot_change_model_or_version(acme, bob_client):
+@pytest.mark.triton
+def test_a_competitor_with_battles_cannot_change_model_or_version(acme, bob_client, triton_server):
     from battles.services import competitor_save
     from raters.errors import Conflict
 
@@ -144,7 +156,8 @@ def test_a_competitor_with_battles_cannot_change_model_or_version(acme, bob_clie
     competitor_save(competitor=acme.left, actor=None, changed=["active"])
 
 
-def test_withdrawing_a_competitor_voids_its_open_battles(acme, bob_client):
+@pytest.mark.triton
+def test_withdrawing_a_competitor_voids_its_open_battles(acme, bob_client, triton_server):
     from battles.services import competitor_save
 
     battle, _ = start_battle(bob_client, acme.campaign)
@@ -152,11 +165,12 @@ def test_withdrawing_a_competitor_voids_its_open_battles(acme, bob_client):
     competitor_save(competitor=acme.left, actor=None, changed=["active"])
     battle.refresh_from_db()
     assert battle.status == Battle.Status.VOID
-    assert bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"}).status_code == 409
+    assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"}).status_code == 409
     assert not Vote.objects.exists()
 
 
-def test_closing_a_campaign_voids_its_open_battles(acme, bob_client):
+@pytest.mark.triton
+def test_closing_a_campaign_voids_its_open_battles(acme, bob_client, triton_server):
     battle, _ = start_battle(bob_client, acme.campaign)
     campaign_close(campaign=acme.campaign, actor=None)
     battle.refresh_from_db()

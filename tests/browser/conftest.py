@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -90,11 +91,11 @@ def screenshot_dir() -> Path:
 
 def log_in(page: Page, base_url: str, *, email: str, password: str = PASSWORD) -> None:
     """Log in through the allauth form, as a person does."""
-    page.goto(f"{base_url}/accounts/login/")
+    page.goto(base_url + reverse("account_login"))
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign In").click()
-    page.wait_for_url(f"{base_url}/")
+    page.wait_for_url(base_url + reverse("battles:campaigns"))
 
 
 # A phone (390 px: the panes stack, the vote buttons wrap) and a desktop (1280 px: side by side).

@@ -4,6 +4,7 @@ on them, and it does block an inline script."""
 
 from __future__ import annotations
 
+import pytest
 from django.contrib.auth.models import AbstractUser
 from playwright.sync_api import BrowserContext, ConsoleMessage, expect
 from pytest_django.live_server_helper import LiveServer
@@ -14,8 +15,10 @@ from tests.conftest import Tenant, start_battle
 from .conftest import log_in
 
 
+@pytest.mark.triton
 def test_pages_work_under_the_policy_and_inline_script_is_blocked(
-    vote_log_purge: None, live_server: LiveServer, acme: Tenant, alice: AbstractUser, bob: AbstractUser,
+    vote_log_purge: None, triton_server: object, live_server: LiveServer, acme: Tenant, alice: AbstractUser,
+    bob: AbstractUser,
     bob_client, browser_context: BrowserContext,  # type: ignore[no-untyped-def]
 ) -> None:
     for choice in ("left", "right", "left"):

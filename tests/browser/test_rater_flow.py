@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import AbstractUser
+from django.urls import reverse
 from playwright.sync_api import BrowserContext, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
@@ -18,7 +19,7 @@ from tests.conftest import Tenant
 
 from .conftest import log_in
 
-pytestmark = [pytest.mark.browser, pytest.mark.triton]
+pytestmark = [pytest.mark.browser, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 BATTLE_URL = re.compile(r"/b/[0-9a-f-]{36}/$")
 
@@ -45,9 +46,9 @@ def _battle_id(page: Page) -> str:
 
 def _start_rating(page: Page, base_url: str, tenant: Tenant) -> str:
     """From the campaign list to a fresh battle; returns the battle page's URL."""
-    page.goto(f"{base_url}/")
+    page.goto(base_url + reverse("battles:campaigns"))
     page.get_by_role("link", name=tenant.campaign.name).click()
-    page.wait_for_url(f"{base_url}/c/{tenant.campaign.pk}/")
+    page.wait_for_url(base_url + reverse("battles:campaign", args=[tenant.campaign.pk]))
     page.get_by_role("button", name="Start rating").click()
     page.wait_for_url(BATTLE_URL)
     expect(page.locator("#vote-form")).to_be_visible()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.urls import reverse
 
 from battles.models import Prompt
 from ranking.models import LeaderboardSnapshot
@@ -44,13 +45,14 @@ def worker(vote_log_purge):  # type: ignore[no-untyped-def]
         process.kill()
 
 
-def test_vote_triggers_recompute_in_a_real_worker(worker, acme, bob_client, settings):
+@pytest.mark.triton
+def test_vote_triggers_recompute_in_a_real_worker(worker, acme, bob_client, settings, triton_server):
     if connection.vendor != "postgresql":
         pytest.fail("the worker shares the test database: run on PostgreSQL (scripts/test)")
     settings.ARENA_RANKING_DEBOUNCE_S = 1
     assert Prompt.objects.filter(campaign=acme.campaign).exists()
     battle, _ = start_battle(bob_client, acme.campaign)
-    assert bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"}).status_code == 302
+    assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"}).status_code == 302
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if LeaderboardSnapshot.objects.filter(campaign=acme.campaign).exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.urls import reverse
 
 from battles.models import Battle, Campaign, Prompt, Vote
 from ranking.policy import ExclusionPolicy, VoteArrays
@@ -20,16 +21,18 @@ def _overall(campaign_id: int):  # type: ignore[no-untyped-def]
     return next(s for s in leaderboards_recompute(campaign_id=campaign_id) if s.category == "" and s.view == "raw")
 
 
+@pytest.mark.triton
 def test_identity_flags_are_logged_and_the_battle_is_excluded(acme, bob_client, triton_server):
     """The echo models repeat the prompt, so an identity question naming vendors reaches both flags."""
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True, min_decision_ms=0)
     for competitor, model in ((acme.left, "delay-fast"), (acme.right, "delay-slow")):
         competitor.endpoint = endpoint_for(acme, model=model, url=triton_server.grpc_url)
         competitor.save()
-    bob_client.post(f"/c/{acme.campaign.pk}/next/", {"prompt": "Who are you? Are you ChatGPT, made by OpenAI?"})
+    bob_client.post(reverse("battles:next", args=[acme.campaign.pk]),
+                    {"prompt": "Who are you? Are you ChatGPT, made by OpenAI?"})
     battle = Battle.objects.get()
-    bob_client.get(f"/b/{battle.pk}/")
-    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    bob_client.get(reverse("battles:battle", args=[battle.pk]))
+    bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     vote = Vote.objects.get()
     assert vote.prompt_asks_identity is True and vote.answer_names_model is True
     overall = _overall(acme.campaign.pk)
@@ -40,11 +43,12 @@ def test_identity_flags_are_logged_and_the_battle_is_excluded(acme, bob_client, 
     assert overall.excluded["identity_leak"] == 0 and overall.votes_used == 1
 
 
-def test_an_ordinary_battle_has_no_identity_flags(acme, bob_client):
-    bob_client.post(f"/c/{acme.campaign.pk}/next/")
+@pytest.mark.triton
+def test_an_ordinary_battle_has_no_identity_flags(acme, bob_client, triton_server):
+    bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     battle = Battle.objects.get()
-    bob_client.get(f"/b/{battle.pk}/")
-    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "tie"})
+    bob_client.get(reverse("battles:battle", args=[battle.pk]))
+    bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie"})
     vote = Vote.objects.get()
     assert vote.prompt_asks_identity is False and vote.answer_names_model is False
 

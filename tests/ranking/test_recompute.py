@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.test import Client
+from django.urls import reverse
 
 from battles.models import Campaign, Prompt, Vote
 from ranking.models import LeaderboardSnapshot
@@ -120,58 +121,60 @@ def test_leaderboard_page_for_managers_and_viewers_only(board, acme, alice_clien
                                                         charlie_client):
     campaign, competitors, _ = board
     leaderboards_recompute(campaign_id=campaign.pk)
-    html = alice_client.get(f"/leaderboard/{campaign.pk}/").content.decode()
+    html = alice_client.get(reverse("ranking:leaderboard", args=[campaign.pk])).content.decode()
     assert competitors[0].endpoint.name in html and "Hidden for too few votes" in html and "rare" in html
     assert "Pairwise win rates" in html
-    style_html = alice_client.get(f"/leaderboard/{campaign.pk}/?view=style&category=coding").content.decode()
+    style_url = reverse("ranking:leaderboard", args=[campaign.pk]) + "?view=style&category=coding"
+    style_html = alice_client.get(style_url).content.decode()
     assert "Style coefficients" in style_html
     viewer = UserFactory()
     MembershipFactory(user=viewer, organization=acme.organization, role=Role.VIEWER)
-    assert login(viewer).get(f"/leaderboard/{campaign.pk}/").status_code == 200
-    assert bob_client.get(f"/leaderboard/{campaign.pk}/").status_code == 404
-    assert charlie_client.get(f"/leaderboard/{campaign.pk}/").status_code == 404
+    assert login(viewer).get(reverse("ranking:leaderboard", args=[campaign.pk])).status_code == 200
+    assert bob_client.get(reverse("ranking:leaderboard", args=[campaign.pk])).status_code == 404
+    assert charlie_client.get(reverse("ranking:leaderboard", args=[campaign.pk])).status_code == 404
 
 
 def test_read_api_with_session_and_api_key(board, acme, alice, alice_client, globex, charlie):
     campaign, competitors, _ = board
     leaderboards_recompute(campaign_id=campaign.pk)
     leaderboards_recompute(campaign_id=campaign.pk)
-    latest = alice_client.get(f"/api/v1/campaigns/{campaign.pk}/leaderboard/?category=coding&view=style").json()
+    latest = alice_client.get(reverse("leaderboard", args=[campaign.pk]) + "?category=coding&view=style").json()
     assert latest["version"] == 2 and latest["category"] == "coding" and latest["view"] == "style"
-    history = alice_client.get(f"/api/v1/campaigns/{campaign.pk}/leaderboard/history/").json()
+    history = alice_client.get(reverse("leaderboard-history", args=[campaign.pk])).json()
     assert [h["version"] for h in history["results"]] == [2, 1]
-    v1 = alice_client.get(f"/api/v1/campaigns/{campaign.pk}/leaderboard/1/").json()
+    v1 = alice_client.get(reverse("leaderboard-version", args=[campaign.pk, 1])).json()
     assert v1["version"] == 1 and v1["rows"][0]["competitor_id"] == competitors[0].pk
-    assert alice_client.get(f"/api/v1/campaigns/{campaign.pk}/leaderboard/?view=sideways").status_code == 400
+    assert alice_client.get(reverse("leaderboard", args=[campaign.pk]) + "?view=sideways").status_code == 400
 
     _, key = api_key_create(organization=acme.organization, name="dashboards", scope="read", actor=alice)
     external = Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
-    assert external.get(f"/api/v1/campaigns/{campaign.pk}/leaderboard/").json()["version"] == 2
-    assert external.get(f"/api/v1/campaigns/{campaign.pk}/votes.jsonl").status_code == 200
-    assert external.get(f"/api/v1/campaigns/{globex.campaign.pk}/leaderboard/").status_code == 404
+    assert external.get(reverse("leaderboard", args=[campaign.pk])).json()["version"] == 2
+    assert external.get(reverse("api:votes", args=[campaign.pk, "jsonl"])).status_code == 200
+    assert external.get(reverse("leaderboard", args=[globex.campaign.pk])).status_code == 404
 
     _, other_key = api_key_create(organization=globex.organization, name="theirs", scope="read", actor=charlie)
     outsider = Client(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
-    assert outsider.get(f"/api/v1/campaigns/{campaign.pk}/leaderboard/").status_code == 404
+    assert outsider.get(reverse("leaderboard", args=[campaign.pk])).status_code == 404
     assert Client(HTTP_AUTHORIZATION="Api-Key arena_nope_nope").get(
-        f"/api/v1/campaigns/{campaign.pk}/leaderboard/").status_code == 401
+        reverse("leaderboard", args=[campaign.pk])).status_code == 401
 
     from raters.models import ApiKey
 
     api_key_revoke(api_key=ApiKey.objects.get(name="dashboards"), actor=alice)
-    assert external.get(f"/api/v1/campaigns/{campaign.pk}/leaderboard/").status_code == 401
+    assert external.get(reverse("leaderboard", args=[campaign.pk])).status_code == 401
 
 
 def test_campaign_list_links_leaderboards_for_managers_not_raters(board, alice_client, bob_client):
     campaign, _, _ = board
-    assert f"/leaderboard/{campaign.pk}/" in alice_client.get("/").content.decode()
-    assert f"/leaderboard/{campaign.pk}/" not in bob_client.get("/").content.decode()
+    board_url, home = reverse("ranking:leaderboard", args=[campaign.pk]), reverse("battles:campaigns")
+    assert board_url in alice_client.get(home).content.decode()
+    assert board_url not in bob_client.get(home).content.decode()
 
 
 def test_live_elo_section_with_flags(board, alice_client):
     campaign, competitors, _ = board
     leaderboards_recompute(campaign_id=campaign.pk)
-    html = alice_client.get(f"/leaderboard/{campaign.pk}/").content.decode()
+    html = alice_client.get(reverse("ranking:leaderboard", args=[campaign.pk])).content.decode()
     assert "Live Elo" in html
     assert "fewer than 50 comparisons" in html  # the rare competitor has 5
 
@@ -290,7 +293,7 @@ def test_unanimous_results_still_get_an_honest_interval(acme, bob):
 
 def test_page_says_so_when_nobody_can_be_placed(acme, alice_client):
     leaderboards_recompute(campaign_id=acme.campaign.pk)
-    html = alice_client.get(f"/leaderboard/{acme.campaign.pk}/").content.decode()
+    html = alice_client.get(reverse("ranking:leaderboard", args=[acme.campaign.pk])).content.decode()
     assert "No competitor has enough votes to be placed yet" in html
     assert '<table class="board">' not in html
 
@@ -335,5 +338,5 @@ def test_page_reports_intransitive_triads(acme, bob, alice_client):
     overall = next(s for s in leaderboards_recompute(campaign_id=acme.campaign.pk)
                    if s.category == "" and s.view == "raw")
     assert overall.pairwise["intransitive_triads"] == 1
-    html = alice_client.get(f"/leaderboard/{acme.campaign.pk}/").content.decode()
+    html = alice_client.get(reverse("ranking:leaderboard", args=[acme.campaign.pk])).content.decode()
     assert "1 intransitive" in html

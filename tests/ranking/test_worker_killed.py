@@ -125,7 +125,9 @@ def _vote(client, campaign) -> Vote:  # type: ignore[no-untyped-def]
     return Vote.objects.get(battle=battle)
 
 
-def test_a_killed_worker_does_not_freeze_the_leaderboards(celery_env, acme, bob_client, settings, tmp_path):
+@pytest.mark.triton
+def test_a_killed_worker_does_not_freeze_the_leaderboards(celery_env, triton_server, acme, bob_client, settings,
+                                                          tmp_path):
     campaign = acme.campaign
     for key in (f"ranking:recompute-pending:{campaign.pk}", f"ranking:recompute-running:{campaign.pk}"):
         cache.delete(key)

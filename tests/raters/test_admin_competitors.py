@@ -4,6 +4,7 @@ with endpoints of the campaign's own organisation, and cannot rewrite one that h
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from battles.models import Battle, Competitor
 from raters.models import AuditEvent
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def change_url(campaign):  # type: ignore[no-untyped-def]
-    return f"/admin/battles/campaign/{campaign.pk}/change/"
+    return reverse("admin:battles_campaign_change", args=[campaign.pk])
 
 
 def test_owner_sees_the_competitor_inline(acme, alice_client):

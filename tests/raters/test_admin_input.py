@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from battles.models import Campaign, Prompt
 from battles.prompting import PROMPT_MAX_CHARS
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 ], ids=["too-long", "blank", "nul"])
 def test_bad_prompt_is_a_form_error(acme, alice_client, text, message):
     before = Prompt.objects.count()
-    response = alice_client.post("/admin/battles/prompt/add/", {
+    response = alice_client.post(reverse("admin:battles_prompt_add"), {
         "campaign": acme.campaign.pk, "text": text, "category": "other", "language": "und", "active": "on",
     })
     assert response.status_code == 200
@@ -28,7 +29,7 @@ def test_bad_prompt_is_a_form_error(acme, alice_client, text, message):
 
 
 def test_good_prompt_is_stored_stripped_and_hashed(acme, alice_client):
-    response = alice_client.post("/admin/battles/prompt/add/", {
+    response = alice_client.post(reverse("admin:battles_prompt_add"), {
         "campaign": acme.campaign.pk, "text": "  Why is the sky blue?  ", "category": "knowledge", "language": "und",
         "active": "on",
     })
@@ -43,7 +44,7 @@ def test_good_prompt_is_stored_stripped_and_hashed(acme, alice_client):
 ])
 def test_ranking_settings_are_bounded(acme, alice_client, field, value, message):
     data = campaign_form_data(acme.campaign, **{field: value})
-    response = alice_client.post(f"/admin/battles/campaign/{acme.campaign.pk}/change/", data)
+    response = alice_client.post(reverse("admin:battles_campaign_change", args=[acme.campaign.pk]), data)
     assert response.status_code == 200
     assert message in form_errors(response)
     assert getattr(Campaign.objects.get(pk=acme.campaign.pk), field) != value
@@ -51,7 +52,7 @@ def test_ranking_settings_are_bounded(acme, alice_client, field, value, message)
 
 def test_ranking_settings_within_bounds_are_saved(acme, alice_client):
     data = campaign_form_data(acme.campaign, ranking_bootstrap_rounds=2000, ranking_min_votes=1)
-    response = alice_client.post(f"/admin/battles/campaign/{acme.campaign.pk}/change/", data)
+    response = alice_client.post(reverse("admin:battles_campaign_change", args=[acme.campaign.pk]), data)
     assert response.status_code == 302, form_errors(response)
     campaign = Campaign.objects.get(pk=acme.campaign.pk)
     assert (campaign.ranking_bootstrap_rounds, campaign.ranking_min_votes) == (2000, 1)

@@ -4,6 +4,7 @@ an owner; every change goes through the services and leaves an audit row."""
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from raters import services
 from raters.errors import Conflict, PermissionDenied
@@ -20,11 +21,11 @@ def membership(user, tenant):  # type: ignore[no-untyped-def]
 
 
 def change(client, m, role):  # type: ignore[no-untyped-def]
-    return client.post(f"/admin/raters/membership/{m.pk}/change/", {"role": role})
+    return client.post(reverse("admin:raters_membership_change", args=[m.pk]), {"role": role})
 
 
 def delete(client, m):  # type: ignore[no-untyped-def]
-    return client.post(f"/admin/raters/membership/{m.pk}/delete/", {"post": "yes"})
+    return client.post(reverse("admin:raters_membership_delete", args=[m.pk]), {"post": "yes"})
 
 
 def test_manager_cannot_demote_the_owner(acme, alice, dave_client):
@@ -87,7 +88,7 @@ def test_owner_removes_a_rater_from_the_organisation_and_its_pools(acme, alice, 
 
 
 def test_bulk_delete_is_not_offered(acme, alice_client):
-    html = alice_client.get("/admin/raters/membership/").content.decode()
+    html = alice_client.get(reverse("admin:raters_membership_changelist")).content.decode()
     assert "delete_selected" not in html
 
 

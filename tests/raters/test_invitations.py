@@ -130,5 +130,5 @@ def test_used_up_expired_and_wrong_email_invitations_are_refused(acme, alice):
 
 
 def test_unknown_invitation_token(bob_client):
-    assert bob_client.post("/invite/not-a-token/").status_code == 404
-    assert bob_client.get("/invite/not-a-token/").status_code == 404
+    assert bob_client.post(reverse("raters:invitation", args=["not-a-token"])).status_code == 404
+    assert bob_client.get(reverse("raters:invitation", args=["not-a-token"])).status_code == 404

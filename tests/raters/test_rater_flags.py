@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from raters.models import AuditEvent, RaterFlag
 from tests.conftest import start_battle
@@ -10,21 +11,22 @@ from tests.conftest import start_battle
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.triton
 def test_flag_and_unflag_through_the_console(acme, bob, bob_client, alice_client, monkeypatch,
-                                             django_capture_on_commit_callbacks):
+                                             django_capture_on_commit_callbacks, triton_server):
     battle, _ = start_battle(bob_client, acme.campaign)
-    bob_client.post(f"/b/{battle.pk}/vote/", {"choice": "left"})
+    bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     scheduled: list[int] = []
     monkeypatch.setattr("ranking.services.leaderboards_schedule", lambda campaign_id: scheduled.append(campaign_id))
     with django_capture_on_commit_callbacks(execute=True):
-        response = alice_client.post("/admin/raters/raterflag/add/", {
+        response = alice_client.post(reverse("admin:raters_raterflag_add"), {
             "organization": acme.organization.pk, "rater": bob.pk, "reason": "answers in 300 ms"})
     assert response.status_code == 302
     flag = RaterFlag.objects.get(rater=bob)
     assert AuditEvent.objects.filter(action="rater.flagged", object_id=str(flag.pk)).exists()
     assert scheduled == [acme.campaign.pk]
     with django_capture_on_commit_callbacks(execute=True):
-        alice_client.post(f"/admin/raters/raterflag/{flag.pk}/delete/", {"post": "yes"})
+        alice_client.post(reverse("admin:raters_raterflag_delete", args=[flag.pk]), {"post": "yes"})
     assert not RaterFlag.objects.exists()
     assert AuditEvent.objects.filter(action="rater.unflagged").exists()
     assert scheduled == [acme.campaign.pk, acme.campaign.pk]
@@ -35,7 +37,7 @@ def test_recompute_action_queues_a_task(acme, alice_client, monkeypatch, django_
     monkeypatch.setattr("ranking.tasks.leaderboards_recompute_task.delay",
                         lambda campaign_id, organization_id: queued.append(campaign_id))
     with django_capture_on_commit_callbacks(execute=True):
-        response = alice_client.post("/admin/battles/campaign/", {
+        response = alice_client.post(reverse("admin:battles_campaign_changelist"), {
             "action": "recompute_leaderboards", "_selected_action": [acme.campaign.pk]})
     assert response.status_code == 302
     assert queued == [acme.campaign.pk]
@@ -46,7 +48,7 @@ def test_bulk_delete_in_the_console_is_audited(acme, alice_client):
     from raters.services import invitation_create
 
     invitations = [invitation_create(pool=acme.pool, actor=None) for _ in range(2)]
-    response = alice_client.post("/admin/raters/invitation/", {
+    response = alice_client.post(reverse("admin:raters_invitation_changelist"), {
         "action": "delete_selected", "_selected_action": [i.pk for i in invitations], "post": "yes"})
     assert response.status_code == 302
     assert not Invitation.objects.exists()

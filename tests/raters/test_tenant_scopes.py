@@ -94,6 +94,8 @@ def test_a_scope_shows_its_organisations_only(acme, globex):
 
 
 @pytest.mark.tenant_scoped
+@pytest.mark.triton
+@pytest.mark.usefixtures("triton_server")
 def test_a_generation_is_scoped_through_its_battle(acme, globex, bob_client):
     from tests.conftest import start_battle
 
@@ -129,6 +131,8 @@ def test_requests_run_in_the_principals_scope(acme, globex, bob_client, charlie_
 
 
 @pytest.mark.tenant_scoped
+@pytest.mark.triton
+@pytest.mark.usefixtures("triton_server")
 def test_an_api_key_request_is_scoped_to_the_keys_organisation_also_while_streaming(acme, globex, alice, charlie,
                                                                                       bob_client):
     from django.test import Client
@@ -171,6 +175,8 @@ def test_a_tenant_task_of_another_organisation_finds_nothing(acme, globex):
 
 
 @pytest.mark.tenant_scoped
+@pytest.mark.triton
+@pytest.mark.usefixtures("triton_server")
 def test_beat_safety_net_runs_without_a_scope(acme, bob_client):
     from tests.conftest import start_battle
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from battles.models import Battle
@@ -49,7 +50,7 @@ def test_pool_save_sets_members_and_audits_each_change(acme, alice, bob):
 
 def test_invitation_created_in_the_console_goes_through_the_service(acme, alice, alice_client):
     expires = timezone.localtime(timezone.now() + timedelta(days=3))
-    response = alice_client.post("/admin/raters/invitation/add/", {
+    response = alice_client.post(reverse("admin:raters_invitation_add"), {
         "pool": acme.pool.pk, "email": "erin@acme.test", "max_uses": 5,
         "expires_at_0": expires.date().isoformat(), "expires_at_1": expires.strftime("%H:%M:%S"),
     })
@@ -63,12 +64,12 @@ def test_invitation_created_in_the_console_goes_through_the_service(acme, alice,
 
 
 def test_generic_console_saves_write_an_enumerated_audit_action(acme, alice, alice_client):
-    response = alice_client.post("/admin/raters/raterpool/add/", {
+    response = alice_client.post(reverse("admin:raters_raterpool_add"), {
         "organization": acme.organization.pk, "name": "Vendors", "kind": RaterPool.Kind.CROWD})
     assert response.status_code == 302, form_errors(response)
     pool = RaterPool.objects.get(name="Vendors")
     assert AuditEvent.objects.filter(action=AuditAction.POOL_CREATED, object_id=str(pool.pk), actor=alice).exists()
-    response = alice_client.post(f"/admin/raters/raterpool/{pool.pk}/delete/", {"post": "yes"})
+    response = alice_client.post(reverse("admin:raters_raterpool_delete", args=[pool.pk]), {"post": "yes"})
     assert response.status_code == 302
     assert AuditEvent.objects.filter(action=AuditAction.POOL_DELETED, object_id=str(pool.pk)).exists()
 
@@ -86,7 +87,7 @@ def test_deleting_a_row_still_in_use_is_a_conflict_shown_in_the_console(acme, bo
     with pytest.raises(Conflict, match="still in use"):
         services.tenant_row_delete(obj=acme.pool, actor=None)
     # The console's own delete page already names what protects the pool, and refuses.
-    response = alice_client.post(f"/admin/raters/raterpool/{acme.pool.pk}/delete/", {"post": "yes"})
+    response = alice_client.post(reverse("admin:raters_raterpool_delete", args=[acme.pool.pk]), {"post": "yes"})
     assert response.status_code == 200 and "Cannot delete rater pool" in response.content.decode()
     assert RaterPool.objects.filter(pk=acme.pool.pk).exists()
     assert not AuditEvent.objects.filter(action=AuditAction.POOL_DELETED).exists()

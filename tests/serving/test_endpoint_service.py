@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from raters.models import AuditEvent
 from serving.services import EndpointInUse, endpoint_save
 from tests.conftest import start_battle
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
 
 def test_used_endpoint_cannot_change_model_but_can_move(acme, bob_client, alice, settings):
@@ -27,8 +28,8 @@ def test_used_endpoint_cannot_change_model_but_can_move(acme, bob_client, alice,
 
 def test_admin_shows_identity_fields_read_only_once_used(acme, bob_client, alice_client):
     endpoint = acme.left.endpoint
-    html = alice_client.get(f"/admin/serving/modelendpoint/{endpoint.pk}/change/").content.decode()
+    html = alice_client.get(reverse("admin:serving_modelendpoint_change", args=[endpoint.pk])).content.decode()
     assert 'name="model_name"' in html
     start_battle(bob_client, acme.campaign)
-    html = alice_client.get(f"/admin/serving/modelendpoint/{endpoint.pk}/change/").content.decode()
+    html = alice_client.get(reverse("admin:serving_modelendpoint_change", args=[endpoint.pk])).content.decode()
     assert 'name="model_name"' not in html and 'name="url"' in html

@@ -134,6 +134,7 @@ def test_a_manager_cannot_enter_an_internal_address(acme, alice_client, settings
 
 
 @pytest.mark.django_db
+@pytest.mark.triton
 def test_an_allowed_address_is_accepted_by_the_console(acme, alice_client, settings, triton_server):
     settings.ARENA_MODEL_HOSTS = [triton_server.grpc_url]
     response = alice_client.post("/admin/serving/modelendpoint/add/", {

@@ -8,10 +8,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed
-from serving.triton.server import TritonServer
+from serving.triton.server import TritonEnvironment, TritonEnvironmentError, TritonServer
 
 
 def demo_debug_off() -> None:
@@ -44,11 +44,16 @@ class Command(BaseCommand):
         server = TritonServer(
             model_repositories=[repository],
             http_port=settings.ARENA_TRITON_HTTP_PORT, grpc_port=settings.ARENA_TRITON_GRPC_PORT,
+            environment=settings.ARENA_TRITON_ENV,
         )
         world = demo_seed(triton_grpc_url=server.grpc_url, model_repository=repository)
         if options["seed_only"]:
             self.stdout.write(f"Seeded {world.organization.name}: campaign {world.campaign.name!r}.")
             return
+        try:
+            TritonEnvironment.locate(settings.ARENA_TRITON_ENV)
+        except TritonEnvironmentError as exc:
+            raise CommandError(str(exc)) from exc
         models = ", ".join(e.name for e in world.endpoints)
         self.stdout.write(f"Starting Triton (local models: {models}) ...")
         if not options["debug"]:

@@ -2,12 +2,14 @@
 
 The answer is JSON of every input the request carried, so a test can check that both sides of a
 battle got the identical parameter set, plus `_received_at` (the server's wall clock when execute
-began), so a test can check that both sides were called at the same moment.
+began), so a test can check that both sides were called at the same moment, and `_runtime` (the
+interpreter's prefix and numpy version), so a test can check which environment runs the models.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Any
 
@@ -38,6 +40,7 @@ class TritonPythonModel:
             started = time.perf_counter()
             received: dict[str, Any] = {name: _value(request, name) for name in INPUTS}
             received["_received_at"] = time.time()
+            received["_runtime"] = {"prefix": sys.prefix, "numpy": np.__version__}
             text = json.dumps(received, sort_keys=True, ensure_ascii=False)
             time.sleep(max(0.0, self.delay_s - (time.perf_counter() - started)))
             responses.append(
