@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from arena.http import client_ip
 
 
-class AccountAdapter(DefaultAccountAdapter):
+class AccountAdapter(DefaultAccountAdapter):  # type: ignore[misc]  # allauth ships no types
     def get_client_ip(self, request: HttpRequest) -> str:
         ip = client_ip(request)
         if not ip:

@@ -53,8 +53,12 @@ class FailoverRedisCache(RedisCache):
                     first = not self._down
                     self._down = True
                 if first:
-                    logger.warning("Redis cache unreachable (%s: %s): rate limits and marks are local to this "
-                                   "process until it is back", type(exc).__name__, exc)
+                    logger.warning(
+                        "Redis cache unreachable (%s: %s): rate limits and marks are local to this "
+                        "process until it is back",
+                        type(exc).__name__,
+                        exc,
+                    )
             else:
                 if self._down:
                     with self._state:

@@ -142,8 +142,9 @@ def address_check(host: str, port: int, *, allowed: Sequence[AllowEntry], resolv
             )
 
 
-def url_check(url: str, *, allowed: Sequence[AllowEntry], schemes: tuple[str, ...] = ("https",),
-              resolver: Resolver = _resolve) -> None:
+def url_check(
+    url: str, *, allowed: Sequence[AllowEntry], schemes: tuple[str, ...] = ("https",), resolver: Resolver = _resolve
+) -> None:
     """The same rule for a URL (webhooks): a scheme from ``schemes``, a host, the port it implies."""
     try:
         parts = urlsplit(url)
@@ -154,5 +155,4 @@ def url_check(url: str, *, allowed: Sequence[AllowEntry], schemes: tuple[str, ..
         raise AddressRefused(f"Enter a URL starting with {' or '.join(s + '://' for s in schemes)}.")
     if parts.username or parts.password:
         raise AddressRefused("A URL with a user name or password is not accepted.")
-    address_check(parts.hostname, port or (443 if parts.scheme == "https" else 80), allowed=allowed,
-                  resolver=resolver)
+    address_check(parts.hostname, port or (443 if parts.scheme == "https" else 80), allowed=allowed, resolver=resolver)

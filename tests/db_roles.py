@@ -23,13 +23,33 @@ def app_role_ready() -> dict[str, Any]:
     if connection.vendor != "postgresql":
         raise AssertionError("the database roles are PostgreSQL's: run on PostgreSQL (scripts/test)")
     database = connection.settings_dict
-    env = {**os.environ, "PGHOST": database["HOST"] or "127.0.0.1", "PGPORT": str(database["PORT"] or 5432),
-           "PGUSER": database["USER"] or "postgres"}
+    env = {
+        **os.environ,
+        "PGHOST": database["HOST"] or "127.0.0.1",
+        "PGPORT": str(database["PORT"] or 5432),
+        "PGUSER": database["USER"] or "postgres",
+    }
     if database.get("PASSWORD"):
         env["PGPASSWORD"] = database["PASSWORD"]
-    subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", "-v", f"app={APP_ROLE}", "-f",
-                    str(ROOT / "scripts" / "pg_roles.sql"), "-d", "postgres"],
-                   env=env, check=True, capture_output=True, text=True, timeout=60)
+    subprocess.run(
+        [
+            "psql",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-v",
+            f"app={APP_ROLE}",
+            "-f",
+            str(ROOT / "scripts" / "pg_roles.sql"),
+            "-d",
+            "postgres",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     call_command("db_grants", app_role=APP_ROLE, stdout=open(os.devnull, "w"))  # noqa: SIM115
     return {"host": env["PGHOST"], "port": env["PGPORT"], "user": APP_ROLE, "dbname": database["NAME"]}
 

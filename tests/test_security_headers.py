@@ -17,9 +17,13 @@ from django.core import mail
 from tests.conftest import start_battle
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCTION_ENV = {"DJANGO_SETTINGS_MODULE": "arena.settings.base", "SECRET_KEY": secrets.token_urlsafe(50),
-                  "DATABASE_URL": "postgres://arena_app@127.0.0.1:5432/arena", "REDIS_URL": "redis://127.0.0.1:6379/0",
-                  "ALLOWED_HOSTS": "arena.example.com"}
+PRODUCTION_ENV = {
+    "DJANGO_SETTINGS_MODULE": "arena.settings.base",
+    "SECRET_KEY": secrets.token_urlsafe(50),
+    "DATABASE_URL": "postgres://arena_app@127.0.0.1:5432/arena",
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "ALLOWED_HOSTS": "arena.example.com",
+}
 INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)(?![^>]*type=\"application/json\")[^>]*>", re.IGNORECASE)
 EVENT_HANDLER = re.compile(r"<[^>]+\son[a-z]+\s*=", re.IGNORECASE)
 
@@ -27,11 +31,13 @@ EVENT_HANDLER = re.compile(r"<[^>]+\son[a-z]+\s*=", re.IGNORECASE)
 def _production(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     # What a deployment's environment would not hold: the suite's own switches (the browser tests set
     # DJANGO_ALLOW_ASYNC_UNSAFE for Playwright), and any security setting a developer exported.
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith(("SECURE_", "ACCOUNT_", "DEBUG", "DJANGO_", "ARENA_"))}
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SECURE_", "ACCOUNT_", "DEBUG", "DJANGO_", "ARENA_"))
+    }
     environment.update(PRODUCTION_ENV, **env)
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+    )
 
 
 def _policy(response) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -43,11 +49,16 @@ def _policy(response) -> dict[str, str]:  # type: ignore[no-untyped-def]
 @pytest.mark.triton
 def test_every_page_carries_a_policy_without_inline_script(triton_server, acme, bob_client, alice_client, client):
     battle, page = start_battle(bob_client, acme.campaign)
-    pages = {"battle": page, "campaigns": bob_client.get("/"), "login": client.get("/accounts/login/"),
-             "signup": client.get("/accounts/signup/"), "console": alice_client.get("/admin/"),
-             "leaderboard": alice_client.get(f"/leaderboard/{acme.campaign.pk}/"),
-             "campaign form": alice_client.get(f"/admin/battles/campaign/{acme.campaign.pk}/change/"),
-             "endpoint form": alice_client.get("/admin/serving/modelendpoint/add/")}
+    pages = {
+        "battle": page,
+        "campaigns": bob_client.get("/"),
+        "login": client.get("/accounts/login/"),
+        "signup": client.get("/accounts/signup/"),
+        "console": alice_client.get("/admin/"),
+        "leaderboard": alice_client.get(f"/leaderboard/{acme.campaign.pk}/"),
+        "campaign form": alice_client.get(f"/admin/battles/campaign/{acme.campaign.pk}/change/"),
+        "endpoint form": alice_client.get("/admin/serving/modelendpoint/add/"),
+    }
     for name, response in pages.items():
         assert response.status_code == 200, name
         policy = _policy(response)
@@ -70,10 +81,12 @@ def test_no_template_has_an_inline_script_or_style_block():
 
 
 def test_production_defaults_are_https_only_and_pass_check_deploy():
-    code = ("import django; django.setup(); from django.conf import settings as s; "
-            "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SECURE_HSTS_INCLUDE_SUBDOMAINS, "
-            "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.ACCOUNT_EMAIL_VERIFICATION, "
-            "s.ACCOUNT_PREVENT_ENUMERATION)")
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SECURE_HSTS_INCLUDE_SUBDOMAINS, "
+        "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.ACCOUNT_EMAIL_VERIFICATION, "
+        "s.ACCOUNT_PREVENT_ENUMERATION)"
+    )
     result = _production("-c", code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "31536000", "True", "True", "True", "mandatory", "True"]
@@ -84,8 +97,15 @@ def test_production_defaults_are_https_only_and_pass_check_deploy():
     assert check.returncode == 0, check.stdout + check.stderr
     assert "no issues" in check.stdout
     # ... and the check notices a deployment that switched the protections off.
-    weak = _production("manage.py", "check", "--deploy", "--fail-level", "WARNING", SECURE_SSL_REDIRECT="false",
-                       ACCOUNT_EMAIL_VERIFICATION="none")
+    weak = _production(
+        "manage.py",
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        SECURE_SSL_REDIRECT="false",
+        ACCOUNT_EMAIL_VERIFICATION="none",
+    )
     assert weak.returncode != 0 and "security.W008" in weak.stderr and "arena.W001" in weak.stderr
 
 
@@ -105,11 +125,18 @@ def test_signup_does_not_reveal_whether_an_email_is_registered(settings, bob, cl
     settings.ACCOUNT_EMAIL_VERIFICATION = "mandatory"  # the production default
     answers = []
     for email in (bob.email, "newcomer@acme.test"):
-        response = client.post("/accounts/signup/", {"email": email, "password1": "Zq8!vL2#wR7pK", "password2":
-                                                     "Zq8!vL2#wR7pK"})
+        response = client.post(
+            "/accounts/signup/", {"email": email, "password1": "Zq8!vL2#wR7pK", "password2": "Zq8!vL2#wR7pK"}
+        )
         follow = client.get(response["Location"]) if response.status_code == 302 else response
-        answers.append((response.status_code, response.get("Location"), follow.status_code,
-                        follow.content.decode().replace(email, "EMAIL")))
+        answers.append(
+            (
+                response.status_code,
+                response.get("Location"),
+                follow.status_code,
+                follow.content.decode().replace(email, "EMAIL"),
+            )
+        )
     assert answers[0] == answers[1]
     assert answers[0][0] == 302
     # The owner of the registered address hears about the attempt; the newcomer gets the confirmation.

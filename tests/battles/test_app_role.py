@@ -54,23 +54,28 @@ def test_the_application_role_cannot_rewrite_the_vote_log(stored_vote, statement
     stored_vote.refresh_from_db()
     assert stored_vote.choice == "left"
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'battles_vote'::regclass "
-                       "AND NOT tgisinternal AND tgenabled = 'O'")
+        cursor.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'battles_vote'::regclass "
+            "AND NOT tgisinternal AND tgenabled = 'O'"
+        )
         assert cursor.fetchone()[0] == 3
 
 
 @pytest.mark.triton
 def test_the_application_role_reads_and_appends(stored_vote):
     with psycopg.connect(**app_role_ready()) as app:
-        assert app.execute("SELECT count(*) FROM battles_vote").fetchone()[0] == 1
+        assert app.execute("SELECT count(*) FROM battles_vote").fetchone() == (1,)
         privileges = app.execute(
             "SELECT has_table_privilege('battles_vote', p) FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', "
-            "'DELETE', 'TRUNCATE', 'TRIGGER', 'REFERENCES']) AS p").fetchall()
+            "'DELETE', 'TRUNCATE', 'TRIGGER', 'REFERENCES']) AS p"
+        ).fetchall()
         assert [row[0] for row in privileges] == [True, True, False, False, False, False, False]
         # The rest of the schema is the application's to read and write (battles are updated, for one).
-        assert app.execute("SELECT has_table_privilege('battles_battle', 'UPDATE'), "
-                           "has_table_privilege('battles_battle', 'DELETE'), "
-                           "has_sequence_privilege('battles_vote_id_seq', 'USAGE')").fetchone() == (True, True, True)
+        assert app.execute(
+            "SELECT has_table_privilege('battles_battle', 'UPDATE'), "
+            "has_table_privilege('battles_battle', 'DELETE'), "
+            "has_sequence_privilege('battles_vote_id_seq', 'USAGE')"
+        ).fetchone() == (True, True, True)
         role = app.execute("SELECT rolsuper, rolcreaterole, rolbypassrls FROM pg_roles WHERE rolname = current_user")
         assert role.fetchone() == (False, False, False)
 

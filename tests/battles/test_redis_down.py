@@ -35,7 +35,9 @@ class RedisServer:
     def start(self) -> None:
         self.process = subprocess.Popen(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         client = redis.Redis(port=self.port)
         for _ in range(100):
             try:
@@ -63,19 +65,24 @@ def own_redis(settings, monkeypatch) -> Iterator[RedisServer]:
     server = RedisServer()
     server.start()
     monkeypatch.setattr(FailoverRedisCache, "RETRY_S", 0.5)
-    settings.CACHES = {"default": {"BACKEND": "arena.cache.FailoverRedisCache", "LOCATION": server.url,
-                                   "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "arena.cache.FailoverRedisCache",
+            "LOCATION": server.url,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
 
     def use_broker(url: str | None) -> None:
         # kombu keeps one pool per broker URL for the process: drop the app's references only (closing
         # the suite's pool would break every later publish); this test's own pool is closed at the end.
-        app._pool = None
-        app.amqp._producer_pool = None
-        app.conf.broker_write_url = url  # publishing goes to the write URL (None: back to broker_url)
+        app._pool = None  # type: ignore[attr-defined]
+        app.amqp._producer_pool = None  # type: ignore[attr-defined]
+        app.conf.update(broker_write_url=url)  # publishing goes to the write URL (None: back to broker_url)
 
     use_broker(server.url)
     yield server
-    own_pool = app._pool
+    own_pool = app._pool  # type: ignore[attr-defined]
     use_broker(None)
     if own_pool is not None:
         own_pool.force_close_all()
@@ -84,8 +91,9 @@ def own_redis(settings, monkeypatch) -> Iterator[RedisServer]:
 
 
 @pytest.mark.triton
-def test_votes_keep_landing_while_redis_restarts(vote_log_purge, triton_server, own_redis, acme, bob, bob_client,
-                                                 settings, caplog):
+def test_votes_keep_landing_while_redis_restarts(
+    vote_log_purge, triton_server, own_redis, acme, bob, bob_client, settings, caplog
+):
     settings.RATELIMIT_ENABLE = True
     settings.ARENA_RANKING_DEBOUNCE_S = 30
     campaign = acme.campaign
@@ -123,4 +131,5 @@ def test_votes_keep_landing_while_redis_restarts(vote_log_purge, triton_server, 
     assert "Redis cache reachable again" in caplog.text
     # Rate limits count in Redis again.
     assert bob_client.post(f"/c/{campaign.pk}/next/").status_code == 302
-    assert any(b"rl:" in key for key in redis.Redis(port=own_redis.port).keys("*"))
+    keys: list[bytes] = redis.Redis(port=own_redis.port).keys("*")  # type: ignore[assignment]  # sync client
+    assert any(b"rl:" in key for key in keys)

@@ -17,9 +17,14 @@ from .conftest import log_in
 
 @pytest.mark.triton
 def test_pages_work_under_the_policy_and_inline_script_is_blocked(
-    vote_log_purge: None, triton_server: object, live_server: LiveServer, acme: Tenant, alice: AbstractUser,
+    vote_log_purge: None,
+    triton_server: object,
+    live_server: LiveServer,
+    acme: Tenant,
+    alice: AbstractUser,
     bob: AbstractUser,
-    bob_client, browser_context: BrowserContext,  # type: ignore[no-untyped-def]
+    bob_client,
+    browser_context: BrowserContext,  # type: ignore[no-untyped-def]
 ) -> None:
     for choice in ("left", "right", "left"):
         battle, _ = start_battle(bob_client, acme.campaign)

@@ -39,8 +39,9 @@ class Process:
     """A child process whose output lines are collected as they come."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True)
+        self.popen = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         self.log: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -86,9 +87,15 @@ def celery_env(vote_log_purge, tmp_path) -> Iterator[dict[str, str]]:  # type: i
 
     app.control.purge()
     broker = redis.Redis.from_url(settings.REDIS_URL)
-    env = {**os.environ, "DATABASE_URL": app_role_url(), "REDIS_URL": settings.REDIS_URL,
-           "DJANGO_SETTINGS_MODULE": "arena.settings.local", "ARENA_RANKING_LEASE_S": str(LEASE_S),
-           "ARENA_RANKING_SCHEDULE_S": str(SCHEDULE_S), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": app_role_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "arena.settings.local",
+        "ARENA_RANKING_LEASE_S": str(LEASE_S),
+        "ARENA_RANKING_SCHEDULE_S": str(SCHEDULE_S),
+        "PYTHONUNBUFFERED": "1",
+    }
     yield env
     app.control.purge()
     # A killed worker's unacknowledged task would be delivered again to some later worker, after the
@@ -108,11 +115,13 @@ def _worker(env: dict[str, str], *, slow: bool = False) -> Process:
     return process
 
 
-def _fresh_snapshot_within(campaign_id: int, vote: Vote, since: float, limit_s: float,
-                           processes: list[Process]) -> float:
+def _fresh_snapshot_within(
+    campaign_id: int, vote: Vote, since: float, limit_s: float, processes: list[Process]
+) -> float:
     while time.monotonic() - since < limit_s:
-        if LeaderboardSnapshot.objects.filter(campaign_id=campaign_id, category="", view="raw",
-                                              last_vote_id__gte=vote.pk).exists():
+        if LeaderboardSnapshot.objects.filter(
+            campaign_id=campaign_id, category="", view="raw", last_vote_id__gte=vote.pk
+        ).exists():
             return time.monotonic() - since
         time.sleep(0.25)
     logs = "\n".join("".join(p.log)[-3000:] for p in processes)
@@ -126,13 +135,26 @@ def _vote(client, campaign) -> Vote:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.triton
-def test_a_killed_worker_does_not_freeze_the_leaderboards(celery_env, triton_server, acme, bob_client, settings,
-                                                          tmp_path):
+def test_a_killed_worker_does_not_freeze_the_leaderboards(
+    celery_env, triton_server, acme, bob_client, settings, tmp_path
+):
     campaign = acme.campaign
     for key in (f"ranking:recompute-pending:{campaign.pk}", f"ranking:recompute-running:{campaign.pk}"):
         cache.delete(key)
-    beat = Process([sys.executable, "-m", "celery", "-A", "arena", "beat", "--loglevel=INFO",
-                    "--schedule", str(tmp_path / "beat-schedule")], celery_env)
+    beat = Process(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "arena",
+            "beat",
+            "--loglevel=INFO",
+            "--schedule",
+            str(tmp_path / "beat-schedule"),
+        ],
+        celery_env,
+    )
     started: list[Process] = [beat]
     try:
         # 1. Killed while holding the delayed task (the vote's debounce has not run out yet).

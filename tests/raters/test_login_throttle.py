@@ -32,14 +32,19 @@ def _login(email: str, password: str, *, client_address: str, spoofed: str | Non
     """One login through the proxy, from ``client_address``; True if it logged in."""
     forwarded = f"{spoofed}, {client_address}" if spoofed else client_address
     response = Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=forwarded).post(
-        "/accounts/login/", {"login": email, "password": password})
+        "/accounts/login/", {"login": email, "password": password}
+    )
     return response.status_code == 302
 
 
 def _attack_from_one_address() -> None:
     for _ in range(10):
-        assert not _login(f"{uuid.uuid4().hex}@random.test", "wrong-password", client_address="203.0.113.66",
-                          spoofed=f"198.51.100.{uuid.uuid4().int % 250}")
+        assert not _login(
+            f"{uuid.uuid4().hex}@random.test",
+            "wrong-password",
+            client_address="203.0.113.66",
+            spoofed=f"198.51.100.{uuid.uuid4().int % 250}",
+        )
 
 
 def test_failed_logins_from_one_client_do_not_lock_out_another(settings, bob):
@@ -68,17 +73,20 @@ def test_failed_logins_on_one_account_lock_it_from_any_address(settings, alice, 
     assert _login(bob.email, PASSWORD, client_address="203.0.113.10")
 
 
-@pytest.mark.parametrize("depth, forwarded, expected", [
-    (0, "1.1.1.1", PROXY),                      # no trusted proxy: the header is ignored
-    (1, "1.1.1.1", "1.1.1.1"),
-    (1, "6.6.6.6, 1.1.1.1", "1.1.1.1"),         # the client's own entries are ignored
-    (2, "6.6.6.6, 1.1.1.1, 10.20.0.1", "1.1.1.1"),
-    (2, "1.1.1.1", PROXY),                      # did not pass all proxies: the connecting address
-    (1, "1.1.1.1:5555", "1.1.1.1"),
-    (1, "[2001:db8::1]:443", "2001:db8::1"),
-    (1, "not-an-address", PROXY),
-    (1, "", PROXY),
-])
+@pytest.mark.parametrize(
+    "depth, forwarded, expected",
+    [
+        (0, "1.1.1.1", PROXY),  # no trusted proxy: the header is ignored
+        (1, "1.1.1.1", "1.1.1.1"),
+        (1, "6.6.6.6, 1.1.1.1", "1.1.1.1"),  # the client's own entries are ignored
+        (2, "6.6.6.6, 1.1.1.1, 10.20.0.1", "1.1.1.1"),
+        (2, "1.1.1.1", PROXY),  # did not pass all proxies: the connecting address
+        (1, "1.1.1.1:5555", "1.1.1.1"),
+        (1, "[2001:db8::1]:443", "2001:db8::1"),
+        (1, "not-an-address", PROXY),
+        (1, "", PROXY),
+    ],
+)
 def test_client_address_at_the_configured_depth(settings, depth, forwarded, expected):
     settings.ARENA_TRUSTED_PROXY_COUNT = depth
     request = RequestFactory().get("/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=forwarded)

@@ -30,39 +30,45 @@ def fake_dns(table: dict[str, list[str]]):  # type: ignore[no-untyped-def]
         if host not in table:
             raise socket.gaierror("Name or service not known")
         return table[host]
+
     return resolve
 
 
-DNS = fake_dns({
-    "loopback.attacker.example": ["127.0.0.1"],
-    "mixed.attacker.example": ["93.184.215.14", "10.1.2.3"],
-    "metadata.attacker.example": ["169.254.169.254"],
-    "mapped.attacker.example": ["::ffff:127.0.0.1"],
-    "models.example.com": ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"],
-    "triton": ["172.18.0.5"],
-})
+DNS = fake_dns(
+    {
+        "loopback.attacker.example": ["127.0.0.1"],
+        "mixed.attacker.example": ["93.184.215.14", "10.1.2.3"],
+        "metadata.attacker.example": ["169.254.169.254"],
+        "mapped.attacker.example": ["::ffff:127.0.0.1"],
+        "models.example.com": ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"],
+        "triton": ["172.18.0.5"],
+    }
+)
 
 
-@pytest.mark.parametrize("host, port", [
-    ("127.0.0.1", 6379),                  # the platform's Redis
-    ("127.0.0.1", 8000),                  # its own web port
-    ("10.0.0.1", 5432),                   # a private network
-    ("192.168.1.10", 8001),
-    ("172.16.0.1", 8001),
-    ("100.64.0.1", 8001),                 # carrier-grade NAT
-    ("169.254.169.254", 80),              # cloud metadata
-    ("0.0.0.0", 8001),
-    ("::1", 8001),
-    ("fd00::1", 8001),
-    ("fe80::1", 8001),
-    ("::ffff:127.0.0.1", 8001),
-    ("224.0.0.1", 8001),
-    ("loopback.attacker.example", 8001),  # a name pointing at loopback
-    ("mixed.attacker.example", 8001),     # one internal record among public ones
-    ("metadata.attacker.example", 80),
-    ("mapped.attacker.example", 8001),
-    ("nowhere.invalid", 8001),            # does not resolve
-])
+@pytest.mark.parametrize(
+    "host, port",
+    [
+        ("127.0.0.1", 6379),  # the platform's Redis
+        ("127.0.0.1", 8000),  # its own web port
+        ("10.0.0.1", 5432),  # a private network
+        ("192.168.1.10", 8001),
+        ("172.16.0.1", 8001),
+        ("100.64.0.1", 8001),  # carrier-grade NAT
+        ("169.254.169.254", 80),  # cloud metadata
+        ("0.0.0.0", 8001),
+        ("::1", 8001),
+        ("fd00::1", 8001),
+        ("fe80::1", 8001),
+        ("::ffff:127.0.0.1", 8001),
+        ("224.0.0.1", 8001),
+        ("loopback.attacker.example", 8001),  # a name pointing at loopback
+        ("mixed.attacker.example", 8001),  # one internal record among public ones
+        ("metadata.attacker.example", 80),
+        ("mapped.attacker.example", 8001),
+        ("nowhere.invalid", 8001),  # does not resolve
+    ],
+)
 def test_internal_addresses_are_refused_without_an_allow_list(host, port):
     with pytest.raises(AddressRefused):
         address_check(host, port, allowed=(), resolver=DNS)
@@ -72,9 +78,9 @@ def test_public_addresses_pass_and_the_allow_list_opens_exactly_what_it_names():
     address_check("93.184.215.14", 8001, allowed=(), resolver=DNS)
     address_check("models.example.com", 8001, allowed=(), resolver=DNS)
     allowed = allow_list_parse(["triton", "10.0.5.0/24", "127.0.0.1:8501", "[::1]:8001"])
-    address_check("triton", 8001, allowed=allowed, resolver=DNS)          # by name, whatever it resolves to
-    address_check("10.0.5.77", 8001, allowed=allowed, resolver=DNS)       # inside the network
-    address_check("127.0.0.1", 8501, allowed=allowed, resolver=DNS)       # the one allowed port
+    address_check("triton", 8001, allowed=allowed, resolver=DNS)  # by name, whatever it resolves to
+    address_check("10.0.5.77", 8001, allowed=allowed, resolver=DNS)  # inside the network
+    address_check("127.0.0.1", 8501, allowed=allowed, resolver=DNS)  # the one allowed port
     address_check("::1", 8001, allowed=allowed, resolver=DNS)
     for host, port in [("10.0.6.1", 8001), ("127.0.0.1", 6379), ("::1", 6379), ("loopback.attacker.example", 6379)]:
         with pytest.raises(AddressRefused):
@@ -96,8 +102,14 @@ def test_malformed_allow_list_entries_are_refused(items):
 
 def test_the_same_rule_guards_webhook_urls():
     url_check("https://93.184.215.14/hooks/arena", allowed=())
-    for url in ["https://127.0.0.1/hook", "https://10.0.0.1:8443/hook", "http://93.184.215.14/hook",
-                "https://user:pw@93.184.215.14/", "https://loopback.attacker.example/", "not a url"]:
+    for url in [
+        "https://127.0.0.1/hook",
+        "https://10.0.0.1:8443/hook",
+        "http://93.184.215.14/hook",
+        "https://user:pw@93.184.215.14/",
+        "https://loopback.attacker.example/",
+        "not a url",
+    ]:
         with pytest.raises(AddressRefused):
             url_check(url, allowed=(), resolver=DNS)
 
@@ -114,18 +126,33 @@ def test_a_malformed_allow_list_stops_start_up(monkeypatch):
 
 # -- through the platform ----------------------------------------------------------------------------
 
-ATTACKS = ["127.0.0.1:6379", "127.0.0.1:5432", "10.0.0.1:8001", "169.254.169.254:80", "localhost:8000",
-           "[::1]:6379", "192.168.0.10:8001"]
+ATTACKS = [
+    "127.0.0.1:6379",
+    "127.0.0.1:5432",
+    "10.0.0.1:8001",
+    "169.254.169.254:80",
+    "localhost:8000",
+    "[::1]:6379",
+    "192.168.0.10:8001",
+]
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("url", ATTACKS)
 def test_a_manager_cannot_enter_an_internal_address(acme, alice_client, settings, url):
     settings.ARENA_MODEL_HOSTS = ["triton:8001"]  # what a deployment allows: its own model server only
-    response = alice_client.post("/admin/serving/modelendpoint/add/", {
-        "organization": acme.organization.pk, "name": "probe", "url": url, "protocol": "grpc",
-        "model_name": "zen-bigram", "model_version": "", "timeout_s": "5",
-    })
+    response = alice_client.post(
+        "/admin/serving/modelendpoint/add/",
+        {
+            "organization": acme.organization.pk,
+            "name": "probe",
+            "url": url,
+            "protocol": "grpc",
+            "model_name": "zen-bigram",
+            "model_version": "",
+            "timeout_s": "5",
+        },
+    )
     assert response.status_code == 200  # the form again, with the error
     html = response.content.decode()
     assert "internal address" in html or "does not resolve" in html
@@ -137,10 +164,18 @@ def test_a_manager_cannot_enter_an_internal_address(acme, alice_client, settings
 @pytest.mark.triton
 def test_an_allowed_address_is_accepted_by_the_console(acme, alice_client, settings, triton_server):
     settings.ARENA_MODEL_HOSTS = [triton_server.grpc_url]
-    response = alice_client.post("/admin/serving/modelendpoint/add/", {
-        "organization": acme.organization.pk, "name": "allowed", "url": triton_server.grpc_url,
-        "protocol": "grpc", "model_name": "zen-bigram", "model_version": "", "timeout_s": "5",
-    })
+    response = alice_client.post(
+        "/admin/serving/modelendpoint/add/",
+        {
+            "organization": acme.organization.pk,
+            "name": "allowed",
+            "url": triton_server.grpc_url,
+            "protocol": "grpc",
+            "model_name": "zen-bigram",
+            "model_version": "",
+            "timeout_s": "5",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     assert ModelEndpoint.objects.filter(name="allowed").exists()
 
@@ -244,8 +279,9 @@ def test_the_console_readiness_check_never_connects_to_a_refused_address(setting
 
     listener = _Listener()
     settings.ARENA_MODEL_HOSTS = []
-    endpoint = ModelEndpoint(name="probe", url=f"127.0.0.1:{listener.port}", protocol="grpc", model_name="m",
-                             timeout_s=3)
+    endpoint = ModelEndpoint(
+        name="probe", url=f"127.0.0.1:{listener.port}", protocol="grpc", model_name="m", timeout_s=3
+    )
     assert "address refused" in model_readiness(endpoint.spec())
     assert not listener.connected()
     listener.sock.close()

@@ -23,10 +23,14 @@ class Command(BaseCommand):
     help = "Grant the application role its privileges (append-only on the vote log). Run as the owner."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--database", default=DEFAULT_DB_ALIAS,
-                            help="Connection to run as (the owner's: 'migrate' where DATABASE_MIGRATE_URL is set).")
-        parser.add_argument("--app-role", default=None,
-                            help="The application's role; default: the user of DATABASES['default'].")
+        parser.add_argument(
+            "--database",
+            default=DEFAULT_DB_ALIAS,
+            help="Connection to run as (the owner's: 'migrate' where DATABASE_MIGRATE_URL is set).",
+        )
+        parser.add_argument(
+            "--app-role", default=None, help="The application's role; default: the user of DATABASES['default']."
+        )
 
     def handle(self, *args: Any, database: str, app_role: str | None, **options: Any) -> None:
         connection = connections[database]
@@ -40,8 +44,10 @@ class Command(BaseCommand):
             cursor.execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")
             current, superuser = cursor.fetchone()
             if role == current:
-                raise CommandError(f"{role} is the role running this command (the tables' owner): the application "
-                                   "must connect as another role; see README, 'The vote log'")
+                raise CommandError(
+                    f"{role} is the role running this command (the tables' owner): the application "
+                    "must connect as another role; see README, 'The vote log'"
+                )
             cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [role])
             row = cursor.fetchone()
             if row is None:
@@ -58,5 +64,7 @@ class Command(BaseCommand):
                 cursor.execute(f"REVOKE ALL ON {connection.ops.quote_name(table)} FROM {quoted}")
                 cursor.execute(f"GRANT SELECT, INSERT ON {connection.ops.quote_name(table)} TO {quoted}")
         granted_as = f"{current}, a superuser" if superuser else current
-        self.stdout.write(f"{role}: read-write on the schema, SELECT and INSERT only on "
-                          f"{', '.join(APPEND_ONLY_TABLES)} (granted as {granted_as})")
+        self.stdout.write(
+            f"{role}: read-write on the schema, SELECT and INSERT only on "
+            f"{', '.join(APPEND_ONLY_TABLES)} (granted as {granted_as})"
+        )
