@@ -100,8 +100,8 @@ def triton_server() -> Iterator[TritonServer]:
 @pytest.fixture
 def model_server_url(request: pytest.FixtureRequest) -> str:
     """The address the tenants' endpoints use: the session's Triton server (gRPC) for a test that
-    uses it, else MODEL_SERVER_URL."""
-    if TRITON_FIXTURE in request.fixturenames:
+    uses it or is marked `triton`, else MODEL_SERVER_URL."""
+    if TRITON_FIXTURE in request.fixturenames or request.node.get_closest_marker("triton") is not None:
         server: TritonServer = request.getfixturevalue(TRITON_FIXTURE)
         return server.grpc_url
     return MODEL_SERVER_URL

@@ -49,22 +49,38 @@ def _tenant_models() -> list[type[models.Model]]:
 def test_every_tenant_model_is_scoped():
     tenant_models = _tenant_models()
     assert {m.__name__ for m in tenant_models} >= {
-        "Membership", "RaterPool", "Invitation", "AuditEvent", "RaterFlag", "ApiKey", "ModelEndpoint",
-        "Campaign", "Competitor", "Prompt", "Battle", "Generation", "Vote", "LeaderboardSnapshot"}
+        "Membership",
+        "RaterPool",
+        "Invitation",
+        "AuditEvent",
+        "RaterFlag",
+        "ApiKey",
+        "ModelEndpoint",
+        "Campaign",
+        "Competitor",
+        "Prompt",
+        "Battle",
+        "Generation",
+        "Vote",
+        "LeaderboardSnapshot",
+    }
     for model in tenant_models:
         assert isinstance(model._default_manager, TenantManager), model
 
 
 @pytest.mark.tenant_scoped
-@pytest.mark.parametrize("query", [
-    lambda m: list(m.objects.all()),
-    lambda m: m.objects.filter(pk=1).exists(),
-    lambda m: m.objects.count(),
-    lambda m: m.objects.get(pk=1),
-    lambda m: m.objects.first(),
-    lambda m: m.objects.values_list("pk"),
-    lambda m: m.objects.filter(pk=1).update(pk=1),
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        lambda m: list(m.objects.all()),
+        lambda m: m.objects.filter(pk=1).exists(),
+        lambda m: m.objects.count(),
+        lambda m: m.objects.get(pk=1),
+        lambda m: m.objects.first(),
+        lambda m: m.objects.values_list("pk"),
+        lambda m: m.objects.filter(pk=1).update(pk=1),
+    ],
+)
 def test_an_unscoped_query_raises(query):
     for model in _tenant_models():
         with pytest.raises(ScopeError):
@@ -133,8 +149,9 @@ def test_requests_run_in_the_principals_scope(acme, globex, bob_client, charlie_
 @pytest.mark.tenant_scoped
 @pytest.mark.triton
 @pytest.mark.usefixtures("triton_server")
-def test_an_api_key_request_is_scoped_to_the_keys_organisation_also_while_streaming(acme, globex, alice, charlie,
-                                                                                      bob_client):
+def test_an_api_key_request_is_scoped_to_the_keys_organisation_also_while_streaming(
+    acme, globex, alice, charlie, bob_client
+):
     from django.test import Client
 
     from tests.conftest import start_battle
@@ -206,9 +223,13 @@ def test_every_task_opens_a_tenant_scope_or_is_a_declared_cross_tenant_task():
     from arena.celery import app
 
     app.loader.import_default_modules()
-    ours = {name: task for name, task in app.tasks.items()
-            if name.split(".")[0] in ("raters", "battles", "serving", "ranking")}
+    ours = {
+        name: task
+        for name, task in app.tasks.items()
+        if name.split(".")[0] in ("raters", "battles", "serving", "ranking")
+    }
     assert "ranking.tasks.leaderboards_recompute_task" in ours
     for name, task in ours.items():
         assert isinstance(task, TenantTask) or name in CROSS_TENANT_TASKS, (
-            f"{name}: make it a TenantTask (organization_id=) or declare and test it as cross-tenant")
+            f"{name}: make it a TenantTask (organization_id=) or declare and test it as cross-tenant"
+        )

@@ -24,12 +24,36 @@ SHIPPED = {  # as in each model's config.pbtxt
 }
 
 SUBJECTS = (
-    "a hash table", "binary search", "recursion", "public-key cryptography", "the water cycle",
-    "a closure in programming", "database indexes", "garbage collection", "unit testing", "version control",
-    "the seasons on Earth", "compound interest", "a job interview", "a weekend hiking trip", "code review",
-    "naming variables", "concurrency and parallelism", "a linked list", "photosynthesis", "inflation",
-    "a healthy morning routine", "learning a new language", "regular expressions", "caching", "load balancing",
-    "the French revolution", "climate change", "a good cover letter", "renting or buying a home", "sorting",
+    "a hash table",
+    "binary search",
+    "recursion",
+    "public-key cryptography",
+    "the water cycle",
+    "a closure in programming",
+    "database indexes",
+    "garbage collection",
+    "unit testing",
+    "version control",
+    "the seasons on Earth",
+    "compound interest",
+    "a job interview",
+    "a weekend hiking trip",
+    "code review",
+    "naming variables",
+    "concurrency and parallelism",
+    "a linked list",
+    "photosynthesis",
+    "inflation",
+    "a healthy morning routine",
+    "learning a new language",
+    "regular expressions",
+    "caching",
+    "load balancing",
+    "the French revolution",
+    "climate change",
+    "a good cover letter",
+    "renting or buying a home",
+    "sorting",
 )
 FORMS = (
     "What is {s}, and why does it matter?",
@@ -58,8 +82,10 @@ def answers(arena_ngram: ModuleType) -> dict[str, list[str]]:
     out = {}
     for name, (corpus, order, style) in SHIPPED.items():
         contestant = arena_ngram.build_contestant(name, corpus, order, style)
-        out[name] = [contestant.answer(arena_ngram.Request(prompt=p, temperature=0.8, top_p=0.95, seed=i)).text
-                     for i, p in enumerate(PROMPTS)]
+        out[name] = [
+            contestant.answer(arena_ngram.Request(prompt=p, temperature=0.8, top_p=0.95, seed=i)).text
+            for i, p in enumerate(PROMPTS)
+        ]
     return out
 
 
@@ -79,8 +105,8 @@ def test_no_opening_or_closing_three_words_in_more_than_a_fifth_of_a_models_answ
     for name, texts in answers.items():
         openings = Counter(tuple(_words(t)[:3]) for t in texts)
         closings = Counter(tuple(_words(t)[-3:]) for t in texts)
-        (top_open, n_open), = openings.most_common(1)
-        (top_close, n_close), = closings.most_common(1)
+        ((top_open, n_open),) = openings.most_common(1)
+        ((top_close, n_close),) = closings.most_common(1)
         assert n_open <= 0.2 * len(texts), (name, top_open, n_open)
         assert n_close <= 0.2 * len(texts), (name, top_close, n_close)
 
