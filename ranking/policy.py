@@ -12,6 +12,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from .estimators.style import STYLE_FEATURES
+
+__all__ = ["STYLE_FEATURES", "ExclusionPolicy", "VoteArrays", "cumcount"]
+
 
 @dataclass(frozen=True)
 class VoteArrays:
@@ -38,7 +42,6 @@ class VoteArrays:
         return VoteArrays(**fields)
 
 
-STYLE_FEATURES = ("tokens", "headers", "list_items", "bold")
 
 
 def cumcount(groups: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -44,6 +44,7 @@ from .bradley_terry import (
     normalise,
     pair_design,
 )
+from .graph import laplacian
 
 Scheme = Literal["multinomial", "poisson"]
 
@@ -129,8 +130,8 @@ def _run_rounds(
     batches (numpy's samplers and large array operations release the GIL, so the two overlap).
     Each batch is a warm-started batched Newton; returns normalised scores (rounds x n)."""
     n = design.n_competitors
-    prior = float(fit.params["prior_games"])  # type: ignore[arg-type]
-    reference = fit.params["reference"]
+    prior = fit.params.prior_games
+    reference = fit.params.reference
     null_proj = _null_projector(fit.components) if prior == 0 else None
     rounds = len(gens)
     chunk = max(1, min(_ROUNDS_PER_BATCH, _BATCH_ENTRIES // (n * n)))
@@ -145,7 +146,7 @@ def _run_rounds(
             th, _, _ = newton_batch(th0, design, w_lo, w_hi, prior=prior, null_proj=null_proj)
             thetas.append(th)
     theta = np.concatenate(thetas)
-    return SCALE * normalise(theta, fit.components, reference) + BASE  # type: ignore[arg-type]
+    return SCALE * normalise(theta, fit.components, reference, fit.bounds.centre) + BASE
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ def bootstrap_intervals(
         raise ValueError("rounds must be >= 1")
     if scheme not in ("multinomial", "poisson"):
         raise ValueError("scheme must be 'multinomial' or 'poisson'")
-    design = pair_design(cells, fit.params["both_bad"])  # type: ignore[arg-type]
+    design = pair_design(cells, fit.params.both_bad)
     dc = _draw_cells(cells, design)
     total = int(cells.count.sum())
     pvals = dc.count / max(total, 1)
@@ -248,7 +249,7 @@ def cluster_bootstrap_intervals(
         raise ValueError("cells were aggregated without cluster ids")
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
-    design = pair_design(cells, fit.params["both_bad"])  # type: ignore[arg-type]
+    design = pair_design(cells, fit.params.both_bad)
     n_cl = cells.n_clusters
     cl = cells.cluster
 
@@ -278,15 +279,15 @@ def bt_covariance(
     each component's constant vector, which the normalisation removes anyway: we use
     ``(L + J)^-1 - J``, the pseudo-inverse.
     """
-    design = pair_design(cells, fit.params["both_bad"])  # type: ignore[arg-type]
+    design = pair_design(cells, fit.params.both_bad)
     n = cells.n_competitors
-    prior = float(fit.params["prior_games"])  # type: ignore[arg-type]
+    prior = fit.params.prior_games
     theta = fit.theta_raw
     w_lo, w_hi = design.pair_wins(cells.weight)
     tot = w_lo + w_hi
     p = expit(theta[design.lo] - theta[design.hi])
     v = tot * p * (1.0 - p)
-    bread = _laplacian(n, design.lo, design.hi, v)
+    bread = laplacian(n, design.lo, design.hi, v)
     if prior > 0:
         p0 = expit(theta)
         bread[np.diag_indices(n)] += prior * p0 * (1.0 - p0)
@@ -309,20 +310,10 @@ def bt_covariance(
         m_pair = weighted_bincount(
             design.cell_pair, cells.weight_sq * resid * resid, minlength=design.n_pairs
         )
-        meat = _laplacian(n, design.lo, design.hi, m_pair)
+        meat = laplacian(n, design.lo, design.hi, m_pair)
     cov = bread_inv @ meat @ bread_inv
-    nm = normalisation_matrix(fit.components, fit.params["reference"])  # type: ignore[arg-type]
+    nm = normalisation_matrix(fit.components, fit.params.reference, fit.bounds.centre)
     return cov, nm @ cov @ nm.T
-
-
-def _laplacian(
-    n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    lap = np.zeros((n, n))
-    lap[lo, hi] = -w
-    lap[hi, lo] = -w
-    lap[np.diag_indices(n)] = np.bincount(lo, w, minlength=n) + np.bincount(hi, w, minlength=n)
-    return lap
 
 
 def sandwich_intervals(

@@ -35,23 +35,22 @@ rows is a huge effective penalty and shrinks the length coefficient about tenfol
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
-from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 from scipy.stats import norm
 
 from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, validate_battles, weighted_bincount
-from .bradley_terry import BASE, SCALE, BothBad, _null_projector, normalisation_matrix, normalise, softplus
+from .bradley_terry import BASE, SCALE, BothBad, FitParams, _null_projector, normalisation_matrix, normalise, softplus
+from .graph import components, laplacian
 from .intervals import Intervals, _round_generators, _seed_repr, percentile_bounds
 
-STYLE_FEATURES: tuple[str, ...] = ("length_tokens", "headers", "list_items", "bold")
+STYLE_FEATURES: tuple[str, ...] = ("tokens", "headers", "list_items", "bold")
 
 # Steps larger than this (in logit units) are checked by a line search.
 _LINE_SEARCH_ABOVE = 1e-2
@@ -215,7 +214,7 @@ class StyleResult:
     theta_raw: NDArray[np.float64]
     iterations: int
     converged: bool
-    params: Mapping[str, object] = field(default_factory=dict)
+    params: FitParams
 
 
 def _blocks(
@@ -226,10 +225,7 @@ def _blocks(
     n, f, n_pairs = sd.n_competitors, x.shape[1], sd.pair_lo.shape[0]
     out = np.zeros((n + f, n + f))
     vp = np.bincount(pair, v, minlength=n_pairs)
-    lo, hi = sd.pair_lo, sd.pair_hi
-    out[lo, hi] = -vp
-    out[hi, lo] = -vp
-    out[np.arange(n), np.arange(n)] = np.bincount(lo, vp, minlength=n) + np.bincount(hi, vp, minlength=n)
+    out[:n, :n] = laplacian(n, sd.pair_lo, sd.pair_hi, vp)
     vx = v[:, None] * x
     cp = np.stack([np.bincount(pair, vx[:, j], minlength=n_pairs) for j in range(f)], axis=1)
     cross = np.asarray(sd.inc_t @ cp)
@@ -312,11 +308,7 @@ def _newton(
 
 
 def _components(sd: StyleDesign, w: NDArray[np.float64]) -> tuple[int, NDArray[np.int64]]:
-    n = sd.n_competitors
-    wp = np.bincount(sd.pair, w, minlength=sd.pair_lo.shape[0]) > 0
-    g = sp.csr_matrix((np.ones(int(wp.sum())), (sd.pair_lo[wp], sd.pair_hi[wp])), shape=(n, n))
-    k, labels = connected_components(g, directed=False)
-    return int(k), labels.astype(np.int64)
+    return components(sd.n_competitors, sd.pair_lo, sd.pair_hi, np.bincount(sd.pair, w, minlength=sd.pair_lo.shape[0]))
 
 
 def fit_style(
@@ -352,18 +344,13 @@ def fit_style(
     log_strength = normalise(theta, comps, reference)
     wp = np.bincount(sd.pair, sd.weight, minlength=sd.pair_lo.shape[0])
     battles = weighted_bincount(sd.pair_lo, wp, minlength=n) + weighted_bincount(sd.pair_hi, wp, minlength=n)
-    params: dict[str, object] = {
-        "model": "bradley_terry_style_control",
-        "both_bad": sd.both_bad,
-        "ties": "half_win_each",
-        "prior_games": float(prior_games),
-        "coef_penalty": 0.0,
-        "reference": reference,
-        "normalisation": "reference" if reference is not None else "geometric_mean_per_component",
-        "features": sd.features.names,
-        "feature_normalisation": "(l-r)/(l+r), 0 if both 0, divided by std over battles, not centred",
-        "scale": "400*log10(strength)+1000",
-    }
+    params = FitParams(
+        model="bradley_terry_style_control", both_bad=sd.both_bad, prior_games=float(prior_games),
+        reference=reference,
+        normalisation="reference" if reference is not None else "geometric_mean_per_component",
+        features=sd.features.names, coef_penalty=0.0,
+        feature_normalisation="(l-r)/(l+r), 0 if both 0, divided by std over battles, not centred",
+    )
     return StyleResult(
         scores=SCALE * log_strength + BASE,
         log_strength=log_strength,
@@ -400,7 +387,7 @@ def style_covariance(sd: StyleDesign, fit: StyleResult) -> NDArray[np.float64]:
     component's constant vector and the pseudo-inverse ``(H + J)^-1 - J`` is used.
     """
     n = sd.n_competitors
-    prior = float(fit.params["prior_games"])  # type: ignore[arg-type]
+    prior = fit.params.prior_games
     theta = fit.theta_raw
     z = (theta[sd.pair_lo] - theta[sd.pair_hi])[sd.pair] + sd.x @ fit.coef
     p = expit(z)
@@ -428,7 +415,7 @@ def style_sandwich_intervals(
         raise ValueError("confidence must lie strictly between 0 and 1")
     n = sd.n_competitors
     cov = style_covariance(sd, fit)
-    nm = normalisation_matrix(fit.components, fit.params["reference"])  # type: ignore[arg-type]
+    nm = normalisation_matrix(fit.components, fit.params.reference)
     cov_theta = nm @ cov[:n, :n] @ nm.T
     se = SCALE * np.sqrt(np.clip(np.diag(cov_theta), 0.0, None))
     coef_se = np.sqrt(np.clip(np.diag(cov)[n:], 0.0, None))
@@ -464,8 +451,8 @@ def style_bootstrap_intervals(
         raise ValueError("scheme='cluster' needs a design built with cluster ids")
     if scheme not in ("multinomial", "poisson", "cluster"):
         raise ValueError("scheme must be 'multinomial', 'poisson' or 'cluster'")
-    prior = float(fit.params["prior_games"])  # type: ignore[arg-type]
-    reference = fit.params["reference"]
+    prior = fit.params.prior_games
+    reference = fit.params.reference
     null_proj = _null_projector(fit.components) if prior == 0 else None
     m = sd.n_rows
 
@@ -492,7 +479,7 @@ def style_bootstrap_intervals(
         out = [one(g) for g in gens]
     thetas = np.stack([o[0] for o in out])
     betas = np.stack([o[1] for o in out])
-    samples = SCALE * normalise(thetas, fit.components, reference) + BASE  # type: ignore[arg-type]
+    samples = SCALE * normalise(thetas, fit.components, reference) + BASE
     lower, upper = percentile_bounds(samples, confidence)
     se = samples.std(axis=0, ddof=1) if rounds > 1 else np.zeros(samples.shape[1])
     params = {"rounds": rounds, "scheme": scheme, "seed": _seed_repr(seed), "resample": "rows"}

@@ -60,7 +60,7 @@ def test_both_bad_policy_is_recorded_and_applied() -> None:
     a_d, b_d, o_d = battles((0, 1, LEFT_WINS, 30), (0, 1, RIGHT_WINS, 10))
     as_tie = fit(a, b, o)
     dropped = fit(a, b, o, both_bad="drop")
-    assert as_tie.params["both_bad"] == "tie" and dropped.params["both_bad"] == "drop"
+    assert as_tie.params.both_bad == "tie" and dropped.params.both_bad == "drop"
     np.testing.assert_allclose(as_tie.scores, fit(a_t, b_t, o_t).scores, atol=1e-9)
     np.testing.assert_allclose(dropped.scores, fit(a_d, b_d, o_d).scores, atol=1e-9)
     with pytest.raises(ValueError):
@@ -75,7 +75,7 @@ def test_reference_competitor_pinned_to_1000() -> None:
     pinned = fit(a, b, o, reference=2)
     assert pinned.scores[2] == 1000.0
     np.testing.assert_allclose(np.diff(free.scores), np.diff(pinned.scores), atol=1e-9)
-    assert pinned.params["reference"] == 2
+    assert pinned.params.reference == 2
 
 
 def test_no_wins_no_losses_and_no_battles_are_finite() -> None:
