@@ -54,6 +54,7 @@ class Boundedness:
     ``reach`` (only for small boards) ``reach[u, v]``: ``u`` beats ``v`` transitively (reflexive).
     ``one_class``: every vote of the competitor had the same outcome from its side (all won, all
     lost or all tied): no resampling can move its record, so bootstrap and sandwich are blind to it.
+    ``thin``: fewer than ``THIN_BELOW`` wins or losses (ties half).
     """
 
     centre: NDArray[np.bool_]
@@ -62,10 +63,12 @@ class Boundedness:
     scc: NDArray[np.int64]
     one_class: NDArray[np.bool_]
     win_graph: sp.csr_matrix
+    thin: NDArray[np.bool_]
 
     @property
-    def any_boundary(self) -> bool:
-        return bool(self.open_upper.any() or self.open_lower.any() or self.one_class.any())
+    def needs_profile(self) -> NDArray[np.bool_]:
+        """Competitors whose interval the bootstrap or sandwich cannot be trusted alone for."""
+        return self.open_upper | self.open_lower | self.one_class | self.thin
 
     def beats(self, sources: NDArray[np.int64]) -> NDArray[np.bool_]:
         """``out[k, v]``: ``sources[k]`` beats ``v`` transitively (reflexive); one BFS per source."""
@@ -84,56 +87,60 @@ class Boundedness:
         return upper, upper.T.copy()
 
 
+# A competitor with fewer (weighted) wins or losses than this, ties counting half, is *thin* on that
+# side: its likelihood is far from quadratic there, so it gets the profile interval too, and it does
+# not define the centre (its first win must not move every established competitor's score).
+THIN_BELOW = 5.0
+
+
+def _reach(graph: sp.csr_matrix, starts: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Competitors reachable from every one of ``starts`` (one BFS each)."""
+    out = np.ones(graph.shape[0], dtype=bool)
+    for s in starts:
+        seen = np.zeros(graph.shape[0], dtype=bool)
+        seen[breadth_first_order(graph, int(s), directed=True, return_predecessors=False)] = True
+        out &= seen
+    return out
+
+
 def boundedness(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w_lo: NDArray[np.float64],
                 w_hi: NDArray[np.float64], comp: NDArray[np.int64], one_class: NDArray[np.bool_],
                 reference: int | None = None) -> Boundedness:
     """Analyse the win digraph of per-pair win shares ``w_lo`` (lo's, ties half) and ``w_hi``;
-    ``one_class`` is passed through (it needs the outcome classes, which the shares have merged)."""
+    ``one_class`` is passed through (it needs the outcome classes, which the shares have merged).
+
+    Centre of a component: the reference if given; else the members of the largest SCC when it holds
+    a strict majority (else all members), leaving out thin members unless that leaves none.
+    """
     src = np.concatenate([lo[w_lo > 0], hi[w_hi > 0]])
     dst = np.concatenate([hi[w_lo > 0], lo[w_hi > 0]])
     graph = sp.csr_matrix((np.ones(src.shape[0]), (src, dst)), shape=(n, n))
+    graph_t = graph.T.tocsr()
     _, scc = connected_components(graph, directed=True, connection="strong")
     scc = scc.astype(np.int64)
+    won = np.bincount(lo, w_lo, minlength=n) + np.bincount(hi, w_hi, minlength=n)
+    lost = np.bincount(lo, w_hi, minlength=n) + np.bincount(hi, w_lo, minlength=n)
+    thin = (won < THIN_BELOW) | (lost < THIN_BELOW)
     centre = np.zeros(n, dtype=bool)
     open_upper = np.zeros(n, dtype=bool)
     open_lower = np.zeros(n, dtype=bool)
-    tot = w_lo + w_hi
-    has_pair = (np.bincount(lo, tot, minlength=n) + np.bincount(hi, tot, minlength=n)) > 0
     for c in np.unique(comp):
         members = np.flatnonzero(comp == c)
-        if members.shape[0] == 1 or not has_pair[members].any():
-            centre[members] = True
-            continue
-        labels, sizes = np.unique(scc[members], return_counts=True)
         if reference is not None and comp[reference] == c:
             core = np.array([reference])
-            centre[reference] = True
-        elif sizes.max() * 2 > members.shape[0]:
-            core = members[scc[members] == labels[np.argmax(sizes)]]
-            centre[core] = True
         else:
-            core = members
-            centre[members] = True
-        if labels.shape[0] == 1:
+            labels, sizes = np.unique(scc[members], return_counts=True)
+            core = members[scc[members] == labels[np.argmax(sizes)]] if sizes.max() * 2 > members.shape[0] \
+                else members
+            if (~thin[core]).any():
+                core = core[~thin[core]]
+        centre[core] = True
+        if np.unique(scc[members]).shape[0] == 1:
             continue  # strongly connected: every difference is bounded
-        if core.shape[0] < members.shape[0] or core.shape[0] == 1:
-            # The centre is one SCC (or a reference): one BFS each way from a member of it.
-            down = np.zeros(n, dtype=bool)
-            down[breadth_first_order(graph, int(core[0]), directed=True, return_predecessors=False)] = True
-            up = np.zeros(n, dtype=bool)
-            up[breadth_first_order(graph.T.tocsr(), int(core[0]), directed=True, return_predecessors=False)] = True
-            open_upper[members] = ~down[members]
-            open_lower[members] = ~up[members]
-        else:
-            # Centre = the whole component: i is bounded above only if every competitor beats it
-            # transitively, i.e. its SCC is the unique sink of the condensation (below only if it is
-            # the unique source).
-            s_src, s_dst = scc[src], scc[dst]
-            cross = (s_src != s_dst) & np.isin(src, members)
-            has_out = np.isin(labels, s_src[cross])
-            has_in = np.isin(labels, s_dst[cross])
-            sinks, sources = labels[~has_out], labels[~has_in]
-            for i in members:
-                open_upper[i] = not (sinks.shape[0] == 1 and scc[i] == sinks[0])
-                open_lower[i] = not (sources.shape[0] == 1 and scc[i] == sources[0])
-    return Boundedness(centre, open_upper, open_lower, scc, one_class, graph)
+        # One representative of each SCC the centre touches: the level of i is bounded above iff
+        # every centre member beats i transitively, below iff i beats every centre member.
+        _, first = np.unique(scc[core], return_index=True)
+        reps = core[first]
+        open_upper[members] = ~_reach(graph, reps)[members]
+        open_lower[members] = ~_reach(graph_t, reps)[members]
+    return Boundedness(centre, open_upper, open_lower, scc, one_class, graph, thin)

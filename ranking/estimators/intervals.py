@@ -45,6 +45,7 @@ from .bradley_terry import (
     pair_design,
 )
 from .graph import laplacian
+from .profile import BTLikelihood, damped_newton, profile_bounds
 
 Scheme = Literal["multinomial", "poisson"]
 
@@ -326,3 +327,126 @@ def sandwich_intervals(
     z = float(norm.ppf(0.5 + confidence / 2.0))
     params = {"cluster_robust": cluster_robust, "distribution": "normal"}
     return Intervals(fit.scores - z * se, fit.scores + z * se, se, "sandwich", confidence, None, params)
+
+
+@dataclass(frozen=True)
+class BoundaryIntervals:
+    """Score intervals after the boundary check: ``lower``/``upper`` may be -inf/+inf (an open side the
+    votes cannot bound); ``profiled`` marks the competitors whose interval is (also) the profile
+    likelihood one; ``method`` names what was used for the others."""
+
+    lower: NDArray[np.float64]
+    upper: NDArray[np.float64]
+    profiled: NDArray[np.bool_]
+    open_lower: NDArray[np.bool_]
+    open_upper: NDArray[np.bool_]
+
+
+# The profile is taken of the likelihood with this fraction of the fitted prior: the virtual games keep
+# the point estimate finite, but they are not evidence, and at a thin record (one win in 40) the full
+# prior would move a likelihood bound by as much as the data do. A hundredth of a virtual game keeps the
+# function strictly concave (a finite maximum) while the bounds are those of the likelihood itself.
+PROFILE_PRIOR_FRACTION = 0.01
+
+
+def bt_likelihood(cells: Cells, fit: BTResult, prior_fraction: float = PROFILE_PRIOR_FRACTION) -> BTLikelihood:
+    design = pair_design(cells, fit.params.both_bad)
+    w_lo, w_hi = design.pair_wins(cells.weight)
+    return BTLikelihood(cells.n_competitors, design.lo, design.hi, w_lo, w_hi,
+                        fit.params.prior_games * prior_fraction)
+
+
+def boundary_intervals(cells: Cells, fit: BTResult, lower: NDArray[np.float64], upper: NDArray[np.float64], *,
+                       confidence: float = 0.95, only: NDArray[np.bool_] | None = None) -> BoundaryIntervals:
+    """Make ``lower``/``upper`` (bootstrap or sandwich) honest where the data cannot vary or bound them.
+
+    For every competitor (among ``only``) with an open side, a one-class or a thin record, the interval becomes
+    the union of the given one and the profile-likelihood interval (``profile.py``) of its published
+    level, and a side the votes cannot bound becomes infinite. Everyone else keeps the given interval.
+    """
+    _check_conf(confidence)
+    b = fit.bounds
+    select = b.needs_profile.copy()
+    if only is not None:
+        select &= only
+    lo_out = np.where(b.open_lower, -np.inf, lower).astype(np.float64)
+    hi_out = np.where(b.open_upper, np.inf, upper).astype(np.float64)
+    idx = np.flatnonzero(select & (fit.battles > 0))
+    if idx.size:
+        lik = bt_likelihood(cells, fit)
+        theta_hat, _, _ = damped_newton(fit.theta_raw, lik.objective, lik.value, tol=1e-9, max_iter=200)
+        nm = normalisation_matrix(fit.components, fit.params.reference, b.centre)
+        for i in idx:
+            if fit.params.reference is not None and i == fit.params.reference:
+                continue  # the anchor is 1000 by definition
+            l_theta, u_theta = profile_bounds(lik, theta_hat, nm[i], confidence=confidence,
+                                              need_lower=not b.open_lower[i], need_upper=not b.open_upper[i])
+            if not b.open_lower[i]:
+                lo_out[i] = min(lo_out[i], SCALE * l_theta + BASE)
+            if not b.open_upper[i]:
+                hi_out[i] = max(hi_out[i], SCALE * u_theta + BASE)
+    profiled = np.zeros(fit.scores.shape[0], dtype=bool)
+    profiled[idx] = True
+    return BoundaryIntervals(lo_out, hi_out, profiled, b.open_lower.copy(), b.open_upper.copy())
+
+
+@dataclass(frozen=True)
+class DifferenceIntervals:
+    """Intervals of ``score_a - score_b`` for the competitors ``idx`` (rows a, columns b), in score
+    points; +-inf where the votes cannot bound that side; ``method`` says where the finite bounds come
+    from. Diagonal entries are 0."""
+
+    idx: NDArray[np.int64]
+    estimate: NDArray[np.float64]
+    lower: NDArray[np.float64]
+    upper: NDArray[np.float64]
+    method: str
+
+
+def difference_intervals(cells: Cells, fit: BTResult, idx: NDArray[np.int64], *, confidence: float = 0.95,
+                         samples: NDArray[np.float64] | None = None) -> DifferenceIntervals:
+    """Difference intervals from the same bootstrap draws as the levels (percentiles of per-round
+    differences) or, without ``samples``, from the sandwich covariance; pairs with a competitor that
+    needs the profile (``Boundedness.needs_profile``) get the union with the profile-likelihood interval
+    of ``theta_a - theta_b``, and sides the votes cannot bound are infinite."""
+    _check_conf(confidence)
+    k = idx.shape[0]
+    s = fit.scores[idx]
+    est_d = s[:, None] - s[None, :]
+    if samples is not None:
+        sub = samples[:, idx]
+        diffs = sub[:, :, None] - sub[:, None, :]
+        lower, upper = percentile_bounds(diffs.reshape(sub.shape[0], k * k), confidence)
+        lower, upper = lower.reshape(k, k), upper.reshape(k, k)
+        method = "bootstrap"
+    else:
+        _, cov = bt_covariance(cells, fit)
+        c = cov[np.ix_(idx, idx)]
+        var = np.clip(np.diag(c)[:, None] + np.diag(c)[None, :] - 2 * c, 0.0, None)
+        z = float(norm.ppf(0.5 + confidence / 2.0))
+        lower, upper = est_d - z * SCALE * np.sqrt(var), est_d + z * SCALE * np.sqrt(var)
+        method = "sandwich"
+    lower, upper = np.minimum(lower, est_d), np.maximum(upper, est_d)
+    open_up, open_lo = fit.bounds.difference_open(idx)
+    profile = fit.bounds.needs_profile[idx]
+    if profile.any() or open_up.any():
+        lik = bt_likelihood(cells, fit)
+        theta_hat, _, _ = damped_newton(fit.theta_raw, lik.objective, lik.value, tol=1e-9, max_iter=200)
+        n = fit.scores.shape[0]
+        for a in range(k):
+            for b in range(a + 1, k):
+                if not (profile[a] or profile[b] or open_up[a, b] or open_lo[a, b]):
+                    continue
+                vec = np.zeros(n)
+                vec[idx[a]], vec[idx[b]] = 1.0, -1.0
+                lo_t, hi_t = profile_bounds(lik, theta_hat, vec, confidence=confidence,
+                                            need_lower=not open_lo[a, b], need_upper=not open_up[a, b])
+                lower[a, b] = min(lower[a, b], SCALE * lo_t)
+                upper[a, b] = max(upper[a, b], SCALE * hi_t)
+                lower[b, a], upper[b, a] = -upper[a, b], -lower[a, b]
+        method += " (profile likelihood where a record is one-sided, thin or all ties)"
+    lower = np.where(open_lo, -np.inf, lower)
+    upper = np.where(open_up, np.inf, upper)
+    np.fill_diagonal(lower, 0.0)
+    np.fill_diagonal(upper, 0.0)
+    return DifferenceIntervals(idx, est_d, lower, upper, method)

@@ -36,7 +36,7 @@ rows is a huge effective penalty and shrinks the length coefficient about tenfol
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -215,6 +215,8 @@ class StyleResult:
     iterations: int
     converged: bool
     params: FitParams
+    separated: bool = False
+    centre: NDArray[np.bool_] | None = None
 
 
 def _blocks(
@@ -316,13 +318,15 @@ def fit_style(
     *,
     prior_games: float = 1.0,
     reference: int | None = None,
+    centre: NDArray[np.bool_] | None = None,
     max_iter: int = 100,
     tol: float = 1e-5,
 ) -> StyleResult:
     """Style-controlled Bradley-Terry (see the module docstring); Newton from zero.
 
     The coefficients are unpenalised, so on tiny or separable data (a style gap that always
-    predicts the winner) a coefficient has no finite estimate; ``converged`` is then False.
+    predicts the winner) a coefficient has no finite estimate; ``separated`` is then True and
+    ``converged`` False (see ``_separated``). Run ``style_checks`` first to drop aliased features.
     """
     if prior_games < 0:
         raise ValueError("prior_games must be >= 0")
@@ -341,7 +345,9 @@ def fit_style(
         max_iter=max_iter,
         tol=tol,
     )
-    log_strength = normalise(theta, comps, reference)
+    separated = _separated(sd, theta, beta, prior_games)
+    conv = conv and not separated
+    log_strength = normalise(theta, comps, reference, centre)
     wp = np.bincount(sd.pair, sd.weight, minlength=sd.pair_lo.shape[0])
     battles = weighted_bincount(sd.pair_lo, wp, minlength=n) + weighted_bincount(sd.pair_hi, wp, minlength=n)
     params = FitParams(
@@ -365,7 +371,113 @@ def fit_style(
         iterations=iters,
         converged=conv,
         params=params,
+        separated=separated,
+        centre=centre,
     )
+
+
+# Separation check: a fit whose coefficients can be doubled at a cost of under half a log-likelihood
+# unit sits on a ridge that rises toward infinity, not at a maximum (at a finite maximum of a concave
+# function any other point is strictly lower, by about b' H b / 2 for the doubling).
+_SEPARATION_COEF = 3.0
+_SEPARATION_LOGLIK = 0.5
+
+
+def _separated(sd: StyleDesign, theta: NDArray[np.float64], beta: NDArray[np.float64], prior: float) -> bool:
+    if beta.size == 0 or float(np.abs(beta).max()) <= _SEPARATION_COEF:
+        return False
+    f1 = _loglik(sd, sd.x, sd.pair, sd.y, sd.weight, theta, beta, prior)
+    f2 = _loglik(sd, sd.x, sd.pair, sd.y, sd.weight, theta, 2.0 * beta, prior)
+    return f2 > f1 - _SEPARATION_LOGLIK
+
+
+# Identifiability thresholds: a feature whose within-pair spread is under WITHIN_PAIR_MIN of its total
+# (weighted sums of squares) is a property of the pair, i.e. of the two competitors, not of the answers;
+# a feature whose within-pair residual, after the features already kept, is under COLLINEAR_MIN of its
+# own is (near) collinear with them.
+WITHIN_PAIR_MIN = 1e-3
+COLLINEAR_MIN = 1e-6
+ALIASED_REASON = "the style of each competitor's answers does not vary enough to separate style from quality"
+
+
+@dataclass(frozen=True)
+class StyleChecks:
+    """Which features can be estimated beside the competitor effects, and why the others cannot.
+
+    ``kept`` are feature indices; ``dropped`` pairs a feature name with its reason; ``within_pair``
+    is each feature's within-pair share of its weighted sum of squares (1 = all of it varies within
+    pairs, 0 = constant per pair); ``condition`` the condition number of the kept features'
+    within-pair Gram matrix."""
+
+    kept: tuple[int, ...]
+    dropped: tuple[tuple[str, str], ...]
+    within_pair: tuple[float, ...]
+    condition: float
+
+    @property
+    def identified(self) -> bool:
+        return bool(self.kept)
+
+
+def style_checks(sd: StyleDesign) -> StyleChecks:
+    """Identifiability of the style coefficients before a fit.
+
+    The competitor indicators explain everything that is constant within a pair (the two competitors
+    are fixed there), so a coefficient is only identified by the feature's variation *within* pairs.
+    Each feature is centred within its pair (weighted means by ``bincount``); features with almost no
+    within-pair variation are aliased with the competitors; the rest are added greedily
+    (Gram-Schmidt on the within-pair residuals), and one that adds (almost) nothing beside those already
+    kept is collinear with them (two identical features: the second is dropped, naming the first).
+    """
+    w = sd.weight
+    n_pairs = sd.pair_lo.shape[0]
+    wp = np.bincount(sd.pair, w, minlength=n_pairs)
+    names = sd.features.names
+    resid = np.empty_like(sd.x)
+    total = np.empty(sd.n_features)
+    share = np.zeros(sd.n_features)
+    for k in range(sd.n_features):
+        col = sd.x[:, k]
+        mean = np.divide(np.bincount(sd.pair, w * col, minlength=n_pairs), wp, out=np.zeros(n_pairs), where=wp > 0)
+        resid[:, k] = col - mean[sd.pair]
+        total[k] = float(w @ (col * col))
+        share[k] = float(w @ (resid[:, k] ** 2)) / total[k] if total[k] > 0 else 0.0
+    kept: list[int] = []
+    dropped: list[tuple[str, str]] = []
+    basis: list[NDArray[np.float64]] = []
+    for k in range(sd.n_features):
+        if total[k] == 0:
+            dropped.append((names[k], "no variation: the feature is the same in both answers of every battle"))
+            continue
+        if share[k] < WITHIN_PAIR_MIN:
+            dropped.append((names[k], ALIASED_REASON))
+            continue
+        v = resid[:, k].copy()
+        own = float(w @ (v * v))
+        for q in basis:
+            v -= (w @ (v * q)) * q
+        left = float(w @ (v * v))
+        if left < COLLINEAR_MIN * own:
+            others = ", ".join(names[j] for j in kept)
+            dropped.append((names[k], f"collinear with {others}"))
+            continue
+        kept.append(k)
+        basis.append(v / np.sqrt(left))
+    if kept:
+        r = resid[:, kept]
+        eig = np.linalg.eigvalsh(r.T @ (w[:, None] * r))
+        condition = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
+    else:
+        condition = float("inf")
+    return StyleChecks(tuple(kept), tuple(dropped), tuple(float(v) for v in share), condition)
+
+
+def style_subset(sd: StyleDesign, keep: tuple[int, ...]) -> StyleDesign:
+    """The design with only the features ``keep`` (same rows)."""
+    cols = list(keep)
+    f = sd.features
+    feats = StyleFeatures(f.x[:, cols], f.mean[cols], f.std[cols], tuple(f.names[k] for k in cols))
+    return replace(sd, x=np.ascontiguousarray(sd.x[:, cols]), features=feats)
 
 
 @dataclass(frozen=True)
@@ -415,7 +527,7 @@ def style_sandwich_intervals(
         raise ValueError("confidence must lie strictly between 0 and 1")
     n = sd.n_competitors
     cov = style_covariance(sd, fit)
-    nm = normalisation_matrix(fit.components, fit.params.reference)
+    nm = normalisation_matrix(fit.components, fit.params.reference, fit.centre)
     cov_theta = nm @ cov[:n, :n] @ nm.T
     se = SCALE * np.sqrt(np.clip(np.diag(cov_theta), 0.0, None))
     coef_se = np.sqrt(np.clip(np.diag(cov)[n:], 0.0, None))
@@ -479,7 +591,7 @@ def style_bootstrap_intervals(
         out = [one(g) for g in gens]
     thetas = np.stack([o[0] for o in out])
     betas = np.stack([o[1] for o in out])
-    samples = SCALE * normalise(thetas, fit.components, reference) + BASE
+    samples = SCALE * normalise(thetas, fit.components, reference, fit.centre) + BASE
     lower, upper = percentile_bounds(samples, confidence)
     se = samples.std(axis=0, ddof=1) if rounds > 1 else np.zeros(samples.shape[1])
     params = {"rounds": rounds, "scheme": scheme, "seed": _seed_repr(seed), "resample": "rows"}

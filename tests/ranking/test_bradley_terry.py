@@ -157,10 +157,12 @@ def test_invariant_to_battle_order_and_side_swap(rows: list[tuple[int, int, int]
 @settings(max_examples=60, deadline=None)
 @given(battle_lists, st.integers(0, 4), st.integers(1, 4))
 def test_adding_a_win_never_lowers_the_winner(rows: list[tuple[int, int, int]], x: int, shift: int) -> None:
+    """A win never lowers the winner's gap to anyone. (Its level can move with the centre: a newcomer's
+    first win may bring it into the centre that defines 1000.)"""
     a, b, o = to_arrays(rows)
-    before = fit(a, b, o, n=5).scores[x]
-    after = fit(np.append(a, x), np.append(b, (x + shift) % 5), np.append(o, LEFT_WINS), n=5).scores[x]
-    assert after >= before - 1e-7
+    before = fit(a, b, o, n=5).scores
+    after = fit(np.append(a, x), np.append(b, (x + shift) % 5), np.append(o, LEFT_WINS), n=5).scores
+    assert np.all((after[x] - after) >= (before[x] - before) - 1e-7)
 
 
 def test_no_battles_at_all() -> None:

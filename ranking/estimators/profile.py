@@ -1,0 +1,147 @@
+"""Profile-likelihood intervals for the cases resampling cannot see, and the shared damped Newton.
+
+Where a competitor's record is one-sided (30-0), all ties, or it lost every vote, the bootstrap
+cannot vary its cells and the sandwich meat is (near) zero there, so both report a certainty the
+votes do not hold. For those competitors (and pairs) the interval is the **profile likelihood**
+interval of the published quantity ``a . theta`` (a level ``theta_i - mean_centre(theta)`` or a
+difference ``theta_i - theta_j``):
+
+    { c : 2 (max_theta f(theta) - max_{a.theta = c} f(theta)) <= chi2_1(confidence) }
+
+with ``f`` the fitted (prior-regularised) log-likelihood, the one whose maximum is the published
+score. The profile is concave in ``c`` (a concave function maximised over an affine slice), so each
+side is one root, found by bracketing and Brent's method; each profile point is a damped Newton
+solve of the KKT system, warm-started from the previous point. Why the profile and not a Wald
+interval from the Fisher information: at a one-sided record the likelihood is flat on one side and
+steep on the other, which a symmetric Wald interval cannot express; the likelihood-ratio interval
+follows the likelihood itself and keeps its coverage near the boundary (tested at p = 0.95 over 30
+battles, exactly, over every possible outcome).
+
+A side the data alone cannot bound (``graph.Boundedness``) is reported open (infinite), whatever the
+prior would put there: the prior keeps the point estimate finite but is not evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as la
+from numpy.typing import NDArray
+from scipy.optimize import brentq
+from scipy.special import expit
+from scipy.stats import chi2
+
+from .graph import laplacian
+
+# f(x), gradient, negative Hessian (positive definite for the strictly concave fits here)
+Objective = Callable[[NDArray[np.float64]], tuple[float, NDArray[np.float64], NDArray[np.float64]]]
+Value = Callable[[NDArray[np.float64]], float]
+
+
+def damped_newton(x0: NDArray[np.float64], objective: Objective, value: Value, *,
+                  constraint: NDArray[np.float64] | None = None, max_iter: int = 100,
+                  tol: float = 1e-10) -> tuple[NDArray[np.float64], int, bool]:
+    """Maximise a concave ``f`` by Newton steps halved until ``f`` does not drop (the one damped
+    Newton of the package for single problems; the bootstrap has its batched form).
+
+    With ``constraint`` = a, the step stays in ``a . x = const`` (``x0`` must be feasible): it solves
+    the KKT system through two solves with the Cholesky factor of the negative Hessian.
+    Returns ``(x, iterations, converged)``; converged when the largest step entry is <= ``tol``.
+    """
+    x = np.array(x0, dtype=np.float64, copy=True)
+    for it in range(1, max_iter + 1):
+        f0, g, h = objective(x)
+        h = h + 1e-12 * np.eye(h.shape[0])
+        factor = la.cho_factor(h, lower=False, check_finite=False)
+        delta = la.cho_solve(factor, g, check_finite=False)
+        if constraint is not None:
+            ha = la.cho_solve(factor, constraint, check_finite=False)
+            delta = delta - ha * (constraint @ delta) / (constraint @ ha)
+        size = float(np.abs(delta).max()) if delta.size else 0.0
+        step = 1.0
+        for _ in range(50):
+            if value(x + step * delta) >= f0 - 1e-12 * (1.0 + abs(f0)):
+                break
+            step *= 0.5
+        x = x + step * delta
+        if step * size <= tol:
+            return x, it, True
+    return x, max_iter, False
+
+
+@dataclass(frozen=True)
+class BTLikelihood:
+    """The half-win Bradley-Terry log-likelihood with the virtual-tie prior, on unique pairs."""
+
+    n: int
+    lo: NDArray[np.int64]
+    hi: NDArray[np.int64]
+    w_lo: NDArray[np.float64]
+    w_hi: NDArray[np.float64]
+    prior: float
+
+    def value(self, theta: NDArray[np.float64]) -> float:
+        d = theta[self.lo] - theta[self.hi]
+        tot = self.w_lo + self.w_hi
+        sp = np.logaddexp(0.0, d)
+        out = float(self.w_lo @ d - tot @ sp)
+        if self.prior > 0:
+            out += self.prior * float((0.5 * theta - np.logaddexp(0.0, theta)).sum())
+        return out
+
+    def objective(self, theta: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
+        d = theta[self.lo] - theta[self.hi]
+        p = expit(d)
+        tot = self.w_lo + self.w_hi
+        r = self.w_lo - tot * p
+        g = np.bincount(self.lo, r, minlength=self.n) - np.bincount(self.hi, r, minlength=self.n)
+        h = laplacian(self.n, self.lo, self.hi, tot * p * (1.0 - p))
+        if self.prior > 0:
+            p0 = expit(theta)
+            g = g + self.prior * (0.5 - p0)
+            h[np.diag_indices(self.n)] += self.prior * p0 * (1.0 - p0)
+        return self.value(theta), g, h
+
+
+def profile_bounds(lik: BTLikelihood, theta_hat: NDArray[np.float64], a: NDArray[np.float64], *,
+                   confidence: float, need_lower: bool = True, need_upper: bool = True,
+                   scale_hint: float = 1.0, limit: float = 60.0) -> tuple[float, float]:
+    """Profile-likelihood bounds of ``a . theta`` (natural-log units); a side not needed is +-inf.
+
+    ``limit``: no bound is sought beyond this distance from the estimate (in log-strength: e^60);
+    a side the profile does not leave within it is returned infinite.
+    """
+    if lik.prior <= 0:
+        raise ValueError("profile intervals need prior_games > 0 (a strictly concave likelihood)")
+    f_hat = lik.value(theta_hat)
+    c_hat = float(a @ theta_hat)
+    q = 0.5 * float(chi2.ppf(confidence, 1))
+    aa = float(a @ a)
+    state = {"theta": theta_hat.copy()}
+
+    def deviance_gap(c: float) -> float:
+        start = state["theta"]
+        start = start + (c - float(a @ start)) * a / aa
+        theta, _, _ = damped_newton(start, lik.objective, lik.value, constraint=a, tol=1e-9)
+        state["theta"] = theta
+        return f_hat - lik.value(theta) - q
+
+    def side(sign: float) -> float:
+        state["theta"] = theta_hat.copy()
+        inner, step = 0.0, max(scale_hint, 1e-3)
+        while True:
+            outer = min(inner + step, limit)
+            if deviance_gap(c_hat + sign * outer) > 0:
+                break
+            if outer >= limit:
+                return sign * np.inf
+            inner, step = outer, step * 2.0
+        state["theta"] = theta_hat.copy()
+        root = brentq(lambda t: deviance_gap(c_hat + sign * t), inner, outer, xtol=1e-7, rtol=1e-10)
+        return c_hat + sign * float(root)
+
+    lower = side(-1.0) if need_lower else -np.inf
+    upper = side(1.0) if need_upper else np.inf
+    return lower, upper
