@@ -79,6 +79,8 @@ def style_differences(
         lf, rf = lf[:, None], rf[:, None]
     if lf.shape != rf.shape:
         raise ValueError("left and right style matrices must have the same shape")
+    if not (np.all(np.isfinite(lf)) and np.all(np.isfinite(rf))):
+        raise ValueError("style counts must be finite (a NaN or infinite count would poison every coefficient)")
     if np.any(lf < 0) or np.any(rf < 0):
         raise ValueError("style counts must be non-negative")
     total = lf + rf
