@@ -100,6 +100,21 @@ def test_policy_exclusions_are_applied_and_recorded(board, acme, bob):
     assert overall.policy["flagged_raters"] == [bob.pk]
 
 
+def test_category_boards_state_their_own_exclusions(board, acme, bob):
+    """Each category board counts the excluded votes of that category, not the campaign's."""
+    campaign, _, _ = board
+    RaterFlag.objects.create(organization=acme.organization, rater=bob, reason="clicks too fast")
+    snapshots = [s for s in leaderboards_recompute(campaign_id=campaign.pk) if s.view == "raw"]
+    by_category = {s.category: s for s in snapshots}
+    assert set(by_category) == {"", "coding", "writing"}
+    for s in snapshots:
+        assert s.votes_used == s.votes_total - s.excluded["total"], s.category
+    assert (by_category["coding"].excluded["flagged_rater"] + by_category["writing"].excluded["flagged_rater"]
+            == by_category[""].excluded["flagged_rater"] == 101)
+    # Bob casts every sixth vote and categories alternate, so all of his votes fall in one category.
+    assert {by_category["coding"].excluded["total"], by_category["writing"].excluded["total"]} == {0, 101}
+
+
 def test_debounce_schedules_once_per_window(board, settings):
     """The first vote schedules a recompute; votes before it starts ride along; once the task starts
     (and clears the mark) the next vote schedules again. The task itself goes to the broker here; the
