@@ -27,12 +27,16 @@ class Method:
     # collapse into cells); its analytic interval keeps a full recompute of a million votes in seconds.
     style_interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "sandwich"
     anchor: int | None = None  # a competitor id pinned at 1000; None: geometric mean of strengths 1
+    # "half": a tie is half a win each side; "davidson": Davidson's model with an estimated tie parameter
+    # (raw view only; the style view keeps half a win).
+    ties: Literal["half", "davidson"] = "half"
 
     def as_dict(self, *, view: str) -> dict[str, Any]:
         return {
             **asdict(self),
             "estimator": "Bradley-Terry" if view == "raw" else "Bradley-Terry with style control",
-            "ties": "half a win each side",
+            "ties": "Davidson's tie model (tie parameter estimated, Wald intervals from the prior-regularised "
+                    "information)" if self.ties == "davidson" and view == "raw" else "half a win each side",
             "confidence_pct": round(self.confidence * 100),
             "interval": self.interval if view == "raw" else self.style_interval,
             "anchor": f"competitor {self.anchor} at 1000" if self.anchor is not None
@@ -201,7 +205,18 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
     extra: dict[str, Any] = {}
     differences = None
     profiled = np.zeros(n, dtype=bool)
-    if view == "raw":
+    if view == "raw" and method.ties == "davidson" and bool((votes.outcome == est.TIE).any() or (
+            method.both_bad == "tie" and (votes.outcome == est.BOTH_BAD).any())):
+        dav = est.fit_davidson(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids),
+                               confidence=method.confidence)
+        scores, lower, upper, components = dav.scores, dav.lower, dav.upper, dav.components
+        extra["tie_parameter"] = {
+            "nu": round(dav.nu, 4), "lower": round(dav.nu_lower, 4), "upper": round(dav.nu_upper, 4),
+            "tie_probability_at_equal_strength": round(dav.tie_probability_at_equal_strength, 4),
+            "model": "Davidson: P(tie) = nu sqrt(pi_i pi_j) / (pi_i + pi_j + nu sqrt(pi_i pi_j))",
+        }
+        extra["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(dav.bounds.centre & shown)]
+    elif view == "raw":
         fit = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids))
         iv, samples = _intervals(cells, fit, method, shown)
         scores, lower, upper, components = fit.scores, iv.lower, iv.upper, fit.components
@@ -235,8 +250,8 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
             row.update({
                 "score": round(float(scores[i]), 2), "lower": _bound(lower[i]), "upper": _bound(upper[i]),
                 "lower_open": bool(np.isneginf(lower[i])), "upper_open": bool(np.isposinf(upper[i])),
-                "interval_method": "profile likelihood" if profiled[i] else
-                (method.interval if view == "raw" else method.style_interval),
+                "interval_method": "profile likelihood" if profiled[i] else "fisher" if "tie_parameter" in extra
+                else (method.interval if view == "raw" else method.style_interval),
                 "rank_best": int(ranks.best[i]), "rank_worst": int(ranks.worst[i]),
             })
         rows.append(row)

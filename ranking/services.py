@@ -29,6 +29,7 @@ def method_for(campaign: Campaign) -> Method:
         interval=campaign.ranking_interval,  # type: ignore[arg-type]
         style_interval=campaign.ranking_style_interval,  # type: ignore[arg-type]
         anchor=campaign.ranking_anchor_id,
+        ties=campaign.ranking_ties,  # type: ignore[arg-type]
     )
 
 

@@ -17,6 +17,7 @@ from .aggregate import (
     validate_battles,
 )
 from .bradley_terry import BASE, SCALE, BTResult, FitParams, fit_bradley_terry, normalise
+from .davidson import DavidsonResult, fit_davidson, simulate_davidson
 from .elo import EloResult, online_elo
 from .graph import Boundedness, boundedness, components, laplacian
 from .intervals import (
@@ -67,6 +68,9 @@ from .style import (
 
 __all__ = [
     "BoundaryIntervals",
+    "DavidsonResult",
+    "fit_davidson",
+    "simulate_davidson",
     "Boundedness",
     "DifferenceIntervals",
     "FitParams",
