@@ -70,7 +70,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 organization_id=campaign.organization_id, campaign=campaign, category=category, view=view,
                 last_vote_id=last_vote_id, votes_total=total,
                 votes_used=len(subset), method=method.as_dict(view=view), policy=policy.as_dict(),
-                excluded=excluded_in[category] if category else excluded, rows=board.rows, pairwise=board.pairwise, extra=extra,
+                excluded=excluded_in[category] if category else excluded,
+                rows=board.rows, pairwise=board.pairwise, extra=extra,
                 compute_seconds=round(time.perf_counter() - t0, 4),
             ))
     with transaction.atomic():

@@ -159,7 +159,7 @@ class _RoundSolver:
             np.float64]:
         d = self.design
         r = w_lo - tot * expit(theta[d.lo] - theta[d.hi])
-        g = np.bincount(d.lo, r, minlength=self.n) - np.bincount(d.hi, r, minlength=self.n)
+        g = weighted_bincount(d.lo, r, self.n) - weighted_bincount(d.hi, r, self.n)
         if self.prior > 0:
             g += self.prior * (0.5 - expit(theta))
         return g

@@ -33,6 +33,7 @@ from scipy.optimize import brentq
 from scipy.special import expit
 from scipy.stats import chi2
 
+from .aggregate import weighted_bincount
 from .graph import laplacian
 
 # f(x), gradient, negative Hessian (positive definite for the strictly concave fits here)
@@ -96,7 +97,7 @@ class BTLikelihood:
         p = expit(d)
         tot = self.w_lo + self.w_hi
         r = self.w_lo - tot * p
-        g = np.bincount(self.lo, r, minlength=self.n) - np.bincount(self.hi, r, minlength=self.n)
+        g = weighted_bincount(self.lo, r, self.n) - weighted_bincount(self.hi, r, self.n)
         h = laplacian(self.n, self.lo, self.hi, tot * p * (1.0 - p))
         if self.prior > 0:
             p0 = expit(theta)

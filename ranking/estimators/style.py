@@ -228,7 +228,7 @@ def _blocks(
     and ``x' diag(v) x``: the shape of both the observed information and the sandwich meat."""
     n, f, n_pairs = sd.n_competitors, x.shape[1], sd.pair_lo.shape[0]
     out = np.zeros((n + f, n + f))
-    vp = np.bincount(pair, v, minlength=n_pairs)
+    vp = weighted_bincount(pair, v, n_pairs)
     out[:n, :n] = laplacian(n, sd.pair_lo, sd.pair_hi, vp)
     vx = v[:, None] * x
     cp = np.stack([np.bincount(pair, vx[:, j], minlength=n_pairs) for j in range(f)], axis=1)
@@ -312,7 +312,7 @@ def _newton(
 
 
 def _components(sd: StyleDesign, w: NDArray[np.float64]) -> tuple[int, NDArray[np.int64]]:
-    return components(sd.n_competitors, sd.pair_lo, sd.pair_hi, np.bincount(sd.pair, w, minlength=sd.pair_lo.shape[0]))
+    return components(sd.n_competitors, sd.pair_lo, sd.pair_hi, weighted_bincount(sd.pair, w, sd.pair_lo.shape[0]))
 
 
 def fit_style(

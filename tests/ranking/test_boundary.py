@@ -11,7 +11,14 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from ranking.estimators import SCALE, aggregate_cells, bootstrap_intervals, fit_bradley_terry, rank_ranges, sandwich_intervals
+from ranking.estimators import (
+    SCALE,
+    aggregate_cells,
+    bootstrap_intervals,
+    fit_bradley_terry,
+    rank_ranges,
+    sandwich_intervals,
+)
 from ranking.estimators.intervals import boundary_intervals
 from ranking.estimators.synthetic import simulate_bt
 
@@ -55,7 +62,8 @@ def test_newcomer_losing_every_vote() -> None:
         est = simulate_bt(rng, theta[:5], 600)
         opp = rng.integers(0, 5, 40)
         new = simulate_bt(rng, theta, 40, a=np.full(40, 5), b=opp)
-        a = np.concatenate([est.a, new.a]); b = np.concatenate([est.b, new.b])
+        a = np.concatenate([est.a, new.a])
+        b = np.concatenate([est.b, new.b])
         o = np.concatenate([est.outcome, new.outcome])
         cells = aggregate_cells(a, b, o, n_competitors=6)
         fit = fit_bradley_terry(cells)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from ranking.estimators import SCALE, aggregate_cells, fit_bradley_terry
-from ranking.estimators.synthetic import random_pairs as random_pairs_for_tests
 from ranking.estimators.davidson import fit_davidson, simulate_davidson
+from ranking.estimators.synthetic import random_pairs as random_pairs_for_tests
 
 
 def _board(seed: int, nu: float, m: int = 3000, n: int = 6) -> tuple[np.ndarray, object]:
