@@ -45,7 +45,7 @@ from .bradley_terry import (
     pair_design,
 )
 from .graph import laplacian
-from .profile import BTLikelihood, damped_newton, profile_bounds
+from .profile import BTLikelihood, conditional_bounds, damped_newton, profile_bounds
 
 Scheme = Literal["multinomial", "poisson"]
 
@@ -430,6 +430,9 @@ class BoundaryIntervals:
 # prior would move a likelihood bound by as much as the data do. A hundredth of a virtual game keeps the
 # function strictly concave (a finite maximum) while the bounds are those of the likelihood itself.
 PROFILE_PRIOR_FRACTION = 0.01
+# Above this many competitors a full profile (an n x n factorisation per point) is replaced by the
+# conditional likelihood interval of the competitor's own strength (``profile.conditional_bounds``).
+PROFILE_FULL_MAX = 300
 
 
 def bt_likelihood(cells: Cells, fit: BTResult, prior_fraction: float = PROFILE_PRIOR_FRACTION) -> BTLikelihood:
@@ -459,11 +462,18 @@ def boundary_intervals(cells: Cells, fit: BTResult, lower: NDArray[np.float64], 
         lik = bt_likelihood(cells, fit)
         theta_hat, _, _ = damped_newton(fit.theta_raw, lik.objective, lik.value, tol=1e-9, max_iter=200)
         nm = normalisation_matrix(fit.components, fit.params.reference, b.centre)
+        full = fit.scores.shape[0] <= PROFILE_FULL_MAX
         for i in idx:
             if fit.params.reference is not None and i == fit.params.reference:
                 continue  # the anchor is 1000 by definition
-            l_theta, u_theta = profile_bounds(lik, theta_hat, nm[i], confidence=confidence,
-                                              need_lower=not b.open_lower[i], need_upper=not b.open_upper[i])
+            if full:
+                l_theta, u_theta = profile_bounds(lik, theta_hat, nm[i], confidence=confidence,
+                                                  need_lower=not b.open_lower[i], need_upper=not b.open_upper[i])
+            else:
+                lo_t, hi_t = conditional_bounds(lik, theta_hat, int(i), confidence=confidence,
+                                                need_lower=not b.open_lower[i], need_upper=not b.open_upper[i])
+                level = float(nm[i] @ theta_hat)
+                l_theta, u_theta = level + nm[i, i] * lo_t, level + nm[i, i] * hi_t
             if not b.open_lower[i]:
                 lo_out[i] = min(lo_out[i], SCALE * l_theta + BASE)
             if not b.open_upper[i]:
@@ -512,7 +522,7 @@ def difference_intervals(cells: Cells, fit: BTResult, idx: NDArray[np.int64], *,
     lower, upper = np.minimum(lower, est_d), np.maximum(upper, est_d)
     open_up, open_lo = fit.bounds.difference_open(idx)
     profile = fit.bounds.needs_profile[idx]
-    if profile.any() or open_up.any():
+    if (profile.any() or open_up.any()) and fit.scores.shape[0] <= PROFILE_FULL_MAX:
         lik = bt_likelihood(cells, fit)
         theta_hat, _, _ = damped_newton(fit.theta_raw, lik.objective, lik.value, tol=1e-9, max_iter=200)
         n = fit.scores.shape[0]

@@ -115,3 +115,25 @@ def test_mostly_ties_coverage() -> None:
         hits += (iv.lower <= truth) & (truth <= iv.upper)
     assert degenerate > 20
     assert (hits / reps >= 0.93).all(), hits / reps
+
+
+def test_large_boards_use_the_conditional_likelihood(monkeypatch) -> None:
+    """Above PROFILE_FULL_MAX competitors the profile is the one-dimensional conditional likelihood:
+    for a newcomer that lost every vote its bound is close to the full profile's (others are well
+    determined), and it still opens the lower side."""
+    from ranking.estimators import intervals
+
+    rng = np.random.default_rng(9)
+    theta = np.array([-0.4, 0.0, 0.4, -4.0])
+    est = simulate_bt(rng, theta[:3], 900)
+    a = np.concatenate([est.a, np.full(40, 3)])
+    b = np.concatenate([est.b, rng.integers(0, 3, 40)])
+    o = np.concatenate([est.outcome, np.ones(40, dtype=np.int64)])
+    cells = aggregate_cells(a, b, o, n_competitors=4)
+    fit = fit_bradley_terry(cells)
+    sand = sandwich_intervals(cells, fit)
+    full = boundary_intervals(cells, fit, sand.lower, sand.upper)
+    monkeypatch.setattr(intervals, "PROFILE_FULL_MAX", 1)
+    cond = boundary_intervals(cells, fit, sand.lower, sand.upper)
+    assert np.isneginf(cond.lower[3]) and np.isneginf(full.lower[3])
+    assert abs(cond.upper[3] - full.upper[3]) < 25
