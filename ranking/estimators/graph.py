@@ -132,7 +132,9 @@ def boundedness(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w_lo: NDAr
             labels, sizes = np.unique(scc[members], return_counts=True)
             core = members[scc[members] == labels[np.argmax(sizes)]] if sizes.max() * 2 > members.shape[0] \
                 else members
-            if (~thin[core]).any():
+            if (~thin[core]).sum() >= 2:
+                # At least two: a centre of one would pin that competitor at 1000 with a zero-width
+                # interval, an anchor nobody declared.
                 core = core[~thin[core]]
         centre[core] = True
         if np.unique(scc[members]).shape[0] == 1:

@@ -111,3 +111,21 @@ def test_whole_float_ids_are_accepted() -> None:
     from ranking.estimators import aggregate_cells
 
     assert aggregate_cells(np.array([0.0, 1.0]), np.array([1, 0]), np.array([0, 1])).n_battles == 2
+
+
+def test_young_demo_campaign_never_claims_zero_width() -> None:
+    """23 votes among three competitors with a constant style each (the demo): over many seeds no
+    shown competitor gets a zero-width interval in the raw view, and the style view is withheld."""
+    style = np.array([[300, 3, 6, 2], [120, 0, 0, 0], [200, 1, 2, 1]], dtype=float)
+    for seed in range(25):
+        rng = np.random.default_rng(seed)
+        a, b = random_pairs(rng, 3, 23)
+        o = rng.choice([0, 1, 2, 3], 23, p=[0.45, 0.3, 0.2, 0.05])
+        votes = _votes(a, b, o, style[a], style[b])
+        raw = board_compute(votes, np.array([1, 2, 3]), {}, Method(min_votes=1, rounds=50))
+        for row in raw.rows:
+            lower = -np.inf if row["lower"] is None else row["lower"]
+            upper = np.inf if row["upper"] is None else row["upper"]
+            assert upper - lower > 1, (seed, row)
+        style_board = board_compute(votes, np.array([1, 2, 3]), {}, Method(min_votes=1, rounds=50), view="style")
+        assert style_board.extra["style_withheld"] == ALIASED_REASON
