@@ -14,8 +14,9 @@ Why these choices:
   the choice is returned in ``params`` so every published snapshot records it.
 * **Newton with the Laplacian structure.** The negative Hessian of the BT log-likelihood is the
   graph Laplacian of the comparison graph with edge weights ``n_ij p_ij (1 - p_ij)``; with a few
-  hundred competitors it is a small dense matrix, and Newton converges in a handful of steps. Many
-  bootstrap rounds are solved together as one batch of such systems.
+  hundred competitors it is a small dense matrix, and Newton (``newton.damped_newton``, shared by
+  every fit) converges in a handful of steps. Bootstrap rounds reuse its Cholesky factor
+  (``intervals._RoundSolver``).
 * **A small stated prior** (``prior_games``): every competitor plays that many virtual *tied* games
   against a virtual opponent of log-strength 0. Without it a competitor that never won (or never
   lost) has its maximum-likelihood score at minus (plus) infinity. One virtual game moves a
@@ -35,18 +36,17 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
-from scipy.special import expit
 
 from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, Cells, weighted_bincount
 from .graph import Boundedness, boundedness, components
+from .newton import damped_newton
+from .profile import BTLikelihood
 
 SCALE: float = 400.0 / float(np.log(10.0))
 BASE: float = 1000.0
 
 BothBad = Literal["tie", "drop"]
 
-# Budget (in float64 entries) for one batch of dense n x n Hessians.
-_BATCH_ENTRIES = 1 << 23
 # Newton steps larger than this (in log-strength) are checked by a line search.
 _LINE_SEARCH_ABOVE = 1e-2
 
@@ -225,98 +225,9 @@ def _null_projector(components: NDArray[np.int64]) -> NDArray[np.float64]:
     return same / same.sum(axis=1)[:, None]
 
 
-def _loglik(
-    theta: NDArray[np.float64],
-    design: PairDesign,
-    w_lo: NDArray[np.float64],
-    w_hi: NDArray[np.float64],
-    prior: float,
-) -> NDArray[np.float64]:
-    # w_lo log s(d) + w_hi log s(-d) = w_lo d - (w_lo + w_hi) log(1 + e^d): one softplus, not two.
-    d = np.take(theta, design.lo, axis=1) - np.take(theta, design.hi, axis=1)
-    ll = np.einsum("rp,rp->r", w_lo, d) - np.einsum("rp,rp->r", w_lo + w_hi, softplus(d))
-    if prior > 0:
-        ll += prior * (0.5 * theta - softplus(theta)).sum(axis=1)
-    return ll
-
-
 def softplus(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """log(1 + e^x) without overflow (several times faster than np.logaddexp(0, x))."""
     return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
-
-
-def newton_batch(
-    theta0: NDArray[np.float64],
-    design: PairDesign,
-    w_lo: NDArray[np.float64],
-    w_hi: NDArray[np.float64],
-    *,
-    prior: float,
-    null_proj: NDArray[np.float64] | None,
-    max_iter: int = 100,
-    tol: float = 1e-5,
-) -> tuple[NDArray[np.float64], int, bool]:
-    """Maximise the BT log-likelihood for a batch of weightings (rows of ``w_lo``/``w_hi``).
-
-    Damped Newton: the step solves ``(L + prior D [+ J]) delta = gradient`` and is halved until the
-    log-likelihood does not decrease. Rounds that converged drop out of the batch.
-    Returns ``(theta, iterations, converged)``.
-    """
-    theta = np.array(theta0, dtype=np.float64, copy=True)
-    r_total, n = theta.shape
-    lo, hi = design.lo, design.hi
-    flat_lh = lo * n + hi
-    flat_hl = hi * n + lo
-    diag = np.arange(n) * (n + 1)
-    tot = w_lo + w_hi
-    active = np.ones(r_total, dtype=bool)
-    iterations = 0
-    for it in range(max_iter):
-        idx = np.flatnonzero(active)
-        if idx.size == 0:
-            break
-        iterations = it + 1
-        th = theta[idx]
-        wl, wh, t = w_lo[idx], w_hi[idx], tot[idx]
-        p = expit(np.take(th, lo, axis=1) - np.take(th, hi, axis=1))
-        resid = wl - t * p
-        v = t * p * (1.0 - p)
-        grad = np.asarray(design.inc_t @ resid.T).T
-        deg = np.asarray(design.absinc_t @ v.T).T
-        if prior > 0:
-            p0 = expit(th)
-            grad = grad + prior * (0.5 - p0)
-            deg = deg + prior * p0 * (1.0 - p0)
-        hess = np.zeros((idx.size, n * n))
-        hess[:, flat_lh] = -v
-        hess[:, flat_hl] = -v
-        hess[:, diag] = deg + 1e-12
-        hess3 = hess.reshape(idx.size, n, n)
-        if null_proj is not None:
-            hess3 += null_proj
-        delta = np.linalg.solve(hess3, grad[:, :, None])[:, :, 0]
-        size = np.abs(delta).max(axis=1)
-        # Far from the optimum a full Newton step can overshoot, so it is halved until the
-        # log-likelihood does not drop. Once the step is tiny the quadratic model is exact to
-        # O(step^3) and the check would only compare rounding noise, so it is skipped.
-        check = size > _LINE_SEARCH_ABOVE
-        step = np.ones(idx.size)
-        if check.any():
-            ci = np.flatnonzero(check)
-            wl_c, wh_c = wl[ci], wh[ci]
-            ll0 = _loglik(th[ci], design, wl_c, wh_c, prior)
-            for _ in range(40):
-                ll_c = _loglik(th[ci] + step[ci, None] * delta[ci], design, wl_c, wh_c, prior)
-                ok = ll_c >= ll0 - 1e-12 * (1.0 + np.abs(ll0))
-                if ok.all():
-                    break
-                step[ci] = np.where(ok, step[ci], 0.5 * step[ci])
-        theta[idx] = th + step[:, None] * delta
-        # Newton converges quadratically (steps shrink like 0.08, 2e-3, 1e-6, 1e-12 from a warm
-        # start), so after a step of size s <= tol the remaining error is of order s^2: 1e-5 in
-        # log-strength leaves ~1e-10, i.e. ~1e-8 score points.
-        active[idx[step * size <= tol]] = False
-    return theta, iterations, not bool(active.any())
 
 
 def fit_bradley_terry(
@@ -346,17 +257,9 @@ def fit_bradley_terry(
     n_comp, comps = comparison_components(design, w_lo + w_hi)
     bounds = boundedness(n, design.lo, design.hi, w_lo, w_hi, comps, one_class(cells, design), reference)
     null_proj = _null_projector(comps) if prior_games == 0 else None
-    theta, iters, converged = newton_batch(
-        np.zeros((1, n)),
-        design,
-        w_lo[None],
-        w_hi[None],
-        prior=prior_games,
-        null_proj=null_proj,
-        max_iter=max_iter,
-        tol=tol,
-    )
-    theta_raw = theta[0]
+    lik = BTLikelihood(n, design.lo, design.hi, w_lo, w_hi, float(prior_games), null_proj)
+    theta_raw, iters, converged = damped_newton(np.zeros(n), lik.objective, lik.value, max_iter=max_iter, tol=tol,
+                                                line_search_above=_LINE_SEARCH_ABOVE)
     log_strength = normalise(theta_raw, comps, reference, bounds.centre)
     tot = w_lo + w_hi
     battles = weighted_bincount(design.lo, tot, minlength=n) + weighted_bincount(design.hi, tot, minlength=n)

@@ -39,7 +39,6 @@ from .bradley_terry import (
     BTResult,
     PairDesign,
     _null_projector,
-    newton_batch,
     normalisation_matrix,
     normalise,
     pair_design,
@@ -195,9 +194,9 @@ class _RoundSolver:
             else:
                 theta = theta + delta
         self.fallbacks += 1
-        th, _, _ = newton_batch(self.theta0[None], self.design, w_lo[None], w_hi[None], prior=self.prior,
-                                null_proj=self.null_proj, tol=_ROUND_TOL)
-        return th[0]
+        lik = BTLikelihood(self.n, self.design.lo, self.design.hi, w_lo, w_hi, self.prior, self.null_proj)
+        th, _, _ = damped_newton(self.theta0, lik.objective, lik.value, tol=_ROUND_TOL, line_search_above=1e-2)
+        return th
 
 
 def _run_rounds(

@@ -1,4 +1,4 @@
-"""Profile-likelihood intervals for the cases resampling cannot see, and the shared damped Newton.
+"""Profile-likelihood intervals for the cases resampling cannot see.
 
 Where a competitor's record is one-sided (30-0), all ties, or it lost every vote, the bootstrap
 cannot vary its cells and the sandwich meat is (near) zero there, so both report a certainty the
@@ -23,11 +23,9 @@ prior would put there: the prior keeps the point estimate finite but is not evid
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg as la
 from numpy.typing import NDArray
 from scipy.optimize import brentq
 from scipy.special import expit
@@ -35,42 +33,9 @@ from scipy.stats import chi2
 
 from .aggregate import weighted_bincount
 from .graph import laplacian
+from .newton import damped_newton
 
-# f(x), gradient, negative Hessian (positive definite for the strictly concave fits here)
-Objective = Callable[[NDArray[np.float64]], tuple[float, NDArray[np.float64], NDArray[np.float64]]]
-Value = Callable[[NDArray[np.float64]], float]
-
-
-def damped_newton(x0: NDArray[np.float64], objective: Objective, value: Value, *,
-                  constraint: NDArray[np.float64] | None = None, max_iter: int = 100,
-                  tol: float = 1e-10) -> tuple[NDArray[np.float64], int, bool]:
-    """Maximise a concave ``f`` by Newton steps halved until ``f`` does not drop (the one damped
-    Newton of the package for single problems; the bootstrap has its batched form).
-
-    With ``constraint`` = a, the step stays in ``a . x = const`` (``x0`` must be feasible): it solves
-    the KKT system through two solves with the Cholesky factor of the negative Hessian.
-    Returns ``(x, iterations, converged)``; converged when the largest step entry is <= ``tol``.
-    """
-    x = np.array(x0, dtype=np.float64, copy=True)
-    for it in range(1, max_iter + 1):
-        f0, g, h = objective(x)
-        h = h + 1e-12 * np.eye(h.shape[0])
-        factor = la.cho_factor(h, lower=False, check_finite=False)
-        delta = la.cho_solve(factor, g, check_finite=False)
-        if constraint is not None:
-            ha = la.cho_solve(factor, constraint, check_finite=False)
-            delta = delta - ha * (constraint @ delta) / (constraint @ ha)
-        size = float(np.abs(delta).max()) if delta.size else 0.0
-        step = 1.0
-        for _ in range(50):
-            if value(x + step * delta) >= f0 - 1e-12 * (1.0 + abs(f0)):
-                break
-            step *= 0.5
-        x = x + step * delta
-        if step * size <= tol:
-            return x, it, True
-    return x, max_iter, False
-
+__all__ = ["BTLikelihood", "conditional_bounds", "damped_newton", "profile_bounds"]
 
 @dataclass(frozen=True)
 class BTLikelihood:
@@ -82,6 +47,9 @@ class BTLikelihood:
     w_lo: NDArray[np.float64]
     w_hi: NDArray[np.float64]
     prior: float
+    # With no prior the Laplacian is singular along each component's constant vector; adding the
+    # projector J onto those vectors fills the null space (the normalisation removes it anyway).
+    null_proj: NDArray[np.float64] | None = None
 
     def value(self, theta: NDArray[np.float64]) -> float:
         d = theta[self.lo] - theta[self.hi]
@@ -103,6 +71,8 @@ class BTLikelihood:
             p0 = expit(theta)
             g = g + self.prior * (0.5 - p0)
             h[np.diag_indices(self.n)] += self.prior * p0 * (1.0 - p0)
+        if self.null_proj is not None:
+            h += self.null_proj
         return self.value(theta), g, h
 
 
@@ -115,7 +85,7 @@ def profile_bounds(lik: BTLikelihood, theta_hat: NDArray[np.float64], a: NDArray
     a side the profile does not leave within it is returned infinite.
     """
     if lik.prior <= 0:
-        raise ValueError("profile intervals need prior_games > 0 (a strictly concave likelihood)")
+        raise ValueError("profile intervals need a prior > 0 (a strictly concave likelihood)")
     f_hat = lik.value(theta_hat)
     c_hat = float(a @ theta_hat)
     q = 0.5 * float(chi2.ppf(confidence, 1))

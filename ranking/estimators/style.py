@@ -49,6 +49,7 @@ from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, validate_battles, weight
 from .bradley_terry import BASE, SCALE, BothBad, FitParams, _null_projector, normalisation_matrix, normalise, softplus
 from .graph import components, laplacian
 from .intervals import Intervals, _round_generators, _seed_repr, percentile_bounds
+from .newton import damped_newton
 
 STYLE_FEATURES: tuple[str, ...] = ("tokens", "headers", "list_items", "bold")
 
@@ -268,23 +269,25 @@ def _newton(
     tol: float = 1e-5,
     rows: NDArray[np.int64] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], int, bool]:
-    """Damped Newton on the (N + F) system; ``rows`` restricts to rows with non-zero weight."""
+    """The package's damped Newton on the (N + F) system; ``rows`` restricts to rows with non-zero
+    weight. The competitor block of the negative Hessian is the Laplacian (``_blocks``)."""
     x, pair, y = sd.x, sd.pair, sd.y
     if rows is not None:
         x, pair, y, w = x[rows], pair[rows], y[rows], w[rows]
     n = sd.n_competitors
-    theta, beta = theta0.copy(), beta0.copy()
     n_pairs = sd.pair_lo.shape[0]
-    converged = False
-    iterations = 0
-    for it in range(1, max_iter + 1):
-        iterations = it
+    size = n + x.shape[1]
+
+    def value(v: NDArray[np.float64]) -> float:
+        return _loglik(sd, x, pair, y, w, v[:n], v[n:], prior)
+
+    def objective(v: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
+        theta, beta = v[:n], v[n:]
         z = (theta[sd.pair_lo] - theta[sd.pair_hi])[pair] + x @ beta
         p = expit(z)
         r = w * (y - p)
-        v = w * p * (1.0 - p)
-        grad = np.concatenate([sd.inc_t @ np.bincount(pair, r, minlength=n_pairs), x.T @ r])
-        hess = _blocks(sd, x, pair, v)
+        grad = np.concatenate([sd.inc_t @ weighted_bincount(pair, r, n_pairs), x.T @ r])
+        hess = _blocks(sd, x, pair, w * p * (1.0 - p))
         if prior > 0:
             p0 = expit(theta)
             grad[:n] += prior * (0.5 - p0)
@@ -292,23 +295,12 @@ def _newton(
         if null_proj is not None:
             hess[:n, :n] += null_proj
         # A feature with no spread has an all-zero row; the tiny diagonal keeps the solve defined.
-        hess[np.arange(n + x.shape[1]), np.arange(n + x.shape[1])] += 1e-12
-        delta = np.linalg.solve(hess, grad)
-        size = float(np.abs(delta).max())
-        step = 1.0
-        if size > _LINE_SEARCH_ABOVE:
-            ll0 = _loglik(sd, x, pair, y, w, theta, beta, prior)
-            for _ in range(40):
-                ll = _loglik(sd, x, pair, y, w, theta + step * delta[:n], beta + step * delta[n:], prior)
-                if ll >= ll0 - 1e-12 * (1.0 + abs(ll0)):
-                    break
-                step *= 0.5
-        theta = theta + step * delta[:n]
-        beta = beta + step * delta[n:]
-        if step * size <= tol:
-            converged = True
-            break
-    return theta, beta, iterations, converged
+        hess[np.arange(size), np.arange(size)] += 1e-12
+        return float("nan"), grad, hess  # f only when a line search needs it (one more pass over rows)
+
+    out, iterations, converged = damped_newton(np.concatenate([theta0, beta0]), objective, value,
+                                               max_iter=max_iter, tol=tol, line_search_above=_LINE_SEARCH_ABOVE)
+    return out[:n], out[n:], iterations, converged
 
 
 def _components(sd: StyleDesign, w: NDArray[np.float64]) -> tuple[int, NDArray[np.int64]]:
