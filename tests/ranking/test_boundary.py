@@ -137,3 +137,28 @@ def test_large_boards_use_the_conditional_likelihood(monkeypatch) -> None:
     cond = boundary_intervals(cells, fit, sand.lower, sand.upper)
     assert np.isneginf(cond.lower[3]) and np.isneginf(full.lower[3])
     assert abs(cond.upper[3] - full.upper[3]) < 25
+
+
+def test_boundary_board_reruns_are_byte_identical() -> None:
+    """Profiles, differences, sequences and bootstrap together: the same votes give the same bytes."""
+    import json
+
+    from ranking.compute import Method, board_compute
+    from ranking.policy import VoteArrays
+
+    rng = np.random.default_rng(4)
+    theta = np.array([0.3, 0.0, -0.2, -4.0])
+    est = simulate_bt(rng, theta[:3], 300)
+    a = np.concatenate([est.a, np.full(30, 3)])
+    b = np.concatenate([est.b, rng.integers(0, 3, 30)])
+    o = np.concatenate([est.outcome, np.ones(30, dtype=np.int64)])
+    m = a.shape[0]
+    z = np.zeros(m, dtype=np.int64)
+    votes = VoteArrays(vote_id=np.arange(m), left=a, right=b, outcome=o, decision_ms=z + 5000, rater=z, prompt=z,
+                       category=z, categories=("",), identity=np.zeros(m, dtype=bool),
+                       style_left=np.ones((m, 4)), style_right=np.ones((m, 4)))
+    runs = [board_compute(votes, np.arange(4), {}, Method(min_votes=10, rounds=40)) for _ in range(2)]
+    dumps = [json.dumps([r.rows, r.pairwise, r.extra], sort_keys=True) for r in runs]
+    assert dumps[0] == dumps[1]
+    newcomer = next(r for r in runs[0].rows if r["competitor_id"] == 3)
+    assert newcomer["lower_open"] and newcomer["interval_method"] == "profile likelihood"
