@@ -495,12 +495,31 @@ class DifferenceIntervals:
     method: str
 
 
+def _one_class_pairs(cells: Cells, fit: BTResult, idx: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """``out[a, b]``: the pair met and every counted vote between them had one outcome (30-0, all ties):
+    resampling cannot vary that pair's own record, whatever a third competitor linking them does."""
+    design = pair_design(cells, fit.params.both_bad)
+    used = design.cell_used & (cells.weight > 0)
+    n = cells.n_competitors
+    classes = np.zeros((n, n), dtype=np.int64)
+    np.add.at(classes, (cells.lo[used], cells.hi[used]), 1)  # cells are unique per (pair, outcome)
+    # both_bad counted as a tie shares the tie class: merge it (y == 0.5 either way).
+    tie_like = used & (design.cell_y == 0.5)
+    both = np.zeros((n, n), dtype=np.int64)
+    np.add.at(both, (cells.lo[tie_like], cells.hi[tie_like]), 1)
+    distinct = classes - np.maximum(both - 1, 0)
+    sym = distinct + distinct.T
+    sub = sym[np.ix_(idx, idx)]
+    return sub == 1
+
+
 def difference_intervals(cells: Cells, fit: BTResult, idx: NDArray[np.int64], *, confidence: float = 0.95,
                          samples: NDArray[np.float64] | None = None) -> DifferenceIntervals:
     """Difference intervals from the same bootstrap draws as the levels (percentiles of per-round
     differences) or, without ``samples``, from the sandwich covariance; pairs with a competitor that
     needs the profile (``Boundedness.needs_profile``) get the union with the profile-likelihood interval
-    of ``theta_a - theta_b``, and sides the votes cannot bound are infinite."""
+    of ``theta_a - theta_b`` (as do pairs whose own record is one-class, a 30-0 linked through a third
+    competitor), and sides the votes cannot bound are infinite."""
     _check_conf(confidence)
     k = idx.shape[0]
     s = fit.scores[idx]
@@ -521,13 +540,14 @@ def difference_intervals(cells: Cells, fit: BTResult, idx: NDArray[np.int64], *,
     lower, upper = np.minimum(lower, est_d), np.maximum(upper, est_d)
     open_up, open_lo = fit.bounds.difference_open(idx)
     profile = fit.bounds.needs_profile[idx]
-    if (profile.any() or open_up.any()) and fit.scores.shape[0] <= PROFILE_FULL_MAX:
+    one_sided = _one_class_pairs(cells, fit, idx)
+    if (profile.any() or open_up.any() or one_sided.any()) and fit.scores.shape[0] <= PROFILE_FULL_MAX:
         lik = bt_likelihood(cells, fit)
         theta_hat, _, _ = damped_newton(fit.theta_raw, lik.objective, lik.value, tol=1e-9, max_iter=200)
         n = fit.scores.shape[0]
         for a in range(k):
             for b in range(a + 1, k):
-                if not (profile[a] or profile[b] or open_up[a, b] or open_lo[a, b]):
+                if not (profile[a] or profile[b] or open_up[a, b] or open_lo[a, b] or one_sided[a, b]):
                     continue
                 vec = np.zeros(n)
                 vec[idx[a]], vec[idx[b]] = 1.0, -1.0

@@ -162,3 +162,25 @@ def test_boundary_board_reruns_are_byte_identical() -> None:
     assert dumps[0] == dumps[1]
     newcomer = next(r for r in runs[0].rows if r["competitor_id"] == 3)
     assert newcomer["lower_open"] and newcomer["interval_method"] == "profile likelihood"
+
+
+def test_linked_one_sided_pair_gets_a_likelihood_difference_interval() -> None:
+    """A beats B 30-0 and a third competitor C links them (even against both): the gap is bounded (the
+    path through C bounds it above), but the A-B cell cannot vary, so the difference interval is the
+    union with its profile-likelihood interval, never narrower than it."""
+    from ranking.estimators import difference_intervals
+    from ranking.estimators.intervals import bt_likelihood, damped_newton, profile_bounds
+
+    a = np.array([0] * 30 + [0] * 20 + [2] * 20 + [1] * 20 + [2] * 20)
+    b = np.array([1] * 30 + [2] * 20 + [0] * 20 + [2] * 20 + [1] * 20)
+    o = np.array([0] * 30 + [0] * 10 + [1] * 10 + [0] * 10 + [1] * 10 + [0] * 10 + [1] * 10 + [0] * 10 + [1] * 10)
+    cells = aggregate_cells(a, b, o, n_competitors=3)
+    fit = fit_bradley_terry(cells)
+    assert not fit.bounds.open_upper.any()
+    boot = bootstrap_intervals(cells, fit, rounds=100, seed=0, workers=1)
+    diff = difference_intervals(cells, fit, np.arange(3), samples=boot.samples)
+    lik = bt_likelihood(cells, fit)
+    theta_hat, _, _ = damped_newton(fit.theta_raw, lik.objective, lik.value, tol=1e-9)
+    lo_t, hi_t = profile_bounds(lik, theta_hat, np.array([1.0, -1.0, 0.0]), confidence=0.95)
+    assert diff.lower[0, 1] <= SCALE * lo_t + 1e-6 and diff.upper[0, 1] >= SCALE * hi_t - 1e-6
+    assert np.isfinite(diff.upper[0, 1]) and "profile" in diff.method
