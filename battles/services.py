@@ -111,6 +111,7 @@ def campaign_save(*, campaign: Campaign, actor: User | AnonymousUser | None, cha
 RANKING_FIELDS = frozenset({
     "min_decision_ms", "prompt_hash_cap", "rater_vote_cap", "exclude_identity_leaks", "both_bad_as_tie",
     "ranking_min_votes", "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor",
+    "ranking_ties",
 })
 
 
