@@ -153,11 +153,17 @@ class _RoundSolver:
         self.factor = la.cho_factor(h0, lower=False, check_finite=False)
         self.fallbacks = 0
         self.iterations = 0
+        # int32 copies for the gathers (half the index bytes to stream; n < 2^31 always here).
+        self.lo32 = design.lo.astype(np.int32)
+        self.hi32 = design.hi.astype(np.int32)
+        self.p0 = expit(self.theta0[design.lo] - self.theta0[design.hi])
 
-    def gradient(self, theta: NDArray[np.float64], w_lo: NDArray[np.float64], tot: NDArray[np.float64]) -> NDArray[
-            np.float64]:
+    def gradient(self, theta: NDArray[np.float64], w_lo: NDArray[np.float64], tot: NDArray[np.float64],
+                 p: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
         d = self.design
-        r = w_lo - tot * expit(theta[d.lo] - theta[d.hi])
+        if p is None:
+            p = expit(np.take(theta, self.lo32) - np.take(theta, self.hi32))
+        r = w_lo - tot * p
         g = weighted_bincount(d.lo, r, self.n) - weighted_bincount(d.hi, r, self.n)
         if self.prior > 0:
             g += self.prior * (0.5 - expit(theta))
@@ -173,7 +179,9 @@ class _RoundSolver:
         fs: list[NDArray[np.float64]] = []
         previous = np.inf
         for it in range(_ROUND_MAX_ITER):
-            delta = la.cho_solve(self.factor, self.gradient(theta, w_lo, tot), check_finite=False)
+            # Every round starts at the full-data optimum, whose pair probabilities are computed once.
+            p = self.p0 if it == 0 else None
+            delta = la.cho_solve(self.factor, self.gradient(theta, w_lo, tot, p), check_finite=False)
             size = float(np.abs(delta).max())
             if size <= _ROUND_TOL:
                 self.iterations += it + 1
