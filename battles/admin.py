@@ -81,7 +81,7 @@ class CampaignForm(forms.ModelForm):
             "organization", "name", "slug", "description", "rater_pools", "allow_rater_prompts", "temperature",
             "top_p", "max_tokens", "system_prompt", "sampling", "session_cap", "rater_vote_cap", "prompt_hash_cap",
             "min_decision_ms", "exclude_identity_leaks", "both_bad_as_tie", "ranking_min_votes",
-            "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor",
+            "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor", "ranking_ties",
         )
 
 
@@ -107,7 +107,7 @@ class CampaignAdmin(TenantAdmin):
         ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
         ("Leaderboards", {"fields": ("exclude_identity_leaks", "both_bad_as_tie", "ranking_min_votes",
                                      "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval",
-                                     "ranking_anchor")}),
+                                     "ranking_anchor", "ranking_ties")}),
     )
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:

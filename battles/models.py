@@ -83,6 +83,13 @@ class Campaign(models.Model):
     )
     ranking_style_interval = models.CharField(max_length=20, choices=Interval.choices, default=Interval.SANDWICH,
                                               help_text="Intervals of the style-controlled leaderboard.")
+
+    class Ties(models.TextChoices):
+        HALF = "half", "A tie is half a win each side"
+        DAVIDSON = "davidson", "Davidson's tie model (a tie parameter, estimated)"
+
+    ranking_ties = models.CharField(max_length=10, choices=Ties.choices, default=Ties.HALF,
+                                    help_text="How ties enter the raw leaderboard's scores.")
     created_at = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True, editable=False)
     closed_at = models.DateTimeField(null=True, blank=True, editable=False)

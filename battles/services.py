@@ -135,6 +135,7 @@ def leaderboards_refresh_request(*, campaign: Campaign) -> None:
 RANKING_FIELDS = frozenset({
     "min_decision_ms", "prompt_hash_cap", "rater_vote_cap", "exclude_identity_leaks", "both_bad_as_tie",
     "ranking_min_votes", "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor",
+    "ranking_ties",
 })
 
 

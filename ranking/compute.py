@@ -27,18 +27,25 @@ class Method:
     # collapse into cells); its analytic interval keeps a full recompute of a million votes in seconds.
     style_interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "sandwich"
     anchor: int | None = None  # a competitor id pinned at 1000; None: geometric mean of strengths 1
+    # "half": a tie is half a win each side; "davidson": Davidson's model with an estimated tie parameter
+    # (raw view only; the style view keeps half a win).
+    ties: Literal["half", "davidson"] = "half"
 
     def as_dict(self, *, view: str) -> dict[str, Any]:
         return {
             **asdict(self),
             "estimator": "Bradley-Terry" if view == "raw" else "Bradley-Terry with style control",
-            "ties": "half a win each side",
+            "ties": "Davidson's tie model (tie parameter estimated, Wald intervals from the prior-regularised "
+                    "information)" if self.ties == "davidson" and view == "raw" else "half a win each side",
             "confidence_pct": round(self.confidence * 100),
             "interval": self.interval if view == "raw" else self.style_interval,
             "anchor": f"competitor {self.anchor} at 1000" if self.anchor is not None
             else "geometric mean of strengths at 1000",
             "style_features": list(STYLE_FEATURES) if view == "style" else [],
-            "degenerate_bootstrap": "a competitor whose bootstrap interval cannot vary gets the analytic one",
+            "boundary": "a competitor whose record is one-sided, thin (under 5 wins or losses) or all ties gets the "
+                        "union with its profile-likelihood interval; a side the votes cannot bound is open",
+            "pairwise_correction": "Holm",
+            "sequential": est.CONFIDENCE_SEQUENCE_METHOD,
         }
 
 
@@ -68,62 +75,123 @@ def _counts(a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int6
     }
 
 
-def _intervals(cells: est.Cells, fit: est.BTResult, method: Method) -> tuple[NDArray, NDArray]:
-    sandwich = est.sandwich_intervals(cells, fit, confidence=method.confidence)
+def _intervals(cells: est.Cells, fit: est.BTResult, method: Method,
+               shown: NDArray[np.bool_]) -> tuple[est.BoundaryIntervals, NDArray[np.float64] | None]:
+    """Bootstrap (or sandwich) intervals, made honest at the boundary (``boundary_intervals``);
+    also the bootstrap samples (rounds x n) for difference intervals, when there are any."""
+    samples = None
     if method.interval == "sandwich":
-        return sandwich.lower, sandwich.upper
-    if method.interval == "cluster_bootstrap":
-        boot = est.cluster_bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
+        base = est.sandwich_intervals(cells, fit, confidence=method.confidence)
+    elif method.interval == "cluster_bootstrap":
+        base = est.cluster_bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
                                                seed=method.seed)
+        samples = base.samples
     else:
-        boot = est.bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
+        base = est.bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
                                        seed=method.seed)
-    return _no_degenerate(boot.lower, boot.upper, sandwich.lower, sandwich.upper)
+        samples = base.samples
+    return est.boundary_intervals(cells, fit, base.lower, base.upper, confidence=method.confidence,
+                                  only=shown), samples
 
 
-# A bootstrap interval narrower than this (in score points) is treated as degenerate.
-DEGENERATE_WIDTH = 0.01
+# Difference intervals are stored for every pair of shown competitors: k^2 numbers. Past this many
+# shown competitors the matrix is left out of the snapshot (the API says so) to keep snapshots small.
+MAX_DIFFERENCE_COMPETITORS = 60
 
 
-def _no_degenerate(lower: NDArray, upper: NDArray, fallback_lower: NDArray,
-                   fallback_upper: NDArray) -> tuple[NDArray, NDArray]:
-    """Where the bootstrap cannot vary (every battle of a competitor in one outcome cell: 30-0, or only
-    ties), its percentile interval collapses to the point estimate. Such a competitor gets the analytic
-    (sandwich) interval, which the prior keeps finite, instead of a false certainty."""
-    degenerate = (upper - lower) < DEGENERATE_WIDTH
-    return (np.where(degenerate, np.minimum(lower, fallback_lower), lower),
-            np.where(degenerate, np.maximum(upper, fallback_upper), upper))
+def _bound(value: float) -> float | None:
+    """JSON has no infinity: an open (unbounded) side is ``None`` next to an explicit ``*_open`` flag."""
+    return None if not np.isfinite(value) else round(float(value), 2)
 
 
 def _pairwise(cells: est.Cells, method: Method, shown: NDArray[np.bool_],
-              competitor_ids: NDArray[np.int64]) -> dict[str, Any]:
+              competitor_ids: NDArray[np.int64], differences: est.DifferenceIntervals | None,
+              components: NDArray[np.int64]) -> dict[str, Any]:
     table = est.pairwise_table(cells, both_bad=method.both_bad, confidence=method.confidence)
     idx = np.flatnonzero(shown)
+    sub_n = table.battles[np.ix_(idx, idx)]
+    sub_p = table.p_value[np.ix_(idx, idx)]
+    # One test per unordered pair (the matrix holds each twice): adjust the upper triangle, mirror it.
+    upper_tri = np.triu(np.ones_like(sub_p, dtype=bool), 1) & np.isfinite(sub_p)
+    adjusted = np.full_like(sub_p, np.nan)
+    adjusted[upper_tri] = est.holm_adjust(sub_p[upper_tri])
+    adjusted = np.where(np.isfinite(adjusted), adjusted, adjusted.T)
 
-    def grid(values: NDArray[np.float64]) -> list[list[float | None]]:
+    def grid(values: NDArray[np.float64], full: bool = True) -> list[list[float | None]]:
         # None where a cell has no battles or no defined value (a p-value of ties only): JSON has no NaN.
-        sub = values[np.ix_(idx, idx)]
-        n_sub = table.battles[np.ix_(idx, idx)]
-        return [[None if n_sub[i, j] == 0 or i == j or not np.isfinite(sub[i, j]) else round(float(sub[i, j]), 4)
+        sub = values[np.ix_(idx, idx)] if full else values
+        return [[None if sub_n[i, j] == 0 or i == j or not np.isfinite(sub[i, j]) else round(float(sub[i, j]), 4)
                  for j in range(len(idx))] for i in range(len(idx))]
 
     adjacency = est.majority_graph(table.win_rate[np.ix_(idx, idx)])
-    return {
+    out: dict[str, Any] = {
         "competitor_ids": [int(competitor_ids[i]) for i in idx],
         "win_rate": grid(table.win_rate),
         "lower": grid(table.wilson_lower),
         "upper": grid(table.wilson_upper),
         "p_value": grid(table.p_value),
+        "p_holm": grid(adjusted, full=False),
+        "correction": f"Holm over the {int(upper_tri.sum())} pairs shown with decisive votes (family-wise error "
+                      f"at most {100 - round(method.confidence * 100)}%); p_value is unadjusted",
         "n": [[int(table.battles[i, j]) for j in idx] for i in idx],
         "intransitive_triads": int(est.count_3cycles(adjacency)),
+        "sequential": _sequential(table, idx, method),
+    }
+    if differences is not None:
+        same = components[idx][:, None] == components[idx][None, :]
+        k = len(idx)
+
+        def dgrid(values: NDArray[np.float64]) -> list[list[float | None]]:
+            return [[_bound(values[i, j]) if same[i, j] else None for j in range(k)] for i in range(k)]
+
+        out["difference"] = {
+            "method": differences.method,
+            "note": "row minus column in score points; a null bound with *_open true: the votes cannot bound "
+                    "that side; null with *_open false: different comparison groups (no difference defined)",
+            "estimate": dgrid(differences.estimate),
+            "lower": dgrid(differences.lower),
+            "upper": dgrid(differences.upper),
+            "lower_open": [[bool(same[i, j] and np.isneginf(differences.lower[i, j])) for j in range(k)]
+                           for i in range(k)],
+            "upper_open": [[bool(same[i, j] and np.isposinf(differences.upper[i, j])) for j in range(k)]
+                           for i in range(k)],
+        }
+    elif len(idx) > MAX_DIFFERENCE_COMPETITORS:
+        out["difference"] = {"omitted": f"more than {MAX_DIFFERENCE_COMPETITORS} competitors shown"}
+    return out
+
+
+def _sequential(table: est.PairwiseTable, idx: NDArray[np.int64], method: Method) -> dict[str, Any]:
+    """Anytime-valid confidence sequence per pair beside the fixed-sample Wilson interval."""
+    counted_ties = table.ties + (table.both_bad if method.both_bad == "tie" else 0.0)
+    score = table.wins + 0.5 * counted_ties
+    counted = table.wins + table.wins.T + counted_ties
+    sub_w, sub_n = score[np.ix_(idx, idx)], counted[np.ix_(idx, idx)]
+    lower, upper = est.confidence_sequence(sub_w, sub_n, confidence=method.confidence)
+    k = len(idx)
+
+    def cell(i: int, j: int) -> dict[str, Any] | None:
+        if i == j or sub_n[i, j] == 0:
+            return None
+        lo, hi = float(lower[i, j]), float(upper[i, j])
+        decision = "row beats column" if lo > 0.5 else "column beats row" if hi < 0.5 else "not yet"
+        return {"lower": round(lo, 4), "upper": round(hi, 4), "decision": decision}
+
+    return {
+        "method": est.CONFIDENCE_SEQUENCE_METHOD,
+        "decision_rule": f"a pair is decided at {round(method.confidence * 100)}% once its sequence excludes 0.5; "
+                         "valid however often the board is looked at, unlike the fixed-sample Wilson interval",
+        "cells": [[cell(i, j) for j in range(k)] for i in range(k)],
     }
 
 
 def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str], method: Method,
                   *, view: Literal["raw", "style"] = "raw") -> Board:
     """Scores with intervals and rank ranges for every competitor with enough votes; the others are
-    listed as hidden, with their vote counts only."""
+    listed as hidden, with their vote counts only. An interval side the votes cannot bound is open:
+    ``lower``/``upper`` is null and ``lower_open``/``upper_open`` is true."""
     n = int(competitor_ids.shape[0])
+    _check_ids(votes, competitor_ids)
     a, b = dense_index(votes, competitor_ids)
     counts = _counts(a, b, votes.outcome, n)
     if len(votes) == 0 or n < 2:
@@ -131,20 +199,45 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
                      extra={"components": 0})
     cells = est.aggregate_cells(a, b, votes.outcome, n_competitors=n,
                                 cluster=votes.prompt if method.interval == "cluster_bootstrap" else None)
-    extra: dict[str, Any] = {}
-    if view == "raw":
-        fit = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids))
-        lower, upper = _intervals(cells, fit, method)
-        scores = fit.scores
-        components = fit.components
-    else:
-        style = _style_fit(votes, a, b, n, method, competitor_ids)
-        scores, lower, upper, components = style["scores"], style["lower"], style["upper"], style["components"]
-        extra["style_coefficients"] = style["coefficients"]
-        extra["style_normalisation"] = style["normalisation"]
     # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
     decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
     shown = est.shown_mask(decided, method.min_votes)
+    extra: dict[str, Any] = {}
+    differences = None
+    profiled = np.zeros(n, dtype=bool)
+    if view == "raw" and method.ties == "davidson" and bool((votes.outcome == est.TIE).any() or (
+            method.both_bad == "tie" and (votes.outcome == est.BOTH_BAD).any())):
+        dav = est.fit_davidson(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids),
+                               confidence=method.confidence)
+        scores, lower, upper, components = dav.scores, dav.lower, dav.upper, dav.components
+        extra["tie_parameter"] = {
+            "nu": round(dav.nu, 4), "lower": round(dav.nu_lower, 4), "upper": round(dav.nu_upper, 4),
+            "tie_probability_at_equal_strength": round(dav.tie_probability_at_equal_strength, 4),
+            "model": "Davidson: P(tie) = nu sqrt(pi_i pi_j) / (pi_i + pi_j + nu sqrt(pi_i pi_j))",
+        }
+        extra["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(dav.bounds.centre & shown)]
+    elif view == "raw":
+        fit = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids))
+        iv, samples = _intervals(cells, fit, method, shown)
+        scores, lower, upper, components = fit.scores, iv.lower, iv.upper, fit.components
+        profiled = iv.profiled
+        idx = np.flatnonzero(shown)
+        if 2 <= idx.shape[0] <= MAX_DIFFERENCE_COMPETITORS:
+            differences = est.difference_intervals(cells, fit, idx, confidence=method.confidence, samples=samples)
+        extra["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(fit.bounds.centre & shown)]
+        extra["normalisation"] = fit.params.normalisation
+    else:
+        style = _style_fit(votes, a, b, n, method, competitor_ids, cells, shown)
+        extra["style_checks"] = style["checks"]
+        if style["withheld"]:
+            extra["style_withheld"] = style["withheld"]
+            extra["components"] = 0
+            rows = [_row_counts(i, competitor_ids, labels, counts, method) for i in range(n)]
+            return Board(rows=rows, pairwise={}, extra=extra)
+        scores, lower, upper, components = style["scores"], style["lower"], style["upper"], style["components"]
+        profiled = style["profiled"]
+        extra["style_coefficients"] = style["coefficients"]
+        extra["style_normalisation"] = style["normalisation"]
     ranks = _rank_ranges_by_component(lower, upper, shown, components)
     extra["components"] = int(np.unique(components[shown]).shape[0])
     rows = []
@@ -155,11 +248,26 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
         row["component"] = int(components[i])
         if shown[i]:
             row.update({
-                "score": round(float(scores[i]), 2), "lower": round(float(lower[i]), 2),
-                "upper": round(float(upper[i]), 2), "rank_best": int(ranks.best[i]), "rank_worst": int(ranks.worst[i]),
+                "score": round(float(scores[i]), 2), "lower": _bound(lower[i]), "upper": _bound(upper[i]),
+                "lower_open": bool(np.isneginf(lower[i])), "upper_open": bool(np.isposinf(upper[i])),
+                "interval_method": "profile likelihood" if profiled[i] else "fisher" if "tie_parameter" in extra
+                else (method.interval if view == "raw" else method.style_interval),
+                "rank_best": int(ranks.best[i]), "rank_worst": int(ranks.worst[i]),
             })
         rows.append(row)
-    return Board(rows=rows, pairwise=_pairwise(cells, method, shown, competitor_ids), extra=extra)
+    pairwise = _pairwise(cells, method, shown, competitor_ids, differences, components)
+    return Board(rows=rows, pairwise=pairwise, extra=extra)
+
+
+def _check_ids(votes: VoteArrays, competitor_ids: NDArray[np.int64]) -> None:
+    """Every vote's competitors must be in ``competitor_ids`` (sorted): ``searchsorted`` would map a
+    stranger silently onto a neighbour."""
+    if np.any(np.diff(competitor_ids) <= 0):
+        raise ValueError("competitor_ids must be sorted and unique")
+    for side in (votes.left, votes.right):
+        pos = np.minimum(np.searchsorted(competitor_ids, side), max(competitor_ids.shape[0] - 1, 0))
+        if side.size and (competitor_ids.shape[0] == 0 or np.any(competitor_ids[pos] != side)):
+            raise ValueError("a vote names a competitor that is not in competitor_ids")
 
 
 def _rank_ranges_by_component(lower: NDArray[np.float64], upper: NDArray[np.float64], shown: NDArray[np.bool_],
@@ -203,21 +311,62 @@ def _anchor(method: Method, competitor_ids: NDArray[np.int64]) -> int | None:
 
 
 def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n: int, method: Method,
-               competitor_ids: NDArray[np.int64]) -> dict[str, Any]:
+               competitor_ids: NDArray[np.int64], cells: est.Cells, shown: NDArray[np.bool_]) -> dict[str, Any]:
+    """The style-controlled view, or the reason it is withheld.
+
+    Identifiability first (``style_checks``): aliased or collinear features are dropped and named; with
+    none left, or when the fit separates (a style gap predicts the winner), or when any shown competitor
+    other than the anchor would get a zero-width interval, the view is withheld with the reason. Sides
+    the votes cannot bound are open exactly as in the raw view (the win digraph does not depend on the
+    features); a competitor needing the profile gets at least the width of its raw profile interval."""
     cluster = method.style_interval == "cluster_bootstrap"
-    design = est.style_design(a, b, votes.outcome, votes.style_left, votes.style_right, n_competitors=n,
-                              both_bad=method.both_bad, cluster=votes.prompt if cluster else None,
-                              feature_names=STYLE_FEATURES)
-    fit = est.fit_style(design, reference=_anchor(method, competitor_ids))
+    reference = _anchor(method, competitor_ids)
+    full = est.style_design(a, b, votes.outcome, votes.style_left, votes.style_right, n_competitors=n,
+                            both_bad=method.both_bad, cluster=votes.prompt if cluster else None,
+                            feature_names=STYLE_FEATURES)
+    checks = est.style_checks(full)
+    report: dict[str, Any] = {
+        "kept": [full.features.names[k] for k in checks.kept],
+        "dropped": [{"feature": name, "reason": reason} for name, reason in checks.dropped],
+        "within_pair_share": [round(v, 6) for v in checks.within_pair],
+        "condition": round(checks.condition, 2) if np.isfinite(checks.condition) else None,
+    }
+    out: dict[str, Any] = {"checks": report, "withheld": None}
+    if not checks.identified:
+        out["withheld"] = est.ALIASED_REASON
+        return out
+    design = est.style_subset(full, checks.kept)
+    raw = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=reference)
+    fit = est.fit_style(design, reference=reference, centre=raw.bounds.centre)
+    report.update({"converged": fit.converged, "separated": fit.separated, "iterations": fit.iterations})
+    if fit.separated or not fit.converged:
+        out["withheld"] = ("a style gap predicts the winner (almost) perfectly, so the style coefficients have no "
+                           "finite estimate" if fit.separated else "the style-controlled fit did not converge")
+        return out
     sandwich = est.style_sandwich_intervals(design, fit, confidence=method.confidence)
     intervals = sandwich
     lower, upper = sandwich.scores.lower, sandwich.scores.upper
     if method.style_interval != "sandwich":
         intervals = est.style_bootstrap_intervals(design, fit, rounds=method.rounds, confidence=method.confidence,
                                                   scheme="cluster" if cluster else "multinomial", seed=method.seed)
-        lower, upper = _no_degenerate(intervals.scores.lower, intervals.scores.upper, lower, upper)
-    return {
-        "scores": fit.scores, "lower": lower, "upper": upper,
+        lower, upper = intervals.scores.lower, intervals.scores.upper
+    raw_base = est.sandwich_intervals(cells, raw, confidence=method.confidence)
+    raw_iv = est.boundary_intervals(cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence,
+                                    only=shown)
+    need = raw.bounds.needs_profile & shown
+    with np.errstate(invalid="ignore"):
+        lower = np.where(need, np.minimum(lower, fit.scores - (raw.scores - raw_iv.lower)), lower)
+        upper = np.where(need, np.maximum(upper, fit.scores + (raw_iv.upper - raw.scores)), upper)
+    lower = np.where(raw.bounds.open_lower, -np.inf, lower)
+    upper = np.where(raw.bounds.open_upper, np.inf, upper)
+    not_anchor = shown.copy()
+    if reference is not None:
+        not_anchor[reference] = False
+    if np.any((upper - lower)[not_anchor] < ZERO_WIDTH):
+        out["withheld"] = "the style-controlled fit is not identified here (an interval of zero width)"
+        return out
+    out.update({
+        "scores": fit.scores, "lower": lower, "upper": upper, "profiled": need,
         "components": fit.components,
         "coefficients": [
             {"feature": name, "coef": round(float(fit.coef[k]), 4), "lower": round(float(intervals.coef_lower[k]), 4),
@@ -230,7 +379,13 @@ def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n:
             "mean": [round(float(v), 6) for v in fit.feature_mean],
             "std": [round(float(v), 6) for v in fit.feature_std],
         },
-    }
+    })
+    return out
+
+
+# An interval narrower than this (score points) for a competitor that is not the anchor is a sign the
+# fit is not identified; such a view is withheld rather than published with a false certainty.
+ZERO_WIDTH = 0.01
 
 
 def elo_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str],

@@ -12,6 +12,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from .estimators.style import STYLE_FEATURES
+
+__all__ = ["STYLE_FEATURES", "ExclusionPolicy", "VoteArrays", "cumcount"]
+
 
 @dataclass(frozen=True)
 class VoteArrays:
@@ -38,7 +42,6 @@ class VoteArrays:
         return VoteArrays(**fields)
 
 
-STYLE_FEATURES = ("tokens", "headers", "list_items", "bold")
 
 
 def cumcount(groups: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -62,7 +65,28 @@ class ExclusionPolicy:
     def apply(self, votes: VoteArrays) -> tuple[NDArray[np.bool_], dict[str, int]]:
         """The mask of votes kept, and how many votes each rule excludes (a vote may break several
         rules; ``total`` counts each excluded vote once)."""
-        rules: dict[str, NDArray[np.bool_]] = {
+        rules = self.rules(votes)
+        return self._count(rules, np.ones(len(votes), dtype=bool))
+
+    def counts_by_category(self, votes: VoteArrays) -> dict[str, dict[str, int]]:
+        """Per category, how many of *its* votes each rule excludes. The caps are still counted over
+        the whole log in order (as they are when battles are handed out); only the tally is split."""
+        rules = self.rules(votes)
+        return {name: self._count(rules, votes.category == code)[1] for code, name in enumerate(votes.categories)}
+
+    @staticmethod
+    def _count(rules: dict[str, NDArray[np.bool_]], within: NDArray[np.bool_]) -> tuple[
+            NDArray[np.bool_], dict[str, int]]:
+        excluded = np.zeros(within.shape[0], dtype=bool)
+        for hits in rules.values():
+            excluded |= hits
+        counts = {name: int((hits & within).sum()) for name, hits in rules.items()}
+        counts["total"] = int((excluded & within).sum())
+        return ~excluded, counts
+
+    def rules(self, votes: VoteArrays) -> dict[str, NDArray[np.bool_]]:
+        """One mask per rule: the votes it excludes."""
+        return {
             "too_fast": votes.decision_ms < self.min_decision_ms,
             "identity_leak": votes.identity if self.exclude_identity_leaks else np.zeros(len(votes), dtype=bool),
             "over_prompt_cap": (cumcount(votes.prompt) >= self.prompt_hash_cap) if self.prompt_hash_cap is not None
@@ -71,9 +95,3 @@ class ExclusionPolicy:
             else np.zeros(len(votes), dtype=bool),
             "flagged_rater": np.isin(votes.rater, np.asarray(self.flagged_raters, dtype=np.int64)),
         }
-        excluded = np.zeros(len(votes), dtype=bool)
-        for hits in rules.values():
-            excluded |= hits
-        counts = {name: int(hits.sum()) for name, hits in rules.items()}
-        counts["total"] = int(excluded.sum())
-        return ~excluded, counts

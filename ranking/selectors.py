@@ -112,11 +112,13 @@ def snapshot_categories(*, campaign: Campaign) -> list[str]:
 def current_intervals(campaign_id: int) -> dict[int, tuple[float, float]]:
     """Score intervals of the competitors the newest overall raw leaderboard shows, in its largest
     connected group: intervals of groups that never met cannot be compared, so the others count as not
-    placed yet (and get the boost that connects them). Active sampling's source (``battles.hooks``)."""
+    placed yet (and get the boost that connects them). A competitor with an open interval side (a
+    one-sided record: the votes bound it on one side only) is not placed yet either. Active
+    sampling's source (``battles.hooks``)."""
     rows = (LeaderboardSnapshot.objects.filter(campaign_id=campaign_id, category="",
                                                view=LeaderboardSnapshot.View.RAW)
             .order_by("-version").values_list("rows", flat=True).first())
-    shown = [row for row in rows or [] if not row["hidden"]]
+    shown = [row for row in rows or [] if not row["hidden"] and row["lower"] is not None and row["upper"] is not None]
     if not shown:
         return {}
     sizes: dict[int, int] = {}

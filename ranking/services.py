@@ -33,6 +33,7 @@ def method_for(campaign: Campaign) -> Method:
         interval=campaign.ranking_interval,  # type: ignore[arg-type]
         style_interval=campaign.ranking_style_interval,  # type: ignore[arg-type]
         anchor=campaign.ranking_anchor_id,
+        ties=campaign.ranking_ties,  # type: ignore[arg-type]
     )
 
 
@@ -47,6 +48,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     votes = selectors.vote_arrays(campaign_id=campaign.pk)
     policy = selectors.exclusion_policy_for(campaign)
     keep, excluded = policy.apply(votes)
+    excluded_in = policy.counts_by_category(votes)
     kept = votes.subset(keep)
     competitors = list(Competitor.objects.filter(campaign=campaign).select_related("endpoint").order_by("id"))
     competitor_ids = np.array([c.pk for c in competitors], dtype=np.int64)
@@ -72,7 +74,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 organization_id=campaign.organization_id, campaign=campaign, category=category, view=view,
                 last_vote_id=last_vote_id, votes_total=total,
                 votes_used=len(subset), method=method.as_dict(view=view), policy=policy.as_dict(),
-                excluded=excluded, rows=board.rows, pairwise=board.pairwise, extra=extra,
+                excluded=excluded_in[category] if category else excluded,
+                rows=board.rows, pairwise=board.pairwise, extra=extra,
                 compute_seconds=round(time.perf_counter() - t0, 4),
             ))
     with transaction.atomic():

@@ -1,15 +1,21 @@
-"""Leaderboard pages for managers and viewers of the campaign's organisation."""
+"""Leaderboard pages for managers and viewers of the campaign's organisation: the newest snapshot,
+a permalink to every stored version, and each version as CSV or JSON."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from arena.http import AuthenticatedHttpRequest
+from battles.models import Campaign
 from battles.selectors import campaign_viewable_by
 
 from . import selectors
@@ -17,15 +23,18 @@ from .models import LeaderboardSnapshot
 
 
 def _interval_geometry(rows: list[dict[str, Any]]) -> tuple[float, float]:
+    """The axis of the interval plot: every finite bound and score, padded; open sides run to its edge."""
     shown = [r for r in rows if not r["hidden"]]
-    if not shown:
+    values = [v for r in shown for v in (r.get("lower"), r.get("upper"), r["score"]) if v is not None]
+    if not values:
         return 900.0, 1100.0
-    lo = min(r["lower"] for r in shown)
-    hi = max(r["upper"] for r in shown)
+    lo, hi = min(values), max(values)
     pad = max(5.0, (hi - lo) * 0.05)
     return lo - pad, hi + pad
 
 
+# Heatmap colours: a diverging scale, blue where the row wins, red where the column does. The legend on
+# the page is drawn from the same function, so the two cannot drift apart.
 def _heat(value: float | None) -> str:
     """A diverging colour for a win rate: blue above one half, red below."""
     if value is None:
@@ -36,17 +45,121 @@ def _heat(value: float | None) -> str:
     return f"rgba(180, 35, 24, {0.12 + 0.7 * strength:.2f})"
 
 
-@require_GET
-@login_required
-def leaderboard(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
-    campaign = campaign_viewable_by(user=request.user, campaign_id=campaign_id)
-    if campaign is None:
-        raise Http404("No such campaign.")
+LEGEND_STOPS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def interval_text(row: dict[str, Any]) -> str:
+    """"1250 – 1310", or with an open side "≥ 1350" / "≤ 850" (the votes do not bound the other side)."""
+    lower, upper = row.get("lower"), row.get("upper")
+    if lower is None and upper is None:
+        return "unbounded"
+    if upper is None:
+        return f"≥ {lower:.0f}"
+    if lower is None:
+        return f"≤ {upper:.0f}"
+    return f"{lower:.0f} – {upper:.0f}"
+
+
+def _difference_text(diff: dict[str, Any], i: int, j: int) -> str | None:
+    lower, upper = diff["lower"][i][j], diff["upper"][i][j]
+    if diff["estimate"][i][j] is None:
+        return None
+    lo_open, hi_open = diff["lower_open"][i][j], diff["upper_open"][i][j]
+    if lo_open and hi_open:
+        return "difference unbounded"
+    if hi_open:
+        return f"difference ≥ {lower:+.0f}"
+    if lo_open:
+        return f"difference ≤ {upper:+.0f}"
+    return f"difference {lower:+.0f} to {upper:+.0f}"
+
+
+def _selection(request: AuthenticatedHttpRequest) -> tuple[str, str]:
     category = request.GET.get("category", "")
     view = request.GET.get("view", LeaderboardSnapshot.View.RAW)
     if view not in LeaderboardSnapshot.View.values:
         view = LeaderboardSnapshot.View.RAW
+    return category, view
+
+
+def _campaign(request: AuthenticatedHttpRequest, campaign_id: int) -> Campaign:
+    campaign = campaign_viewable_by(user=request.user, campaign_id=campaign_id)
+    if campaign is None:
+        raise Http404("No such campaign.")
+    return campaign
+
+
+def _snapshot_version(campaign: Campaign, category: str, view: str, version: int) -> LeaderboardSnapshot:
+    snapshot = selectors.snapshot_history(campaign=campaign, category=category, view=view).filter(
+        version=version).first()
+    if snapshot is None:
+        raise Http404("No such snapshot version.")
+    return snapshot
+
+
+@require_GET
+@login_required
+def leaderboard(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
+    campaign = _campaign(request, campaign_id)
+    category, view = _selection(request)
     snapshot = selectors.snapshot_latest(campaign=campaign, category=category, view=view)
+    return _render(request, campaign, category, view, snapshot, permalinked=False)
+
+
+@require_GET
+@login_required
+def leaderboard_version(request: AuthenticatedHttpRequest, campaign_id: int, version: int) -> HttpResponse:
+    """The permalink of one stored version: the page as it was computed then."""
+    campaign = _campaign(request, campaign_id)
+    category, view = _selection(request)
+    return _render(request, campaign, category, view, _snapshot_version(campaign, category, view, version),
+                   permalinked=True)
+
+
+def snapshot_payload(snapshot: LeaderboardSnapshot) -> dict[str, Any]:
+    """The stored snapshot as the JSON download (and the API) give it."""
+    return {
+        "campaign": snapshot.campaign_id, "category": snapshot.category, "view": snapshot.view,
+        "version": snapshot.version, "created_at": snapshot.created_at.isoformat(),
+        "last_vote_id": snapshot.last_vote_id, "votes_total": snapshot.votes_total,
+        "votes_used": snapshot.votes_used, "method": snapshot.method, "policy": snapshot.policy,
+        "excluded": snapshot.excluded, "rows": snapshot.rows, "pairwise": snapshot.pairwise,
+        "extra": snapshot.extra, "compute_seconds": snapshot.compute_seconds,
+    }
+
+
+CSV_COLUMNS = ("rank_best", "rank_worst", "competitor_id", "label", "score", "lower", "upper", "lower_open",
+               "upper_open", "interval_method", "votes", "counted", "wins", "ties", "both_bad", "win_rate",
+               "tie_rate", "both_bad_rate", "component", "hidden")
+
+
+@require_GET
+@login_required
+def leaderboard_download(request: AuthenticatedHttpRequest, campaign_id: int, version: int,
+                         fmt: str) -> HttpResponse:
+    """One version as ``snapshot.json`` (everything stored) or ``snapshot.csv`` (one row per competitor;
+    an open interval side is an empty cell with ``*_open`` true)."""
+    campaign = _campaign(request, campaign_id)
+    category, view = _selection(request)
+    snapshot = _snapshot_version(campaign, category, view, version)
+    stem = f"leaderboard-{campaign.pk}-{category or 'overall'}-{view}-v{version}"
+    if fmt == "json":
+        response = HttpResponse(json.dumps(snapshot_payload(snapshot), indent=1), content_type="application/json")
+    elif fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for row in snapshot.rows:
+            writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in CSV_COLUMNS})
+        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    else:
+        raise Http404("Downloads are csv or json.")
+    response["Content-Disposition"] = f'attachment; filename="{stem}.{fmt}"'
+    return response
+
+
+def _render(request: AuthenticatedHttpRequest, campaign: Campaign, category: str, view: str,
+            snapshot: LeaderboardSnapshot | None, *, permalinked: bool) -> HttpResponse:
     other = selectors.snapshot_latest(
         campaign=campaign, category=category,
         view=LeaderboardSnapshot.View.STYLE if view == LeaderboardSnapshot.View.RAW else LeaderboardSnapshot.View.RAW,
@@ -54,8 +167,17 @@ def leaderboard(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
     context: dict[str, Any] = {
         "campaign": campaign, "snapshot": snapshot, "category": category, "view": view,
         "categories": selectors.snapshot_categories(campaign=campaign), "views": LeaderboardSnapshot.View.choices,
+        "permalinked": permalinked,
+        "legend": [{"value": v, "colour": _heat(v)} for v in LEGEND_STOPS],
     }
     if snapshot is not None:
+        query = f"?category={category}&view={view}" if category else f"?view={view}"
+        context["links"] = {
+            "permalink": reverse("ranking:leaderboard-version", args=[campaign.pk, snapshot.version]) + query,
+            "latest": reverse("ranking:leaderboard", args=[campaign.pk]) + query,
+            "csv": reverse("ranking:leaderboard-download", args=[campaign.pk, snapshot.version, "csv"]) + query,
+            "json": reverse("ranking:leaderboard-download", args=[campaign.pk, snapshot.version, "json"]) + query,
+        }
         rows = snapshot.rows
         lo, hi = _interval_geometry(rows)
         width = hi - lo
@@ -67,28 +189,45 @@ def leaderboard(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
                 hidden.append(row)
                 continue
             row = dict(row)
-            row["bar_left"] = 100 * (row["lower"] - lo) / width
-            row["bar_width"] = max(0.5, 100 * (row["upper"] - row["lower"]) / width)
+            left = lo if row.get("lower") is None else row["lower"]
+            right = hi if row.get("upper") is None else row["upper"]
+            row["bar_left"] = 100 * (left - lo) / width
+            row["bar_width"] = max(0.5, 100 * (right - left) / width)
             row["dot"] = 100 * (row["score"] - lo) / width
+            row["interval_text"] = interval_text(row)
             theirs = other_ranks.get(row["competitor_id"])
             row["other_rank"] = theirs if theirs and theirs != (row["rank_best"], row["rank_worst"]) else None
             shown.append(row)
         pairwise = snapshot.pairwise or {}
-        names = {r["competitor_id"]: r["label"] for r in rows}
+        names = {r["competitor_id"]: r["label"] or f"#{r['competitor_id']}" for r in rows}
+        diff = pairwise.get("difference") if "estimate" in pairwise.get("difference", {}) else None
+        sequential = pairwise.get("sequential", {}).get("cells")
+        ids = pairwise.get("competitor_ids", [])
         matrix = []
-        for i, cid in enumerate(pairwise.get("competitor_ids", [])):
+        for i, cid in enumerate(ids):
             cells = []
-            for j, _ in enumerate(pairwise["competitor_ids"]):
+            for j, other_id in enumerate(ids):
                 rate = pairwise["win_rate"][i][j]
-                cells.append({
-                    "rate": rate, "n": pairwise["n"][i][j], "colour": _heat(rate),
-                    "lower": pairwise["lower"][i][j], "upper": pairwise["upper"][i][j],
-                })
+                parts = []
+                if rate is not None:
+                    parts.append(f"{names.get(cid, cid)} vs {names.get(other_id, other_id)}: win rate {rate:.2f}, "
+                                 f"Wilson {pairwise['lower'][i][j]:.2f}–{pairwise['upper'][i][j]:.2f}, "
+                                 f"n={pairwise['n'][i][j]}")
+                    if pairwise.get("p_holm") and pairwise["p_holm"][i][j] is not None:
+                        parts.append(f"Holm p={pairwise['p_holm'][i][j]:.3g}")
+                    if sequential and sequential[i][j]:
+                        parts.append(f"anytime-valid: {sequential[i][j]['decision']}")
+                if diff is not None and i != j:
+                    text = _difference_text(diff, i, j)
+                    if text:
+                        parts.append(f"score {text}")
+                cells.append({"rate": rate, "colour": _heat(rate), "tip": "; ".join(parts)})
             matrix.append({"label": names.get(cid, str(cid)), "cells": cells})
         context.update({
             "shown": shown, "hidden": hidden, "axis": (round(lo), round(hi)),
-            "matrix": matrix, "matrix_labels": [names.get(c, str(c)) for c in pairwise.get("competitor_ids", [])],
+            "matrix": matrix, "matrix_labels": [names.get(c, str(c)) for c in ids],
             "rank_changes": [r for r in shown if r["other_rank"]],
             "other_view_label": dict(LeaderboardSnapshot.View.choices)[other.view] if other else "",
+            "any_open": any(r.get("lower_open") or r.get("upper_open") for r in shown),
         })
     return render(request, "ranking/leaderboard.html", context)

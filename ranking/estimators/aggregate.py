@@ -105,9 +105,9 @@ def validate_battles(
     unknown outcome codes or negative/non-finite weights: silently fitting bad input would publish a
     wrong leaderboard.
     """
-    a_arr = np.asarray(a, dtype=np.int64).ravel()
-    b_arr = np.asarray(b, dtype=np.int64).ravel()
-    o_arr = np.asarray(outcome, dtype=np.int64).ravel()
+    a_arr = _whole(a, "competitor ids")
+    b_arr = _whole(b, "competitor ids")
+    o_arr = _whole(outcome, "outcome codes")
     m = a_arr.shape[0]
     if b_arr.shape[0] != m or o_arr.shape[0] != m:
         raise ValueError("a, b and outcome must have the same length")
@@ -136,6 +136,18 @@ def validate_battles(
         if m and c_arr.min() < 0:
             raise ValueError("cluster ids must be non-negative")
     return Battles(n_competitors, a_arr, b_arr, o_arr, w_arr, c_arr)
+
+
+def _whole(values: ArrayLike, what: str) -> NDArray[np.int64]:
+    """As int64, refusing fractions and non-finite values (a cast would truncate 1.5 to 1 silently)."""
+    raw = np.asarray(values).ravel()
+    if raw.dtype.kind in "iub":
+        return raw.astype(np.int64)
+    if raw.dtype.kind != "f":
+        raise ValueError(f"{what} must be integers, got dtype {raw.dtype}")
+    if not np.all(np.isfinite(raw)) or np.any(raw != np.floor(raw)):
+        raise ValueError(f"{what} must be whole numbers (got a fractional or non-finite value)")
+    return raw.astype(np.int64)
 
 
 def canonical_pairs(

@@ -14,8 +14,9 @@ Why these choices:
   the choice is returned in ``params`` so every published snapshot records it.
 * **Newton with the Laplacian structure.** The negative Hessian of the BT log-likelihood is the
   graph Laplacian of the comparison graph with edge weights ``n_ij p_ij (1 - p_ij)``; with a few
-  hundred competitors it is a small dense matrix, and Newton converges in a handful of steps. Many
-  bootstrap rounds are solved together as one batch of such systems.
+  hundred competitors it is a small dense matrix, and Newton (``newton.damped_newton``, shared by
+  every fit) converges in a handful of steps. Bootstrap rounds reuse its Cholesky factor
+  (``intervals._RoundSolver``).
 * **A small stated prior** (``prior_games``): every competitor plays that many virtual *tied* games
   against a virtual opponent of log-strength 0. Without it a competitor that never won (or never
   lost) has its maximum-likelihood score at minus (plus) infinity. One virtual game moves a
@@ -29,25 +30,23 @@ Why these choices:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
-from scipy.sparse.csgraph import connected_components
-from scipy.special import expit
 
 from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, Cells, weighted_bincount
+from .graph import Boundedness, boundedness, components
+from .newton import damped_newton
+from .profile import BTLikelihood
 
 SCALE: float = 400.0 / float(np.log(10.0))
 BASE: float = 1000.0
 
 BothBad = Literal["tie", "drop"]
 
-# Budget (in float64 entries) for one batch of dense n x n Hessians.
-_BATCH_ENTRIES = 1 << 23
 # Newton steps larger than this (in log-strength) are checked by a line search.
 _LINE_SEARCH_ABOVE = 1e-2
 
@@ -107,6 +106,35 @@ def pair_design(cells: Cells, both_bad: BothBad = "tie") -> PairDesign:
 
 
 @dataclass(frozen=True)
+class FitParams:
+    """Every modelling choice of a fit, recorded with each snapshot (``as_dict`` for JSON)."""
+
+    model: str
+    both_bad: BothBad
+    prior_games: float
+    reference: int | None
+    normalisation: str
+    ties: str = "half_win_each"
+    scale: str = "400*log10(strength)+1000"
+    features: tuple[str, ...] = ()
+    coef_penalty: float = 0.0
+    feature_normalisation: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        out["features"] = list(self.features)
+        return out
+
+
+def _normalisation_label(reference: int | None, bounds: Boundedness) -> str:
+    if reference is not None:
+        return "reference"
+    if bounds.open_upper.any() or bounds.open_lower.any():
+        return "geometric_mean_of_strongly_connected_majority_per_component"
+    return "geometric_mean_per_component"
+
+
+@dataclass(frozen=True)
 class BTResult:
     """A Bradley-Terry fit.
 
@@ -124,7 +152,8 @@ class BTResult:
     theta_raw: NDArray[np.float64]
     iterations: int
     converged: bool
-    params: Mapping[str, object] = field(default_factory=dict)
+    params: FitParams
+    bounds: Boundedness
 
     @property
     def connected(self) -> bool:
@@ -135,22 +164,21 @@ def comparison_components(
     design: PairDesign, pair_total: NDArray[np.float64]
 ) -> tuple[int, NDArray[np.int64]]:
     """Connected components of the comparison graph (edges: pairs with positive weight)."""
-    n = design.n_competitors
-    keep = pair_total > 0
-    graph = sp.csr_matrix((np.ones(int(keep.sum())), (design.lo[keep], design.hi[keep])), shape=(n, n))
-    n_comp, labels = connected_components(graph, directed=False)
-    return int(n_comp), labels.astype(np.int64)
+    return components(design.n_competitors, design.lo, design.hi, pair_total)
 
 
-def normalisation_matrix(components: NDArray[np.int64], reference: int | None = None) -> NDArray[np.float64]:
-    """Linear map from raw to published log-strengths: subtract the component mean, or the reference.
+def normalisation_matrix(components: NDArray[np.int64], reference: int | None = None,
+                         centre: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
+    """Linear map from raw to published log-strengths: subtract the mean of the component's centre
+    members (all members by default), or the reference.
 
     Returned as a matrix so the sandwich covariance can be pushed through it exactly.
     """
     n = components.shape[0]
-    same = components[:, None] == components[None, :]
+    c = np.ones(n, dtype=bool) if centre is None else centre
+    same = (components[:, None] == components[None, :]) & c[None, :]
     size = same.sum(axis=1)
-    norm = np.eye(n) - same / size[:, None]
+    norm = np.eye(n) - same / np.maximum(size, 1)[:, None]
     if reference is not None:
         members = components == components[reference]
         norm[members] -= norm[reference]
@@ -158,18 +186,37 @@ def normalisation_matrix(components: NDArray[np.int64], reference: int | None = 
 
 
 def normalise(
-    theta: NDArray[np.float64], components: NDArray[np.int64], reference: int | None = None
+    theta: NDArray[np.float64], components: NDArray[np.int64], reference: int | None = None,
+    centre: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.float64]:
-    """Normalise raw log-strengths (shape ``(..., n)``) per component; see ``normalisation_matrix``."""
+    """Normalise raw log-strengths (shape ``(..., n)``) per component; see ``normalisation_matrix``.
+    One matrix product over the rounds (``theta @ M.T`` with the sparse-structured ``M``)."""
     n_comp = int(components.max()) + 1 if components.size else 0
-    size = np.bincount(components, minlength=n_comp).astype(np.float64)
+    c = np.ones(components.shape[0], dtype=bool) if centre is None else centre
+    size = np.maximum(np.bincount(components[c], minlength=n_comp), 1).astype(np.float64)
     flat = theta.reshape(-1, theta.shape[-1])
-    sums = np.stack([np.bincount(components, row, minlength=n_comp) for row in flat])
+    # Per-component sums of the centre members for every row at once: flat @ indicator (n x k).
+    indicator = np.zeros((components.shape[0], max(n_comp, 1)))
+    indicator[np.flatnonzero(c), components[c]] = 1.0
+    sums = flat @ indicator
     out = flat - (sums / size)[:, components]
     if reference is not None:
         members = components == components[reference]
         out[:, members] -= out[:, [reference]]
     return out.reshape(theta.shape)
+
+
+def one_class(cells: Cells, design: PairDesign) -> NDArray[np.bool_]:
+    """Competitors all of whose counted votes fell in one class from their side (won, lost, tied)."""
+    n = cells.n_competitors
+    used = design.cell_used & (cells.weight > 0)
+    y = design.cell_y[used]
+    lo, hi = cells.lo[used], cells.hi[used]
+    classes = np.zeros((n, 3), dtype=bool)
+    for code, (mask_lo, mask_hi) in enumerate(((y == 1.0, y == 0.0), (y == 0.0, y == 1.0), (y == 0.5, y == 0.5))):
+        classes[lo[mask_lo], code] = True
+        classes[hi[mask_hi], code] = True
+    return classes.sum(axis=1) == 1
 
 
 def _null_projector(components: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -178,98 +225,9 @@ def _null_projector(components: NDArray[np.int64]) -> NDArray[np.float64]:
     return same / same.sum(axis=1)[:, None]
 
 
-def _loglik(
-    theta: NDArray[np.float64],
-    design: PairDesign,
-    w_lo: NDArray[np.float64],
-    w_hi: NDArray[np.float64],
-    prior: float,
-) -> NDArray[np.float64]:
-    # w_lo log s(d) + w_hi log s(-d) = w_lo d - (w_lo + w_hi) log(1 + e^d): one softplus, not two.
-    d = np.take(theta, design.lo, axis=1) - np.take(theta, design.hi, axis=1)
-    ll = np.einsum("rp,rp->r", w_lo, d) - np.einsum("rp,rp->r", w_lo + w_hi, softplus(d))
-    if prior > 0:
-        ll += prior * (0.5 * theta - softplus(theta)).sum(axis=1)
-    return ll
-
-
 def softplus(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """log(1 + e^x) without overflow (several times faster than np.logaddexp(0, x))."""
     return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
-
-
-def newton_batch(
-    theta0: NDArray[np.float64],
-    design: PairDesign,
-    w_lo: NDArray[np.float64],
-    w_hi: NDArray[np.float64],
-    *,
-    prior: float,
-    null_proj: NDArray[np.float64] | None,
-    max_iter: int = 100,
-    tol: float = 1e-5,
-) -> tuple[NDArray[np.float64], int, bool]:
-    """Maximise the BT log-likelihood for a batch of weightings (rows of ``w_lo``/``w_hi``).
-
-    Damped Newton: the step solves ``(L + prior D [+ J]) delta = gradient`` and is halved until the
-    log-likelihood does not decrease. Rounds that converged drop out of the batch.
-    Returns ``(theta, iterations, converged)``.
-    """
-    theta = np.array(theta0, dtype=np.float64, copy=True)
-    r_total, n = theta.shape
-    lo, hi = design.lo, design.hi
-    flat_lh = lo * n + hi
-    flat_hl = hi * n + lo
-    diag = np.arange(n) * (n + 1)
-    tot = w_lo + w_hi
-    active = np.ones(r_total, dtype=bool)
-    iterations = 0
-    for it in range(max_iter):
-        idx = np.flatnonzero(active)
-        if idx.size == 0:
-            break
-        iterations = it + 1
-        th = theta[idx]
-        wl, wh, t = w_lo[idx], w_hi[idx], tot[idx]
-        p = expit(np.take(th, lo, axis=1) - np.take(th, hi, axis=1))
-        resid = wl - t * p
-        v = t * p * (1.0 - p)
-        grad = np.asarray(design.inc_t @ resid.T).T
-        deg = np.asarray(design.absinc_t @ v.T).T
-        if prior > 0:
-            p0 = expit(th)
-            grad = grad + prior * (0.5 - p0)
-            deg = deg + prior * p0 * (1.0 - p0)
-        hess = np.zeros((idx.size, n * n))
-        hess[:, flat_lh] = -v
-        hess[:, flat_hl] = -v
-        hess[:, diag] = deg + 1e-12
-        hess3 = hess.reshape(idx.size, n, n)
-        if null_proj is not None:
-            hess3 += null_proj
-        delta = np.linalg.solve(hess3, grad[:, :, None])[:, :, 0]
-        size = np.abs(delta).max(axis=1)
-        # Far from the optimum a full Newton step can overshoot, so it is halved until the
-        # log-likelihood does not drop. Once the step is tiny the quadratic model is exact to
-        # O(step^3) and the check would only compare rounding noise, so it is skipped.
-        check = size > _LINE_SEARCH_ABOVE
-        step = np.ones(idx.size)
-        if check.any():
-            ci = np.flatnonzero(check)
-            wl_c, wh_c = wl[ci], wh[ci]
-            ll0 = _loglik(th[ci], design, wl_c, wh_c, prior)
-            for _ in range(40):
-                ll_c = _loglik(th[ci] + step[ci, None] * delta[ci], design, wl_c, wh_c, prior)
-                ok = ll_c >= ll0 - 1e-12 * (1.0 + np.abs(ll0))
-                if ok.all():
-                    break
-                step[ci] = np.where(ok, step[ci], 0.5 * step[ci])
-        theta[idx] = th + step[:, None] * delta
-        # Newton converges quadratically (steps shrink like 0.08, 2e-3, 1e-6, 1e-12 from a warm
-        # start), so after a step of size s <= tol the remaining error is of order s^2: 1e-5 in
-        # log-strength leaves ~1e-10, i.e. ~1e-8 score points.
-        active[idx[step * size <= tol]] = False
-    return theta, iterations, not bool(active.any())
 
 
 def fit_bradley_terry(
@@ -296,39 +254,26 @@ def fit_bradley_terry(
         raise ValueError("reference must be a competitor id")
     design = pair_design(cells, both_bad)
     w_lo, w_hi = design.pair_wins(cells.weight)
-    n_comp, components = comparison_components(design, w_lo + w_hi)
-    null_proj = _null_projector(components) if prior_games == 0 else None
-    theta, iters, converged = newton_batch(
-        np.zeros((1, n)),
-        design,
-        w_lo[None],
-        w_hi[None],
-        prior=prior_games,
-        null_proj=null_proj,
-        max_iter=max_iter,
-        tol=tol,
-    )
-    theta_raw = theta[0]
-    log_strength = normalise(theta_raw, components, reference)
+    n_comp, comps = comparison_components(design, w_lo + w_hi)
+    bounds = boundedness(n, design.lo, design.hi, w_lo, w_hi, comps, one_class(cells, design), reference)
+    null_proj = _null_projector(comps) if prior_games == 0 else None
+    lik = BTLikelihood(n, design.lo, design.hi, w_lo, w_hi, float(prior_games), null_proj)
+    theta_raw, iters, converged = damped_newton(np.zeros(n), lik.objective, lik.value, max_iter=max_iter, tol=tol,
+                                                line_search_above=_LINE_SEARCH_ABOVE)
+    log_strength = normalise(theta_raw, comps, reference, bounds.centre)
     tot = w_lo + w_hi
     battles = weighted_bincount(design.lo, tot, minlength=n) + weighted_bincount(design.hi, tot, minlength=n)
-    params: dict[str, object] = {
-        "model": "bradley_terry",
-        "both_bad": both_bad,
-        "ties": "half_win_each",
-        "prior_games": float(prior_games),
-        "reference": reference,
-        "normalisation": "reference" if reference is not None else "geometric_mean_per_component",
-        "scale": "400*log10(strength)+1000",
-    }
+    params = FitParams(model="bradley_terry", both_bad=both_bad, prior_games=float(prior_games),
+                       reference=reference, normalisation=_normalisation_label(reference, bounds))
     return BTResult(
         scores=SCALE * log_strength + BASE,
         log_strength=log_strength,
-        components=components,
+        components=comps,
         n_components=n_comp,
         battles=battles,
         theta_raw=theta_raw,
         iterations=iters,
         converged=converged,
         params=params,
+        bounds=bounds,
     )

@@ -35,23 +35,23 @@ rows is a huge effective penalty and shrinks the length coefficient about tenfol
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
-from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 from scipy.stats import norm
 
 from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, validate_battles, weighted_bincount
-from .bradley_terry import BASE, SCALE, BothBad, _null_projector, normalisation_matrix, normalise, softplus
+from .bradley_terry import BASE, SCALE, BothBad, FitParams, _null_projector, normalisation_matrix, normalise, softplus
+from .graph import components, laplacian
 from .intervals import Intervals, _round_generators, _seed_repr, percentile_bounds
+from .newton import damped_newton
 
-STYLE_FEATURES: tuple[str, ...] = ("length_tokens", "headers", "list_items", "bold")
+STYLE_FEATURES: tuple[str, ...] = ("tokens", "headers", "list_items", "bold")
 
 # Steps larger than this (in logit units) are checked by a line search.
 _LINE_SEARCH_ABOVE = 1e-2
@@ -80,6 +80,8 @@ def style_differences(
         lf, rf = lf[:, None], rf[:, None]
     if lf.shape != rf.shape:
         raise ValueError("left and right style matrices must have the same shape")
+    if not (np.all(np.isfinite(lf)) and np.all(np.isfinite(rf))):
+        raise ValueError("style counts must be finite (a NaN or infinite count would poison every coefficient)")
     if np.any(lf < 0) or np.any(rf < 0):
         raise ValueError("style counts must be non-negative")
     total = lf + rf
@@ -215,7 +217,9 @@ class StyleResult:
     theta_raw: NDArray[np.float64]
     iterations: int
     converged: bool
-    params: Mapping[str, object] = field(default_factory=dict)
+    params: FitParams
+    separated: bool = False
+    centre: NDArray[np.bool_] | None = None
 
 
 def _blocks(
@@ -225,11 +229,8 @@ def _blocks(
     and ``x' diag(v) x``: the shape of both the observed information and the sandwich meat."""
     n, f, n_pairs = sd.n_competitors, x.shape[1], sd.pair_lo.shape[0]
     out = np.zeros((n + f, n + f))
-    vp = np.bincount(pair, v, minlength=n_pairs)
-    lo, hi = sd.pair_lo, sd.pair_hi
-    out[lo, hi] = -vp
-    out[hi, lo] = -vp
-    out[np.arange(n), np.arange(n)] = np.bincount(lo, vp, minlength=n) + np.bincount(hi, vp, minlength=n)
+    vp = weighted_bincount(pair, v, n_pairs)
+    out[:n, :n] = laplacian(n, sd.pair_lo, sd.pair_hi, vp)
     vx = v[:, None] * x
     cp = np.stack([np.bincount(pair, vx[:, j], minlength=n_pairs) for j in range(f)], axis=1)
     cross = np.asarray(sd.inc_t @ cp)
@@ -268,23 +269,25 @@ def _newton(
     tol: float = 1e-5,
     rows: NDArray[np.int64] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], int, bool]:
-    """Damped Newton on the (N + F) system; ``rows`` restricts to rows with non-zero weight."""
+    """The package's damped Newton on the (N + F) system; ``rows`` restricts to rows with non-zero
+    weight. The competitor block of the negative Hessian is the Laplacian (``_blocks``)."""
     x, pair, y = sd.x, sd.pair, sd.y
     if rows is not None:
         x, pair, y, w = x[rows], pair[rows], y[rows], w[rows]
     n = sd.n_competitors
-    theta, beta = theta0.copy(), beta0.copy()
     n_pairs = sd.pair_lo.shape[0]
-    converged = False
-    iterations = 0
-    for it in range(1, max_iter + 1):
-        iterations = it
+    size = n + x.shape[1]
+
+    def value(v: NDArray[np.float64]) -> float:
+        return _loglik(sd, x, pair, y, w, v[:n], v[n:], prior)
+
+    def objective(v: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
+        theta, beta = v[:n], v[n:]
         z = (theta[sd.pair_lo] - theta[sd.pair_hi])[pair] + x @ beta
         p = expit(z)
         r = w * (y - p)
-        v = w * p * (1.0 - p)
-        grad = np.concatenate([sd.inc_t @ np.bincount(pair, r, minlength=n_pairs), x.T @ r])
-        hess = _blocks(sd, x, pair, v)
+        grad = np.concatenate([sd.inc_t @ weighted_bincount(pair, r, n_pairs), x.T @ r])
+        hess = _blocks(sd, x, pair, w * p * (1.0 - p))
         if prior > 0:
             p0 = expit(theta)
             grad[:n] += prior * (0.5 - p0)
@@ -292,31 +295,16 @@ def _newton(
         if null_proj is not None:
             hess[:n, :n] += null_proj
         # A feature with no spread has an all-zero row; the tiny diagonal keeps the solve defined.
-        hess[np.arange(n + x.shape[1]), np.arange(n + x.shape[1])] += 1e-12
-        delta = np.linalg.solve(hess, grad)
-        size = float(np.abs(delta).max())
-        step = 1.0
-        if size > _LINE_SEARCH_ABOVE:
-            ll0 = _loglik(sd, x, pair, y, w, theta, beta, prior)
-            for _ in range(40):
-                ll = _loglik(sd, x, pair, y, w, theta + step * delta[:n], beta + step * delta[n:], prior)
-                if ll >= ll0 - 1e-12 * (1.0 + abs(ll0)):
-                    break
-                step *= 0.5
-        theta = theta + step * delta[:n]
-        beta = beta + step * delta[n:]
-        if step * size <= tol:
-            converged = True
-            break
-    return theta, beta, iterations, converged
+        hess[np.arange(size), np.arange(size)] += 1e-12
+        return float("nan"), grad, hess  # f only when a line search needs it (one more pass over rows)
+
+    out, iterations, converged = damped_newton(np.concatenate([theta0, beta0]), objective, value,
+                                               max_iter=max_iter, tol=tol, line_search_above=_LINE_SEARCH_ABOVE)
+    return out[:n], out[n:], iterations, converged
 
 
 def _components(sd: StyleDesign, w: NDArray[np.float64]) -> tuple[int, NDArray[np.int64]]:
-    n = sd.n_competitors
-    wp = np.bincount(sd.pair, w, minlength=sd.pair_lo.shape[0]) > 0
-    g = sp.csr_matrix((np.ones(int(wp.sum())), (sd.pair_lo[wp], sd.pair_hi[wp])), shape=(n, n))
-    k, labels = connected_components(g, directed=False)
-    return int(k), labels.astype(np.int64)
+    return components(sd.n_competitors, sd.pair_lo, sd.pair_hi, weighted_bincount(sd.pair, w, sd.pair_lo.shape[0]))
 
 
 def fit_style(
@@ -324,13 +312,15 @@ def fit_style(
     *,
     prior_games: float = 1.0,
     reference: int | None = None,
+    centre: NDArray[np.bool_] | None = None,
     max_iter: int = 100,
     tol: float = 1e-5,
 ) -> StyleResult:
     """Style-controlled Bradley-Terry (see the module docstring); Newton from zero.
 
     The coefficients are unpenalised, so on tiny or separable data (a style gap that always
-    predicts the winner) a coefficient has no finite estimate; ``converged`` is then False.
+    predicts the winner) a coefficient has no finite estimate; ``separated`` is then True and
+    ``converged`` False (see ``_separated``). Run ``style_checks`` first to drop aliased features.
     """
     if prior_games < 0:
         raise ValueError("prior_games must be >= 0")
@@ -349,21 +339,18 @@ def fit_style(
         max_iter=max_iter,
         tol=tol,
     )
-    log_strength = normalise(theta, comps, reference)
+    separated = _separated(sd, theta, beta, prior_games)
+    conv = conv and not separated
+    log_strength = normalise(theta, comps, reference, centre)
     wp = np.bincount(sd.pair, sd.weight, minlength=sd.pair_lo.shape[0])
     battles = weighted_bincount(sd.pair_lo, wp, minlength=n) + weighted_bincount(sd.pair_hi, wp, minlength=n)
-    params: dict[str, object] = {
-        "model": "bradley_terry_style_control",
-        "both_bad": sd.both_bad,
-        "ties": "half_win_each",
-        "prior_games": float(prior_games),
-        "coef_penalty": 0.0,
-        "reference": reference,
-        "normalisation": "reference" if reference is not None else "geometric_mean_per_component",
-        "features": sd.features.names,
-        "feature_normalisation": "(l-r)/(l+r), 0 if both 0, divided by std over battles, not centred",
-        "scale": "400*log10(strength)+1000",
-    }
+    params = FitParams(
+        model="bradley_terry_style_control", both_bad=sd.both_bad, prior_games=float(prior_games),
+        reference=reference,
+        normalisation="reference" if reference is not None else "geometric_mean_per_component",
+        features=sd.features.names, coef_penalty=0.0,
+        feature_normalisation="(l-r)/(l+r), 0 if both 0, divided by std over battles, not centred",
+    )
     return StyleResult(
         scores=SCALE * log_strength + BASE,
         log_strength=log_strength,
@@ -378,7 +365,113 @@ def fit_style(
         iterations=iters,
         converged=conv,
         params=params,
+        separated=separated,
+        centre=centre,
     )
+
+
+# Separation check: a fit whose coefficients can be doubled at a cost of under half a log-likelihood
+# unit sits on a ridge that rises toward infinity, not at a maximum (at a finite maximum of a concave
+# function any other point is strictly lower, by about b' H b / 2 for the doubling).
+_SEPARATION_COEF = 3.0
+_SEPARATION_LOGLIK = 0.5
+
+
+def _separated(sd: StyleDesign, theta: NDArray[np.float64], beta: NDArray[np.float64], prior: float) -> bool:
+    if beta.size == 0 or float(np.abs(beta).max()) <= _SEPARATION_COEF:
+        return False
+    f1 = _loglik(sd, sd.x, sd.pair, sd.y, sd.weight, theta, beta, prior)
+    f2 = _loglik(sd, sd.x, sd.pair, sd.y, sd.weight, theta, 2.0 * beta, prior)
+    return f2 > f1 - _SEPARATION_LOGLIK
+
+
+# Identifiability thresholds: a feature whose within-pair spread is under WITHIN_PAIR_MIN of its total
+# (weighted sums of squares) is a property of the pair, i.e. of the two competitors, not of the answers;
+# a feature whose within-pair residual, after the features already kept, is under COLLINEAR_MIN of its
+# own is (near) collinear with them.
+WITHIN_PAIR_MIN = 1e-3
+COLLINEAR_MIN = 1e-6
+ALIASED_REASON = "the style of each competitor's answers does not vary enough to separate style from quality"
+
+
+@dataclass(frozen=True)
+class StyleChecks:
+    """Which features can be estimated beside the competitor effects, and why the others cannot.
+
+    ``kept`` are feature indices; ``dropped`` pairs a feature name with its reason; ``within_pair``
+    is each feature's within-pair share of its weighted sum of squares (1 = all of it varies within
+    pairs, 0 = constant per pair); ``condition`` the condition number of the kept features'
+    within-pair Gram matrix."""
+
+    kept: tuple[int, ...]
+    dropped: tuple[tuple[str, str], ...]
+    within_pair: tuple[float, ...]
+    condition: float
+
+    @property
+    def identified(self) -> bool:
+        return bool(self.kept)
+
+
+def style_checks(sd: StyleDesign) -> StyleChecks:
+    """Identifiability of the style coefficients before a fit.
+
+    The competitor indicators explain everything that is constant within a pair (the two competitors
+    are fixed there), so a coefficient is only identified by the feature's variation *within* pairs.
+    Each feature is centred within its pair (weighted means by ``bincount``); features with almost no
+    within-pair variation are aliased with the competitors; the rest are added greedily
+    (Gram-Schmidt on the within-pair residuals), and one that adds (almost) nothing beside those already
+    kept is collinear with them (two identical features: the second is dropped, naming the first).
+    """
+    w = sd.weight
+    n_pairs = sd.pair_lo.shape[0]
+    wp = np.bincount(sd.pair, w, minlength=n_pairs)
+    names = sd.features.names
+    resid = np.empty_like(sd.x)
+    total = np.empty(sd.n_features)
+    share = np.zeros(sd.n_features)
+    for k in range(sd.n_features):
+        col = sd.x[:, k]
+        mean = np.divide(np.bincount(sd.pair, w * col, minlength=n_pairs), wp, out=np.zeros(n_pairs), where=wp > 0)
+        resid[:, k] = col - mean[sd.pair]
+        total[k] = float(w @ (col * col))
+        share[k] = float(w @ (resid[:, k] ** 2)) / total[k] if total[k] > 0 else 0.0
+    kept: list[int] = []
+    dropped: list[tuple[str, str]] = []
+    basis: list[NDArray[np.float64]] = []
+    for k in range(sd.n_features):
+        if total[k] == 0:
+            dropped.append((names[k], "no variation: the feature is the same in both answers of every battle"))
+            continue
+        if share[k] < WITHIN_PAIR_MIN:
+            dropped.append((names[k], ALIASED_REASON))
+            continue
+        v = resid[:, k].copy()
+        own = float(w @ (v * v))
+        for q in basis:
+            v -= (w @ (v * q)) * q
+        left = float(w @ (v * v))
+        if left < COLLINEAR_MIN * own:
+            others = ", ".join(names[j] for j in kept)
+            dropped.append((names[k], f"collinear with {others}"))
+            continue
+        kept.append(k)
+        basis.append(v / np.sqrt(left))
+    if kept:
+        r = resid[:, kept]
+        eig = np.linalg.eigvalsh(r.T @ (w[:, None] * r))
+        condition = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
+    else:
+        condition = float("inf")
+    return StyleChecks(tuple(kept), tuple(dropped), tuple(float(v) for v in share), condition)
+
+
+def style_subset(sd: StyleDesign, keep: tuple[int, ...]) -> StyleDesign:
+    """The design with only the features ``keep`` (same rows)."""
+    cols = list(keep)
+    f = sd.features
+    feats = StyleFeatures(f.x[:, cols], f.mean[cols], f.std[cols], tuple(f.names[k] for k in cols))
+    return replace(sd, x=np.ascontiguousarray(sd.x[:, cols]), features=feats)
 
 
 @dataclass(frozen=True)
@@ -400,7 +493,7 @@ def style_covariance(sd: StyleDesign, fit: StyleResult) -> NDArray[np.float64]:
     component's constant vector and the pseudo-inverse ``(H + J)^-1 - J`` is used.
     """
     n = sd.n_competitors
-    prior = float(fit.params["prior_games"])  # type: ignore[arg-type]
+    prior = fit.params.prior_games
     theta = fit.theta_raw
     z = (theta[sd.pair_lo] - theta[sd.pair_hi])[sd.pair] + sd.x @ fit.coef
     p = expit(z)
@@ -428,7 +521,7 @@ def style_sandwich_intervals(
         raise ValueError("confidence must lie strictly between 0 and 1")
     n = sd.n_competitors
     cov = style_covariance(sd, fit)
-    nm = normalisation_matrix(fit.components, fit.params["reference"])  # type: ignore[arg-type]
+    nm = normalisation_matrix(fit.components, fit.params.reference, fit.centre)
     cov_theta = nm @ cov[:n, :n] @ nm.T
     se = SCALE * np.sqrt(np.clip(np.diag(cov_theta), 0.0, None))
     coef_se = np.sqrt(np.clip(np.diag(cov)[n:], 0.0, None))
@@ -464,8 +557,8 @@ def style_bootstrap_intervals(
         raise ValueError("scheme='cluster' needs a design built with cluster ids")
     if scheme not in ("multinomial", "poisson", "cluster"):
         raise ValueError("scheme must be 'multinomial', 'poisson' or 'cluster'")
-    prior = float(fit.params["prior_games"])  # type: ignore[arg-type]
-    reference = fit.params["reference"]
+    prior = fit.params.prior_games
+    reference = fit.params.reference
     null_proj = _null_projector(fit.components) if prior == 0 else None
     m = sd.n_rows
 
@@ -492,7 +585,7 @@ def style_bootstrap_intervals(
         out = [one(g) for g in gens]
     thetas = np.stack([o[0] for o in out])
     betas = np.stack([o[1] for o in out])
-    samples = SCALE * normalise(thetas, fit.components, reference) + BASE  # type: ignore[arg-type]
+    samples = SCALE * normalise(thetas, fit.components, reference, fit.centre) + BASE
     lower, upper = percentile_bounds(samples, confidence)
     se = samples.std(axis=0, ddof=1) if rounds > 1 else np.zeros(samples.shape[1])
     params = {"rounds": rounds, "scheme": scheme, "seed": _seed_repr(seed), "resample": "rows"}

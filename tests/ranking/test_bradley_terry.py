@@ -60,7 +60,7 @@ def test_both_bad_policy_is_recorded_and_applied() -> None:
     a_d, b_d, o_d = battles((0, 1, LEFT_WINS, 30), (0, 1, RIGHT_WINS, 10))
     as_tie = fit(a, b, o)
     dropped = fit(a, b, o, both_bad="drop")
-    assert as_tie.params["both_bad"] == "tie" and dropped.params["both_bad"] == "drop"
+    assert as_tie.params.both_bad == "tie" and dropped.params.both_bad == "drop"
     np.testing.assert_allclose(as_tie.scores, fit(a_t, b_t, o_t).scores, atol=1e-9)
     np.testing.assert_allclose(dropped.scores, fit(a_d, b_d, o_d).scores, atol=1e-9)
     with pytest.raises(ValueError):
@@ -75,7 +75,7 @@ def test_reference_competitor_pinned_to_1000() -> None:
     pinned = fit(a, b, o, reference=2)
     assert pinned.scores[2] == 1000.0
     np.testing.assert_allclose(np.diff(free.scores), np.diff(pinned.scores), atol=1e-9)
-    assert pinned.params["reference"] == 2
+    assert pinned.params.reference == 2
 
 
 def test_no_wins_no_losses_and_no_battles_are_finite() -> None:
@@ -157,10 +157,15 @@ def test_invariant_to_battle_order_and_side_swap(rows: list[tuple[int, int, int]
 @settings(max_examples=60, deadline=None)
 @given(battle_lists, st.integers(0, 4), st.integers(1, 4))
 def test_adding_a_win_never_lowers_the_winner(rows: list[tuple[int, int, int]], x: int, shift: int) -> None:
+    """A win never lowers the winner's gap to anyone it is compared with. (Its level can move with the
+    centre: a newcomer's first win may bring it into the centre that defines 1000.)"""
     a, b, o = to_arrays(rows)
-    before = fit(a, b, o, n=5).scores[x]
-    after = fit(np.append(a, x), np.append(b, (x + shift) % 5), np.append(o, LEFT_WINS), n=5).scores[x]
-    assert after >= before - 1e-7
+    first = fit(a, b, o, n=5)
+    second = fit(np.append(a, x), np.append(b, (x + shift) % 5), np.append(o, LEFT_WINS), n=5)
+    before, after = first.scores, second.scores
+    # Gaps are only defined within a connected group (across groups each is centred on its own).
+    same = (first.components == first.components[x]) & (second.components == second.components[x])
+    assert np.all(((after[x] - after) >= (before[x] - before) - 1e-7)[same])
 
 
 def test_no_battles_at_all() -> None:

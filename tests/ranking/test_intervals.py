@@ -120,7 +120,7 @@ def test_sandwich_matches_bootstrap_on_plenty_of_data() -> None:
     boot = bootstrap_intervals(cells, fit, rounds=300, seed=0)
     sand = sandwich_intervals(cells, fit)
     np.testing.assert_allclose(sand.se, boot.se, rtol=0.2)
-    assert fit.params["both_bad"] == "tie"
+    assert fit.params.both_bad == "tie"
 
 
 def test_reference_interval_is_a_point() -> None:

@@ -74,7 +74,10 @@ def test_recompute_writes_every_snapshot_with_known_order(board):
     assert overall.extra["elo"][0]["competitor_id"] == competitors[0].pk
     assert overall.pairwise["competitor_ids"] == [c.pk for c in competitors]
     style = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="style")
-    assert [c["feature"] for c in style.extra["style_coefficients"]] == ["tokens", "headers", "list_items", "bold"]
+    # The synthetic log never writes bold text: that feature is dropped, and says why.
+    assert [c["feature"] for c in style.extra["style_coefficients"]] == ["tokens", "headers", "list_items"]
+    assert style.extra["style_checks"]["dropped"][0]["feature"] == "bold"
+    assert style.extra["style_checks"]["dropped"][0]["reason"].startswith("no variation")
     coding = LeaderboardSnapshot.objects.get(campaign=campaign, category="coding", view="raw")
     assert coding.votes_total == 305
 
@@ -96,6 +99,21 @@ def test_policy_exclusions_are_applied_and_recorded(board, acme, bob):
     assert overall.excluded["flagged_rater"] == 101  # bob cast every sixth vote
     assert overall.votes_used == 605 - 101
     assert overall.policy["flagged_raters"] == [bob.pk]
+
+
+def test_category_boards_state_their_own_exclusions(board, acme, bob):
+    """Each category board counts the excluded votes of that category, not the campaign's."""
+    campaign, _, _ = board
+    RaterFlag.objects.create(organization=acme.organization, rater=bob, reason="clicks too fast")
+    snapshots = [s for s in leaderboards_recompute(campaign_id=campaign.pk) if s.view == "raw"]
+    by_category = {s.category: s for s in snapshots}
+    assert set(by_category) == {"", "coding", "writing"}
+    for s in snapshots:
+        assert s.votes_used == s.votes_total - s.excluded["total"], s.category
+    assert (by_category["coding"].excluded["flagged_rater"] + by_category["writing"].excluded["flagged_rater"]
+            == by_category[""].excluded["flagged_rater"] == 101)
+    # Bob casts every sixth vote and categories alternate, so all of his votes fall in one category.
+    assert {by_category["coding"].excluded["total"], by_category["writing"].excluded["total"]} == {0, 101}
 
 
 def test_debounce_schedules_once_per_window(board, settings):
@@ -286,9 +304,14 @@ def test_unanimous_results_still_get_an_honest_interval(acme, bob):
     assert set(votes.outcome.tolist()) <= {0, 1}
     ids = np.array(sorted([acme.left.pk, acme.right.pk]))
     board = board_compute(votes, ids, {}, Method(min_votes=10, rounds=50))
-    for row in board.rows:
-        assert row["upper"] - row["lower"] > 20, row
-        assert row["lower"] <= row["score"] <= row["upper"]
+    winner, loser = board.rows
+    # 30-0 bounds the winner from below only (and the loser from above only): the other side is open.
+    assert winner["upper"] is None and winner["upper_open"] and not winner["lower_open"]
+    assert loser["lower"] is None and loser["lower_open"] and not loser["upper_open"]
+    assert winner["score"] - winner["lower"] > 20 and loser["upper"] - loser["score"] > 20
+    assert winner["interval_method"] == "profile likelihood"
+    diff = board.pairwise["difference"]
+    assert diff["upper_open"][0][1] and diff["lower"][0][1] > 400
 
 
 def test_page_says_so_when_nobody_can_be_placed(acme, alice_client):

@@ -50,7 +50,7 @@ def test_recovers_known_length_coefficient_within_5_percent() -> None:
     assert fit.coef[0] == pytest.approx(BETA[0], rel=0.05)
     np.testing.assert_allclose(fit.coef, BETA, atol=0.02)
     np.testing.assert_allclose(fit.log_strength, theta - theta.mean(), atol=0.05)
-    assert fit.params["coef_penalty"] == 0.0
+    assert fit.params.coef_penalty == 0.0
     # Without style information the same votes give no coefficients at all.
     assert fit_style(style_design(a, b, o, 0 * left, 0 * right)).coef.tolist() == [0.0] * 4
 
@@ -70,7 +70,7 @@ def test_swap_sides_and_ties() -> None:
     swapped = fit_style(style_design(b, a, flipped, right, left))
     np.testing.assert_allclose(swapped.scores, fit.scores, atol=1e-8)
     np.testing.assert_allclose(swapped.coef, fit.coef, atol=1e-10)
-    assert fit.params["both_bad"] == "tie" and (o == TIE).any()
+    assert fit.params.both_bad == "tie" and (o == TIE).any()
 
 
 def test_no_wins_competitor_is_finite() -> None:
