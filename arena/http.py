@@ -51,7 +51,7 @@ def client_ip(request: HttpRequest) -> str:
         return remote
     candidate = hops[-depth]
     if candidate.startswith("[") and "]" in candidate:  # [v6]:port
-        candidate = candidate[1:candidate.index("]")]
+        candidate = candidate[1 : candidate.index("]")]
     elif candidate.count(":") == 1:  # v4:port
         candidate = candidate.split(":", 1)[0]
     try:
@@ -80,8 +80,12 @@ def status_for(exc: DomainError) -> int:
     return 400
 
 
-def error_response(request: HttpRequest, exc: DomainError, template: str = "battles/message.html",
-                   context: dict[str, Any] | None = None) -> HttpResponse:
+def error_response(
+    request: HttpRequest,
+    exc: DomainError,
+    template: str = "battles/message.html",
+    context: dict[str, Any] | None = None,
+) -> HttpResponse:
     """The page for a refused request: ``NotFound`` becomes the site's plain 404 (so "not yours" and
     "not there" look the same); anything else renders ``template`` with the message and its status."""
     if isinstance(exc, NotFound):

@@ -39,8 +39,9 @@ class CompetitorForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if "version_label" in self.fields:
             self.fields["version_label"].required = False
-            self.fields["version_label"].help_text = (
-                "Empty: the endpoint's model version, or today's date if it pins none.")
+            self.fields[
+                "version_label"
+            ].help_text = "Empty: the endpoint's model version, or today's date if it pins none."
         if self.instance.pk is not None and services.competitor_has_battles(self.instance):
             for name in self.frozen_fields:
                 if name in self.fields:
@@ -67,29 +68,57 @@ class CompetitorInline(TenantInlineMixin, admin.TabularInline):
 
 class CampaignForm(forms.ModelForm):
     new_prompts = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
         help_text="Add prompts to the pool, one per line. Category and language are assigned by the "
-                  "classifier unless a category is chosen below.",
+        "classifier unless a category is chosen below.",
     )
     new_prompts_category = forms.ChoiceField(
-        required=False, choices=[("", "(classify automatically)")] + Prompt._meta.get_field("category").flatchoices,
+        required=False,
+        choices=[("", "(classify automatically)")] + Prompt._meta.get_field("category").flatchoices,
     )
 
     class Meta:
         model = Campaign
         fields = (
-            "organization", "name", "slug", "description", "rater_pools", "allow_rater_prompts", "temperature",
-            "top_p", "max_tokens", "system_prompt", "sampling", "session_cap", "rater_vote_cap", "prompt_hash_cap",
-            "min_decision_ms", "exclude_identity_leaks", "both_bad_as_tie", "ranking_min_votes",
-            "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor", "ranking_ties",
+            "organization",
+            "name",
+            "slug",
+            "description",
+            "rater_pools",
+            "allow_rater_prompts",
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "system_prompt",
+            "sampling",
+            "session_cap",
+            "rater_vote_cap",
+            "prompt_hash_cap",
+            "min_decision_ms",
+            "exclude_identity_leaks",
+            "both_bad_as_tie",
+            "ranking_min_votes",
+            "ranking_bootstrap_rounds",
+            "ranking_interval",
+            "ranking_style_interval",
+            "ranking_anchor",
+            "ranking_ties",
         )
 
 
 @admin.register(Campaign)
 class CampaignAdmin(TenantAdmin):
     form = CampaignForm
-    list_display = ("name", "organization", "status", "competitor_count", "prompt_count", "vote_count",
-                    "leaderboard_link")
+    list_display = (
+        "name",
+        "organization",
+        "status",
+        "competitor_count",
+        "prompt_count",
+        "vote_count",
+        "leaderboard_link",
+    )
     list_filter = ("status",)
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("rater_pools",)
@@ -97,24 +126,54 @@ class CampaignAdmin(TenantAdmin):
     actions = ("open_campaigns", "close_campaigns", "recompute_leaderboards")
     readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link")
     fieldsets = (
-        (None, {"fields": ("organization", "name", "slug", "description", "status", "opened_at", "closed_at",
-                           "leaderboard_link")}),
+        (
+            None,
+            {
+                "fields": (
+                    "organization",
+                    "name",
+                    "slug",
+                    "description",
+                    "status",
+                    "opened_at",
+                    "closed_at",
+                    "leaderboard_link",
+                )
+            },
+        ),
         ("Raters", {"fields": ("rater_pools", "allow_rater_prompts")}),
-        ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens",
-                                                              "system_prompt")}),
-        ("Sampling, caps and filters", {"fields": ("sampling", "session_cap", "rater_vote_cap",
-                                                   "prompt_hash_cap", "min_decision_ms")}),
+        ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens", "system_prompt")}),
+        (
+            "Sampling, caps and filters",
+            {"fields": ("sampling", "session_cap", "rater_vote_cap", "prompt_hash_cap", "min_decision_ms")},
+        ),
         ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
-        ("Leaderboards", {"fields": ("exclude_identity_leaks", "both_bad_as_tie", "ranking_min_votes",
-                                     "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval",
-                                     "ranking_anchor", "ranking_ties")}),
+        (
+            "Leaderboards",
+            {
+                "fields": (
+                    "exclude_identity_leaks",
+                    "both_bad_as_tie",
+                    "ranking_min_votes",
+                    "ranking_bootstrap_rounds",
+                    "ranking_interval",
+                    "ranking_style_interval",
+                    "ranking_anchor",
+                    "ranking_ties",
+                )
+            },
+        ),
     )
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
-        return super().get_queryset(request).annotate(
-            n_competitors=models.Count("competitors", distinct=True),
-            n_prompts=models.Count("prompts", distinct=True),
-            n_votes=models.Count("votes", distinct=True),
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                n_competitors=models.Count("competitors", distinct=True),
+                n_prompts=models.Count("prompts", distinct=True),
+                n_votes=models.Count("votes", distinct=True),
+            )
         )
 
     @admin.display(description="Competitors", ordering="n_competitors")
@@ -136,8 +195,12 @@ class CampaignAdmin(TenantAdmin):
         return format_html('<a href="{}">Leaderboard</a>', reverse("ranking:leaderboard", args=[obj.pk]))
 
     def save_model(self, request: HttpRequest, obj: Campaign, form: Any, change: bool) -> None:
-        services.campaign_save(campaign=obj, actor=admin_user(request), changed=list(form.changed_data),
-                               rater_pools=form.cleaned_data.get("rater_pools"))
+        services.campaign_save(
+            campaign=obj,
+            actor=admin_user(request),
+            changed=list(form.changed_data),
+            rater_pools=form.cleaned_data.get("rater_pools"),
+        )
 
     def delete_model(self, request: HttpRequest, obj: Campaign) -> None:
         services.campaign_delete(campaign=obj, actor=admin_user(request))
@@ -149,15 +212,20 @@ class CampaignAdmin(TenantAdmin):
             changed = {obj.pk: fields for obj, fields in formset.changed_objects}
             for competitor in [*formset.new_objects, *(obj for obj, _ in formset.changed_objects)]:
                 competitor.campaign = form.instance
-                services.competitor_save(competitor=competitor, actor=request.user,
-                                         changed=changed.get(competitor.pk, []))
+                services.competitor_save(
+                    competitor=competitor, actor=request.user, changed=changed.get(competitor.pk, [])
+                )
             for deleted in formset.deleted_objects:
                 services.competitor_delete(competitor=deleted, actor=admin_user(request))
         lines = [line for line in form.cleaned_data.get("new_prompts", "").splitlines() if line.strip()]
         if lines:
             try:
-                services.prompts_import(campaign=form.instance, texts=lines, actor=request.user,
-                                        category=form.cleaned_data.get("new_prompts_category", ""))
+                services.prompts_import(
+                    campaign=form.instance,
+                    texts=lines,
+                    actor=request.user,
+                    category=form.cleaned_data.get("new_prompts_category", ""),
+                )
             except DomainError as exc:
                 messages.error(request, f"Prompts not imported: {exc.message}")
             else:

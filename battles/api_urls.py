@@ -5,6 +5,7 @@ from . import apis
 app_name = "api"
 
 urlpatterns = [
-    re_path(r"^campaigns/(?P<campaign_id>[0-9]+)/votes\.(?P<kind>jsonl|csv)$", apis.VoteLogExportApi.as_view(),
-            name="votes"),
+    re_path(
+        r"^campaigns/(?P<campaign_id>[0-9]+)/votes\.(?P<kind>jsonl|csv)$", apis.VoteLogExportApi.as_view(), name="votes"
+    ),
 ]

@@ -72,31 +72,41 @@ def shipped_models(repository: Path) -> list[str]:
 @transaction.atomic
 def demo_seed(*, triton_grpc_url: str, model_repository: Path) -> DemoWorld:
     User = get_user_model()
-    manager = User.objects.filter(email=DEMO_MANAGER).first() or user_create(email=DEMO_MANAGER,
-                                                                             password=DEMO_PASSWORD)
+    manager = User.objects.filter(email=DEMO_MANAGER).first() or user_create(email=DEMO_MANAGER, password=DEMO_PASSWORD)
     rater = User.objects.filter(email=DEMO_RATER).first() or user_create(email=DEMO_RATER, password=DEMO_PASSWORD)
     organization, _ = Organization.objects.get_or_create(slug="demo-lab", defaults={"name": "Demo Lab"})
     # The seed is the command's edge: everything else it writes lives inside the demo organisation.
     with organization_scope(organization.pk):
-        return _demo_seed_organization(organization=organization, manager=manager, rater=rater,
-                                       triton_grpc_url=triton_grpc_url, model_repository=model_repository)
+        return _demo_seed_organization(
+            organization=organization,
+            manager=manager,
+            rater=rater,
+            triton_grpc_url=triton_grpc_url,
+            model_repository=model_repository,
+        )
 
 
-def _demo_seed_organization(*, organization: Organization, manager: Any, rater: Any, triton_grpc_url: str,
-                            model_repository: Path) -> DemoWorld:
+def _demo_seed_organization(
+    *, organization: Organization, manager: Any, rater: Any, triton_grpc_url: str, model_repository: Path
+) -> DemoWorld:
     Membership.objects.update_or_create(user=manager, organization=organization, defaults={"role": Role.OWNER})
     Membership.objects.get_or_create(user=rater, organization=organization, defaults={"role": Role.RATER})
     pool, _ = RaterPool.objects.get_or_create(organization=organization, name="Staff raters")
     pool.members.add(rater)
 
     campaign, created = Campaign.objects.get_or_create(
-        organization=organization, slug="local-models",
+        organization=organization,
+        slug="local-models",
         defaults={
             "name": "Local models: which answer is better?",
             "description": "Three small local language models answer general questions. They are not smart: "
-                           "judge which answer is more relevant, readable and useful.",
-            "status": Campaign.Status.OPEN, "allow_rater_prompts": True, "max_tokens": 120,
-            "temperature": 0.8, "top_p": 0.95, "min_decision_ms": 1500,
+            "judge which answer is more relevant, readable and useful.",
+            "status": Campaign.Status.OPEN,
+            "allow_rater_prompts": True,
+            "max_tokens": 120,
+            "temperature": 0.8,
+            "top_p": 0.95,
+            "min_decision_ms": 1500,
             # A demo session of a few dozen votes should already show a leaderboard.
             "ranking_min_votes": 5,
         },
@@ -105,13 +115,19 @@ def _demo_seed_organization(*, organization: Organization, manager: Any, rater: 
     endpoints = []
     for model in shipped_models(model_repository):
         endpoint, _ = ModelEndpoint.objects.update_or_create(
-            organization=organization, name=model,
-            defaults={"url": triton_grpc_url, "protocol": ModelEndpoint.Protocol.GRPC, "model_name": model,
-                      "timeout_s": 30.0},
+            organization=organization,
+            name=model,
+            defaults={
+                "url": triton_grpc_url,
+                "protocol": ModelEndpoint.Protocol.GRPC,
+                "model_name": model,
+                "timeout_s": 30.0,
+            },
         )
         endpoints.append(endpoint)
-        Competitor.objects.get_or_create(organization=organization, campaign=campaign, endpoint=endpoint,
-                                         version_label="1")
+        Competitor.objects.get_or_create(
+            organization=organization, campaign=campaign, endpoint=endpoint, version_label="1"
+        )
     if created:
         Prompt.objects.bulk_create(
             prompt_build(campaign=campaign, text=text, source=Prompt.Source.POOL) for text in DEMO_PROMPTS

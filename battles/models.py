@@ -50,8 +50,9 @@ class Campaign(models.Model):
     rater_vote_cap = models.PositiveIntegerField(
         null=True, blank=True, help_text="Most votes one rater may cast in this campaign; empty means no cap."
     )
-    session_cap = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)],
-                                              help_text="Battles per rater session.")
+    session_cap = models.PositiveIntegerField(
+        default=20, validators=[MinValueValidator(1)], help_text="Battles per rater session."
+    )
 
     # How the leaderboards are computed from the log (recorded in every snapshot).
     exclude_identity_leaks = models.BooleanField(
@@ -61,7 +62,8 @@ class Campaign(models.Model):
         default=True, help_text="Count 'both are bad' as a tie in the scores (otherwise it is left out)."
     )
     ranking_min_votes = models.PositiveIntegerField(
-        default=30, validators=[MinValueValidator(1)],
+        default=30,
+        validators=[MinValueValidator(1)],
         help_text="Competitors with fewer votes are hidden from leaderboards, not listed with huge intervals.",
     )
     # Each round refits every model of the leaderboard; the cap keeps one recompute within a task's time.
@@ -74,22 +76,35 @@ class Campaign(models.Model):
         CLUSTER = "cluster_bootstrap", "Bootstrap by prompt (when prompts repeat)"
         SANDWICH = "sandwich", "Analytic (sandwich)"
 
-    ranking_interval = models.CharField(max_length=20, choices=Interval.choices, default=Interval.BOOTSTRAP,
-                                        help_text="Intervals of the raw leaderboard.")
-    ranking_anchor = models.ForeignKey(
-        "Competitor", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
-        help_text="Pin this competitor at 1000 (e.g. a production baseline); empty: the geometric mean of "
-                  "all strengths is 1000.",
+    ranking_interval = models.CharField(
+        max_length=20,
+        choices=Interval.choices,
+        default=Interval.BOOTSTRAP,
+        help_text="Intervals of the raw leaderboard.",
     )
-    ranking_style_interval = models.CharField(max_length=20, choices=Interval.choices, default=Interval.SANDWICH,
-                                              help_text="Intervals of the style-controlled leaderboard.")
+    ranking_anchor = models.ForeignKey(
+        "Competitor",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Pin this competitor at 1000 (e.g. a production baseline); empty: the geometric mean of "
+        "all strengths is 1000.",
+    )
+    ranking_style_interval = models.CharField(
+        max_length=20,
+        choices=Interval.choices,
+        default=Interval.SANDWICH,
+        help_text="Intervals of the style-controlled leaderboard.",
+    )
 
     class Ties(models.TextChoices):
         HALF = "half", "A tie is half a win each side"
         DAVIDSON = "davidson", "Davidson's tie model (a tie parameter, estimated)"
 
-    ranking_ties = models.CharField(max_length=10, choices=Ties.choices, default=Ties.HALF,
-                                    help_text="How ties enter the raw leaderboard's scores.")
+    ranking_ties = models.CharField(
+        max_length=10, choices=Ties.choices, default=Ties.HALF, help_text="How ties enter the raw leaderboard's scores."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True, editable=False)
     closed_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -224,7 +239,8 @@ class Battle(models.Model):
             # One open battle per rater and campaign: a second tab asking for "next" gets the same
             # battle, so nobody can hold several pairs and vote on the one they like.
             models.UniqueConstraint(
-                fields=["campaign", "rater"], condition=models.Q(status__in=("generating", "ready")),
+                fields=["campaign", "rater"],
+                condition=models.Q(status__in=("generating", "ready")),
                 name="battle_one_open_per_rater",
             ),
         ]
@@ -348,23 +364,35 @@ class Vote(models.Model):
             "rater_id": self.rater_id,
             "pool_id": self.pool_id,
             "prompt": {
-                "id": self.prompt_id, "hash": self.prompt_hash, "category": self.category,
-                "language": self.language, "source": self.prompt_source,
+                "id": self.prompt_id,
+                "hash": self.prompt_hash,
+                "category": self.category,
+                "language": self.language,
+                "source": self.prompt_source,
             },
             "left": {
-                "competitor_id": self.left_id, "model": self.left_model, "version": self.left_version,
-                "output_tokens": self.left_tokens, "finish_reason": self.left_finish_reason,
-                "latency_s": self.left_latency_s, "style": self.left_style,
+                "competitor_id": self.left_id,
+                "model": self.left_model,
+                "version": self.left_version,
+                "output_tokens": self.left_tokens,
+                "finish_reason": self.left_finish_reason,
+                "latency_s": self.left_latency_s,
+                "style": self.left_style,
             },
             "right": {
-                "competitor_id": self.right_id, "model": self.right_model, "version": self.right_version,
-                "output_tokens": self.right_tokens, "finish_reason": self.right_finish_reason,
-                "latency_s": self.right_latency_s, "style": self.right_style,
+                "competitor_id": self.right_id,
+                "model": self.right_model,
+                "version": self.right_version,
+                "output_tokens": self.right_tokens,
+                "finish_reason": self.right_finish_reason,
+                "latency_s": self.right_latency_s,
+                "style": self.right_style,
             },
             "params": self.params,
             "vote": self.choice,
             "decision_ms": self.decision_ms,
             "identity": {
-                "prompt_asks_identity": self.prompt_asks_identity, "answer_names_model": self.answer_names_model,
+                "prompt_asks_identity": self.prompt_asks_identity,
+                "answer_names_model": self.answer_names_model,
             },
         }

@@ -51,9 +51,7 @@ def prompt_validate(text: str) -> str:
     if not stripped:
         raise ValueError("Prompt is empty; write a question or instruction for the models.")
     if len(stripped) > PROMPT_MAX_CHARS:
-        raise ValueError(
-            f"Prompt is too long: {len(stripped)} characters, the maximum is {PROMPT_MAX_CHARS}."
-        )
+        raise ValueError(f"Prompt is too long: {len(stripped)} characters, the maximum is {PROMPT_MAX_CHARS}.")
     if "\x00" in stripped:
         raise ValueError("Prompt contains a NUL character, which cannot be stored.")
     return stripped
@@ -257,12 +255,7 @@ def _script(char: str) -> str | None:
         return "hangul"
     if 0x0400 <= code <= 0x052F:
         return "cyrillic"
-    if (
-        0x0600 <= code <= 0x06FF
-        or 0x0750 <= code <= 0x077F
-        or 0xFB50 <= code <= 0xFDFF
-        or 0xFE70 <= code <= 0xFEFF
-    ):
+    if 0x0600 <= code <= 0x06FF or 0x0750 <= code <= 0x077F or 0xFB50 <= code <= 0xFDFF or 0xFE70 <= code <= 0xFEFF:
         return "arabic"
     if char.isalpha() and (code < 0x0250 or 0x1E00 <= code <= 0x1EFF):
         return "latin"

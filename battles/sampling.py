@@ -24,12 +24,17 @@ def interval_overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return max(0.0, min(1.0, shared / width))
 
 
-def active_pair_weights(competitors: Sequence[int], intervals: Mapping[int, tuple[float, float]], *,
-                        floor: float = ACTIVE_FLOOR, new_boost: float = ACTIVE_NEW_BOOST) -> list[float]:
+def active_pair_weights(
+    competitors: Sequence[int],
+    intervals: Mapping[int, tuple[float, float]],
+    *,
+    floor: float = ACTIVE_FLOOR,
+    new_boost: float = ACTIVE_NEW_BOOST,
+) -> list[float]:
     """Weights for every unordered pair ``(competitors[i], competitors[j])``, i < j, in that order."""
     weights = []
     for i, first in enumerate(competitors):
-        for second in competitors[i + 1:]:
+        for second in competitors[i + 1 :]:
             if first not in intervals or second not in intervals:
                 weights.append(new_boost)
             else:

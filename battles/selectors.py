@@ -41,14 +41,21 @@ def campaign_viewable_by(*, user: User | ApiKeyPrincipal, campaign_id: int) -> C
 
 def campaigns_with_results_for(user: User) -> QuerySet[Campaign]:
     """The leaderboards to list for the user: viewable campaigns that have left the draft stage."""
-    return (campaigns_viewable_by(user).exclude(status=Campaign.Status.DRAFT).select_related("organization")
-            .order_by("organization__name", "name"))
+    return (
+        campaigns_viewable_by(user)
+        .exclude(status=Campaign.Status.DRAFT)
+        .select_related("organization")
+        .order_by("organization__name", "name")
+    )
 
 
 def campaigns_managed_by(user: User) -> QuerySet[Campaign]:
     """Every campaign, in any state, of the organisations the user owns or manages: the manager's home."""
-    return (Campaign.objects.filter(organization__in=organizations_managed_by(user)).select_related("organization")
-            .order_by("organization__name", "name"))
+    return (
+        Campaign.objects.filter(organization__in=organizations_managed_by(user))
+        .select_related("organization")
+        .order_by("organization__name", "name")
+    )
 
 
 def campaign_for_rater(*, user: User, campaign_id: int) -> Campaign | None:
@@ -76,27 +83,33 @@ def battle_pending_for_rater(*, campaign: Campaign, user: User) -> Battle | None
     """A battle already assigned and not yet voted on is shown again rather than replaced, so reloading
     the page cannot be used to regenerate answers or to fish for a preferred pair."""
     return (
-        Battle.objects.filter(
-            campaign=campaign, rater=user, status__in=(Battle.Status.READY, Battle.Status.GENERATING)
-        )
+        Battle.objects.filter(campaign=campaign, rater=user, status__in=(Battle.Status.READY, Battle.Status.GENERATING))
         .order_by("created_at")
         .first()
     )
 
 
 def battles_in_session(*, campaign: Campaign, user: User, session_key: str) -> int:
-    return Battle.objects.filter(campaign=campaign, rater=user, session_key=session_key).exclude(
-        status=Battle.Status.VOID
-    ).count()
+    return (
+        Battle.objects.filter(campaign=campaign, rater=user, session_key=session_key)
+        .exclude(status=Battle.Status.VOID)
+        .count()
+    )
 
 
 def battle_position_in_session(battle: Battle) -> int:
     """The battle's number in the session it was handed out in (1 for the first), counted as the
     session cap counts: battles that were not voided."""
-    return Battle.objects.filter(
-        campaign_id=battle.campaign_id, rater_id=battle.rater_id, session_key=battle.session_key,
-        created_at__lte=battle.created_at,
-    ).exclude(status=Battle.Status.VOID).count()
+    return (
+        Battle.objects.filter(
+            campaign_id=battle.campaign_id,
+            rater_id=battle.rater_id,
+            session_key=battle.session_key,
+            created_at__lte=battle.created_at,
+        )
+        .exclude(status=Battle.Status.VOID)
+        .count()
+    )
 
 
 @dataclass(frozen=True)
@@ -143,8 +156,11 @@ def prompt_candidates(*, campaign: Campaign, user: User) -> QuerySet[Prompt]:
     """Pool prompts this rater has not rated yet and whose hash is under the campaign's cap."""
     # Seen means: in a battle of this rater that was not voided (a model outage must not use prompts
     # up), matched by normalised text, so a duplicate in the pool is not shown twice.
-    seen = Battle.objects.filter(campaign=campaign, rater=user).exclude(status=Battle.Status.VOID).values(
-        "prompt__text_hash")
+    seen = (
+        Battle.objects.filter(campaign=campaign, rater=user)
+        .exclude(status=Battle.Status.VOID)
+        .values("prompt__text_hash")
+    )
     prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True).exclude(
         text_hash__in=seen
     )
@@ -170,12 +186,13 @@ def prompt_pick(*, campaign: Campaign, user: User, rng: random.Random) -> Prompt
 def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
     """A pair of active competitors under the campaign's sampling policy; which one is shown left is a
     coin flip either way."""
-    competitors = list(Competitor.objects.filter(campaign=campaign, active=True).select_related("endpoint")
-                       .order_by("id"))
+    competitors = list(
+        Competitor.objects.filter(campaign=campaign, active=True).select_related("endpoint").order_by("id")
+    )
     if len(competitors) < 2:
         return None
     if campaign.sampling == Campaign.Sampling.ACTIVE:
-        pairs = [(a, b) for i, a in enumerate(competitors) for b in competitors[i + 1:]]
+        pairs = [(a, b) for i, a in enumerate(competitors) for b in competitors[i + 1 :]]
         # The intervals are the ranking app's, which registers their source (battles.hooks).
         weights = active_pair_weights([c.pk for c in competitors], hooks.current_intervals(campaign.pk))
         first, second = rng.choices(pairs, weights=weights, k=1)[0]

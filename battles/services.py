@@ -33,6 +33,7 @@ from .prompting import prompt_classify, prompt_hash, prompt_validate
 
 # The refusals of this app, as domain errors (raters.errors): the edges map them to pages and statuses.
 
+
 class NotAllowed(NotFound):
     """Not a campaign or battle of this rater's (indistinguishable from a missing one)."""
 
@@ -66,6 +67,7 @@ logger = logging.getLogger(__name__)
 
 # --- Campaign configuration (manager actions; each writes an audit row) ---------------------------
 
+
 @transaction.atomic
 def campaign_open(*, campaign: Campaign, actor: User | AnonymousUser | None) -> Campaign:
     if Competitor.objects.filter(campaign=campaign, active=True).count() < 2:
@@ -89,8 +91,13 @@ def campaign_close(*, campaign: Campaign, actor: User | AnonymousUser | None) ->
 
 
 @transaction.atomic
-def campaign_save(*, campaign: Campaign, actor: User | AnonymousUser | None, changed: list[str],
-                  rater_pools: Iterable[RaterPool] | None = None) -> Campaign:
+def campaign_save(
+    *,
+    campaign: Campaign,
+    actor: User | AnonymousUser | None,
+    changed: list[str],
+    rater_pools: Iterable[RaterPool] | None = None,
+) -> Campaign:
     """Create or change a campaign and, when ``rater_pools`` is given, set its pools: pools of the
     campaign's own organisation only."""
     created = campaign._state.adding
@@ -107,9 +114,13 @@ def campaign_save(*, campaign: Campaign, actor: User | AnonymousUser | None, cha
     campaign.save()
     if pools is not None:
         campaign.rater_pools.set(pools)
-    audit_record(organization=campaign.organization, actor=actor,
-                 action=AuditAction.CAMPAIGN_CREATED if created else AuditAction.CAMPAIGN_CHANGED, obj=campaign,
-                 data={"fields": changed})
+    audit_record(
+        organization=campaign.organization,
+        actor=actor,
+        action=AuditAction.CAMPAIGN_CREATED if created else AuditAction.CAMPAIGN_CHANGED,
+        obj=campaign,
+        data={"fields": changed},
+    )
     if not created and set(changed) & RANKING_FIELDS:
         # The leaderboards must show the new policy or method now, not after the next vote.
         send_on_commit(hooks.leaderboards_stale, sender=Campaign, campaign_id=campaign.pk, now=False)
@@ -121,8 +132,13 @@ def campaign_delete(*, campaign: Campaign, actor: User | AnonymousUser | None) -
     """Only a campaign without battles can go: battles and votes are history."""
     if Battle.objects.filter(campaign=campaign).exists():
         raise Conflict(f"{campaign} has battles and cannot be deleted; close it instead.")
-    audit_record(organization=campaign.organization, actor=actor, action=AuditAction.CAMPAIGN_DELETED,
-                 obj=campaign, data={"name": campaign.name})
+    audit_record(
+        organization=campaign.organization,
+        actor=actor,
+        action=AuditAction.CAMPAIGN_DELETED,
+        obj=campaign,
+        data={"name": campaign.name},
+    )
     campaign.delete()
 
 
@@ -132,16 +148,27 @@ def leaderboards_refresh_request(*, campaign: Campaign) -> None:
 
 
 # Campaign fields that change how the log is ranked (not what is in it).
-RANKING_FIELDS = frozenset({
-    "min_decision_ms", "prompt_hash_cap", "rater_vote_cap", "exclude_identity_leaks", "both_bad_as_tie",
-    "ranking_min_votes", "ranking_bootstrap_rounds", "ranking_interval", "ranking_style_interval", "ranking_anchor",
-    "ranking_ties",
-})
+RANKING_FIELDS = frozenset(
+    {
+        "min_decision_ms",
+        "prompt_hash_cap",
+        "rater_vote_cap",
+        "exclude_identity_leaks",
+        "both_bad_as_tie",
+        "ranking_min_votes",
+        "ranking_bootstrap_rounds",
+        "ranking_interval",
+        "ranking_style_interval",
+        "ranking_anchor",
+        "ranking_ties",
+    }
+)
 
 
 def _open_battles_void(battles: models.QuerySet[Battle], reason: str) -> int:
     return battles.filter(status__in=(Battle.Status.GENERATING, Battle.Status.READY)).update(
-        status=Battle.Status.VOID, void_reason=reason)
+        status=Battle.Status.VOID, void_reason=reason
+    )
 
 
 def competitor_version_default(*, endpoint: ModelEndpoint) -> str:
@@ -157,25 +184,37 @@ def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | Non
     if not competitor.version_label:
         competitor.version_label = competitor_version_default(endpoint=competitor.endpoint)
     if competitor.endpoint.organization_id != competitor.campaign.organization_id:
-        raise Invalid("The endpoint belongs to another organisation.",
-                      field_errors={"endpoint": "The endpoint must belong to the campaign's organisation."})
+        raise Invalid(
+            "The endpoint belongs to another organisation.",
+            field_errors={"endpoint": "The endpoint must belong to the campaign's organisation."},
+        )
     if not created:
         # Votes name the competitor: pointing it at another model or version would rewrite history.
         stored = Competitor.objects.filter(pk=competitor.pk).values("endpoint_id", "version_label").get()
         identity_changed = (stored["endpoint_id"], stored["version_label"]) != (
-            competitor.endpoint_id, competitor.version_label)
+            competitor.endpoint_id,
+            competitor.version_label,
+        )
         if identity_changed and competitor_has_battles(competitor):
-            raise Conflict("This competitor has battles: its model and version cannot change. "
-                           "Add a new competitor for the new version instead.")
+            raise Conflict(
+                "This competitor has battles: its model and version cannot change. "
+                "Add a new competitor for the new version instead."
+            )
     competitor.organization_id = competitor.campaign.organization_id
     competitor.save()
     if not competitor.active:
         # A withdrawn competitor gets no more votes, including on battles already handed out.
-        _open_battles_void(Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)),
-                           "A competitor was withdrawn before the vote.")
-    audit_record(organization=competitor.organization, actor=actor,
-                 action=AuditAction.COMPETITOR_ADDED if created else AuditAction.COMPETITOR_CHANGED, obj=competitor,
-                 data={"endpoint": competitor.endpoint_id, "version": competitor.version_label, "fields": changed})
+        _open_battles_void(
+            Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)),
+            "A competitor was withdrawn before the vote.",
+        )
+    audit_record(
+        organization=competitor.organization,
+        actor=actor,
+        action=AuditAction.COMPETITOR_ADDED if created else AuditAction.COMPETITOR_CHANGED,
+        obj=competitor,
+        data={"endpoint": competitor.endpoint_id, "version": competitor.version_label, "fields": changed},
+    )
     return competitor
 
 
@@ -189,8 +228,13 @@ def competitor_delete(*, competitor: Competitor, actor: User | AnonymousUser | N
     (``active`` off), since its votes name it."""
     if competitor_has_battles(competitor):
         raise Conflict(f"{competitor} has battles and cannot be deleted: untick 'active' to withdraw it.")
-    audit_record(organization=competitor.organization, actor=actor, action=AuditAction.COMPETITOR_DELETED,
-                 obj=competitor, data={"endpoint": competitor.endpoint_id, "version": competitor.version_label})
+    audit_record(
+        organization=competitor.organization,
+        actor=actor,
+        action=AuditAction.COMPETITOR_DELETED,
+        obj=competitor,
+        data={"endpoint": competitor.endpoint_id, "version": competitor.version_label},
+    )
     competitor.delete()
 
 
@@ -199,8 +243,15 @@ def endpoint_has_battles(endpoint: ModelEndpoint) -> bool:
     return Battle.objects.filter(models.Q(left__endpoint=endpoint) | models.Q(right__endpoint=endpoint)).exists()
 
 
-def prompt_build(*, campaign: Campaign, text: str, source: str, author: User | AnonymousUser | None = None,
-                 category: str = "", language: str = "") -> Prompt:
+def prompt_build(
+    *,
+    campaign: Campaign,
+    text: str,
+    source: str,
+    author: User | AnonymousUser | None = None,
+    category: str = "",
+    language: str = "",
+) -> Prompt:
     """A validated, hashed and classified prompt (not yet saved). Category and language given by the
     manager win; otherwise the deterministic classifier decides."""
     try:
@@ -209,20 +260,34 @@ def prompt_build(*, campaign: Campaign, text: str, source: str, author: User | A
         raise Invalid(str(exc), field_errors={"text": str(exc)}) from None
     auto_category, auto_language = prompt_classify(clean)
     return Prompt(
-        organization_id=campaign.organization_id, campaign=campaign, text=clean, text_hash=prompt_hash(clean),
-        category=category or auto_category, language=language or auto_language, source=source,
+        organization_id=campaign.organization_id,
+        campaign=campaign,
+        text=clean,
+        text_hash=prompt_hash(clean),
+        category=category or auto_category,
+        language=language or auto_language,
+        source=source,
         author=author if author is not None and author.is_authenticated else None,
     )
 
 
 @transaction.atomic
-def prompts_import(*, campaign: Campaign, texts: list[str], actor: User | AnonymousUser | None,
-                   category: str = "") -> list[Prompt]:
-    prompts = [prompt_build(campaign=campaign, text=t, source=Prompt.Source.POOL, category=category)
-               for t in texts if t.strip()]
+def prompts_import(
+    *, campaign: Campaign, texts: list[str], actor: User | AnonymousUser | None, category: str = ""
+) -> list[Prompt]:
+    prompts = [
+        prompt_build(campaign=campaign, text=t, source=Prompt.Source.POOL, category=category)
+        for t in texts
+        if t.strip()
+    ]
     Prompt.objects.bulk_create(prompts)
-    audit_record(organization=campaign.organization, actor=actor, action=AuditAction.PROMPTS_IMPORTED, obj=campaign,
-                 data={"count": len(prompts)})
+    audit_record(
+        organization=campaign.organization,
+        actor=actor,
+        action=AuditAction.PROMPTS_IMPORTED,
+        obj=campaign,
+        data={"count": len(prompts)},
+    )
     return prompts
 
 
@@ -233,25 +298,39 @@ def prompt_save(*, prompt: Prompt, actor: User | AnonymousUser | None, changed: 
     may still change."""
     created = prompt._state.adding
     if prompt.organization_id is not None and prompt.campaign.organization_id != prompt.organization_id:
-        raise Invalid("The campaign must belong to the prompt's organisation.",
-                      field_errors={"campaign": "The campaign must belong to the prompt's organisation."})
+        raise Invalid(
+            "The campaign must belong to the prompt's organisation.",
+            field_errors={"campaign": "The campaign must belong to the prompt's organisation."},
+        )
     if not created:
         stored = Prompt.objects.select_for_update().get(pk=prompt.pk)
         if stored.text != prompt.text and Battle.objects.filter(prompt=stored).exists():
-            raise Conflict("This prompt has battles, so its text cannot change: add a new prompt instead.",
-                           field_errors={"text": "Fixed once the prompt has battles; add a new prompt instead."})
-    built = prompt_build(campaign=prompt.campaign, text=prompt.text, source=prompt.source or Prompt.Source.POOL,
-                         category=prompt.category, language=prompt.language if not created else "")
+            raise Conflict(
+                "This prompt has battles, so its text cannot change: add a new prompt instead.",
+                field_errors={"text": "Fixed once the prompt has battles; add a new prompt instead."},
+            )
+    built = prompt_build(
+        campaign=prompt.campaign,
+        text=prompt.text,
+        source=prompt.source or Prompt.Source.POOL,
+        category=prompt.category,
+        language=prompt.language if not created else "",
+    )
     prompt.organization_id = built.organization_id
     prompt.text, prompt.text_hash, prompt.language = built.text, built.text_hash, built.language
     prompt.save()
-    audit_record(organization=prompt.campaign.organization, actor=actor,
-                 action=AuditAction.PROMPT_CREATED if created else AuditAction.PROMPT_CHANGED, obj=prompt,
-                 data={"fields": changed})
+    audit_record(
+        organization=prompt.campaign.organization,
+        actor=actor,
+        action=AuditAction.PROMPT_CREATED if created else AuditAction.PROMPT_CHANGED,
+        obj=prompt,
+        data={"fields": changed},
+    )
     return prompt
 
 
 # --- Battles ----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Assignment:
@@ -274,8 +353,7 @@ def _check_caps(*, campaign: Campaign, user: User, session_key: str) -> None:
         )
 
 
-def battle_assign(*, campaign: Campaign, user: User, session_key: str,
-                  prompt_text: str | None = None) -> Assignment:
+def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_text: str | None = None) -> Assignment:
     """Give the rater a battle: the pending one if there is one, else a new one, generated now.
 
     ``prompt_text`` is a rater-typed prompt (only where the campaign allows it)."""
@@ -291,14 +369,18 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str,
 
     if prompt_text is not None:
         if not campaign.allow_rater_prompts:
-            raise PromptsNotAccepted("This campaign does not accept prompts typed by raters; "
-                                     "rate the prompts it gives you instead.")
+            raise PromptsNotAccepted(
+                "This campaign does not accept prompts typed by raters; rate the prompts it gives you instead."
+            )
         prompt = prompt_build(campaign=campaign, text=prompt_text, source=Prompt.Source.RATER, author=user)
-        if campaign.prompt_hash_cap is not None and selectors.votes_on_prompt_hash(
-            campaign=campaign, text_hash=prompt.text_hash
-        ) >= campaign.prompt_hash_cap:
-            raise PromptCapReached("This prompt has already been rated as often as the campaign allows. "
-                                   "Please write a different one.")
+        if (
+            campaign.prompt_hash_cap is not None
+            and selectors.votes_on_prompt_hash(campaign=campaign, text_hash=prompt.text_hash)
+            >= campaign.prompt_hash_cap
+        ):
+            raise PromptCapReached(
+                "This prompt has already been rated as often as the campaign allows. Please write a different one."
+            )
     else:
         picked = selectors.prompt_pick(campaign=campaign, user=user, rng=_rng)
         if picked is None:
@@ -309,8 +391,9 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str,
     if pair is None:
         raise NothingToRate("This campaign has fewer than two active competitors.")
     try:
-        battle = _battle_create(campaign=campaign, user=user, pool=pool, prompt=prompt, pair=pair,
-                                session_key=session_key)
+        battle = _battle_create(
+            campaign=campaign, user=user, pool=pool, prompt=prompt, pair=pair, session_key=session_key
+        )
     except IntegrityError:
         # Another request of this rater (a second tab) created the open battle first: the database
         # allows one per rater and campaign. Hand out that one.
@@ -334,21 +417,36 @@ def _pending_or_none(*, campaign: Campaign, user: User) -> Battle | None:
         return pending
     if (timezone.now() - pending.created_at).total_seconds() > STALE_GENERATION_S:
         Battle.objects.filter(pk=pending.pk, status=Battle.Status.GENERATING).update(
-            status=Battle.Status.VOID, void_reason="The answers were never completed.")
+            status=Battle.Status.VOID, void_reason="The answers were never completed."
+        )
         return None
     raise NothingToRate("Your current battle is still being generated. Reload in a moment.")
 
 
 @transaction.atomic
-def _battle_create(*, campaign: Campaign, user: User, pool: RaterPool, prompt: Prompt,
-                   pair: tuple[Competitor, Competitor], session_key: str) -> Battle:
+def _battle_create(
+    *,
+    campaign: Campaign,
+    user: User,
+    pool: RaterPool,
+    prompt: Prompt,
+    pair: tuple[Competitor, Competitor],
+    session_key: str,
+) -> Battle:
     if prompt._state.adding:
         prompt.save()
     params: dict[str, Any] = {**campaign.sampling_params(), "seed": secrets.randbits(31)}
     with transaction.atomic():  # a savepoint: the unique open-battle constraint may refuse this row
         return Battle.objects.create(
-            organization_id=campaign.organization_id, campaign=campaign, rater=user, pool=pool, prompt=prompt,
-            left=pair[0], right=pair[1], params=params, session_key=session_key,
+            organization_id=campaign.organization_id,
+            campaign=campaign,
+            rater=user,
+            pool=pool,
+            prompt=prompt,
+            left=pair[0],
+            right=pair[1],
+            params=params,
+            session_key=session_key,
         )
 
 
@@ -386,8 +484,14 @@ def _void_message(left: GenerationResult, right: GenerationResult) -> str:
 def battle_generations_record(*, battle: Battle, left: GenerationResult, right: GenerationResult) -> Battle:
     for side, competitor, result in ((Side.LEFT, battle.left, left), (Side.RIGHT, battle.right, right)):
         Generation.objects.create(
-            battle=battle, side=side, competitor=competitor, text=result.text, output_tokens=result.output_tokens,
-            finish_reason=result.finish_reason, latency_s=result.latency_s, error=result.error,
+            battle=battle,
+            side=side,
+            competitor=competitor,
+            text=result.text,
+            output_tokens=result.output_tokens,
+            finish_reason=result.finish_reason,
+            latency_s=result.latency_s,
+            error=result.error,
             style=style_counts(result.text).as_dict() if result.ok else {},
             model_mentions=list(answer_model_mentions(result.text)) if result.ok else [],
         )
@@ -422,8 +526,7 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
     if battle.status == Battle.Status.VOID:
         raise VoteRejected(f"This battle was voided and cannot be voted on: {battle.void_reason}")
     if battle.status == Battle.Status.VOTED:
-        raise VoteRejected("This battle has already been voted on (perhaps in another tab). "
-                           "Your first vote stands.")
+        raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
     if battle.campaign.status != Campaign.Status.OPEN:
         raise VoteRejected("This campaign is closed; no more votes are taken.")
     if selectors.pool_for_rater(campaign=battle.campaign, user=user) is None:
@@ -437,27 +540,41 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
         status=Battle.Status.VOTED, voted_at=now
     )
     if not claimed:
-        raise VoteRejected("This battle has already been voted on (perhaps in another tab). "
-                           "Your first vote stands.")
+        raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
     generations = {g.side: g for g in battle.generations.all()}
     left, right = generations[Side.LEFT], generations[Side.RIGHT]
     decision_ms = max(0, int((now - battle.shown_at).total_seconds() * 1000))
     try:
         with transaction.atomic():
             vote = Vote.objects.create(
-                organization_id=battle.organization_id, campaign_id=battle.campaign_id, battle=battle,
-                created_at=now, rater=user, pool_id=battle.pool_id, prompt=battle.prompt,
-                prompt_hash=battle.prompt.text_hash, category=battle.prompt.category,
-                language=battle.prompt.language, prompt_source=battle.prompt.source,
-                left=battle.left, right=battle.right,
-                left_model=battle.left.endpoint.name, left_version=battle.left.version_label,
-                left_tokens=left.output_tokens, left_finish_reason=left.finish_reason,
+                organization_id=battle.organization_id,
+                campaign_id=battle.campaign_id,
+                battle=battle,
+                created_at=now,
+                rater=user,
+                pool_id=battle.pool_id,
+                prompt=battle.prompt,
+                prompt_hash=battle.prompt.text_hash,
+                category=battle.prompt.category,
+                language=battle.prompt.language,
+                prompt_source=battle.prompt.source,
+                left=battle.left,
+                right=battle.right,
+                left_model=battle.left.endpoint.name,
+                left_version=battle.left.version_label,
+                left_tokens=left.output_tokens,
+                left_finish_reason=left.finish_reason,
                 left_latency_s=left.latency_s,
-                right_model=battle.right.endpoint.name, right_version=battle.right.version_label,
-                right_tokens=right.output_tokens, right_finish_reason=right.finish_reason,
+                right_model=battle.right.endpoint.name,
+                right_version=battle.right.version_label,
+                right_tokens=right.output_tokens,
+                right_finish_reason=right.finish_reason,
                 right_latency_s=right.latency_s,
-                params=battle.params, choice=choice, decision_ms=decision_ms,
-                left_style=left.style, right_style=right.style,
+                params=battle.params,
+                choice=choice,
+                decision_ms=decision_ms,
+                left_style=left.style,
+                right_style=right.style,
                 prompt_asks_identity=prompt_asks_identity(battle.prompt.text),
                 answer_names_model=bool(left.model_mentions or right.model_mentions),
             )

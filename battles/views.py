@@ -21,10 +21,15 @@ from .rendering import markdown_to_safe_html
 
 
 def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
-    return render(request, "battles/message.html", {
-        "title": "Slow down",
-        "message": "You are sending requests faster than a person reads answers. Wait a minute and go on.",
-    }, status=429)
+    return render(
+        request,
+        "battles/message.html",
+        {
+            "title": "Slow down",
+            "message": "You are sending requests faster than a person reads answers. Wait a minute and go on.",
+        },
+        status=429,
+    )
 
 
 def _vote_rate(group: str, request: HttpRequest) -> str:
@@ -58,13 +63,17 @@ def campaign_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     manages = user_manages_anything(request.user)
     managed = list(selectors.campaigns_managed_by(request.user)) if manages else []
     managed_ids = {campaign.pk for campaign in managed}
-    return render(request, "battles/campaign_list.html", {
-        "campaigns": selectors.campaigns_for_rater(request.user),
-        "manages": manages,
-        "managed": managed,
-        # Leaderboards of campaigns listed above as managed are linked there; these are the rest (viewers).
-        "boards": [c for c in selectors.campaigns_with_results_for(request.user) if c.pk not in managed_ids],
-    })
+    return render(
+        request,
+        "battles/campaign_list.html",
+        {
+            "campaigns": selectors.campaigns_for_rater(request.user),
+            "manages": manages,
+            "managed": managed,
+            # Leaderboards of campaigns listed above as managed are linked there; these are the rest (viewers).
+            "boards": [c for c in selectors.campaigns_with_results_for(request.user) if c.pk not in managed_ids],
+        },
+    )
 
 
 @require_GET
@@ -73,13 +82,19 @@ def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> Http
     campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")
-    return render(request, "battles/campaign_detail.html", {
-        "campaign": campaign,
-        "pending": selectors.battle_pending_for_rater(campaign=campaign, user=request.user),
-        "progress": selectors.rater_progress(campaign=campaign, user=request.user, session_key=_session_key(request)),
-        "prompt_max_chars": PROMPT_MAX_CHARS,
-        "prompt_draft": _prompt_draft(request, campaign.pk),
-    })
+    return render(
+        request,
+        "battles/campaign_detail.html",
+        {
+            "campaign": campaign,
+            "pending": selectors.battle_pending_for_rater(campaign=campaign, user=request.user),
+            "progress": selectors.rater_progress(
+                campaign=campaign, user=request.user, session_key=_session_key(request)
+            ),
+            "prompt_max_chars": PROMPT_MAX_CHARS,
+            "prompt_draft": _prompt_draft(request, campaign.pk),
+        },
+    )
 
 
 @require_POST
@@ -99,16 +114,24 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
     except services.CapReached as exc:
         # The end of a stint, not a refusal: a thank-you page with 200 (429 is for rate limits), and
         # no button to start another battle.
-        return render(request, "battles/message.html", {
-            "title": "That is all for now", "message": exc.message, "campaign": campaign,
-        })
+        return render(
+            request,
+            "battles/message.html",
+            {
+                "title": "That is all for now",
+                "message": exc.message,
+                "campaign": campaign,
+            },
+        )
     except DomainError as exc:
-        return error_response(request, exc, "battles/message.html",
-                              {"title": "No battle for now", "campaign": campaign})
+        return error_response(
+            request, exc, "battles/message.html", {"title": "No battle for now", "campaign": campaign}
+        )
     if prompt_text is not None:
         if assignment.resumed:
-            messages.info(request, "Finish this battle first. Your prompt is kept: it will be waiting for you "
-                                   "after your vote.")
+            messages.info(
+                request, "Finish this battle first. Your prompt is kept: it will be waiting for you after your vote."
+            )
         else:
             request.session.pop(_draft_key(campaign.pk), None)
     return redirect("battles:battle", battle_id=assignment.battle.pk)
@@ -122,16 +145,21 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         generation = generations.get(side)
         pane: dict[str, object] = {
             "label": label,
-            "html": markdown_to_safe_html(generation.text) if generation and battle.status != Battle.Status.VOID
+            "html": markdown_to_safe_html(generation.text)
+            if generation and battle.status != Battle.Status.VOID
             else "",
         }
         if revealed and generation is not None:
             competitor = battle.left if side == Side.LEFT else battle.right
-            pane.update({
-                "model": competitor.endpoint.name, "version": competitor.version_label,
-                "latency_s": generation.latency_s, "tokens": generation.output_tokens,
-                "finish_reason": generation.finish_reason,
-            })
+            pane.update(
+                {
+                    "model": competitor.endpoint.name,
+                    "version": competitor.version_label,
+                    "latency_s": generation.latency_s,
+                    "tokens": generation.output_tokens,
+                    "finish_reason": generation.finish_reason,
+                }
+            )
         panes.append(pane)
     campaign = battle.campaign
     return {

@@ -92,9 +92,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def summarise(
-    label: str, walls: list[float], sides: list[tuple[GenerationResult, GenerationResult]]
-) -> float:
+def summarise(label: str, walls: list[float], sides: list[tuple[GenerationResult, GenerationResult]]) -> float:
     to_slower = [w / max(a.latency_s, b.latency_s) for w, (a, b) in zip(walls, sides, strict=True)]
     to_sum = [w / (a.latency_s + b.latency_s) for w, (a, b) in zip(walls, sides, strict=True)]
     median_ratio = statistics.median(to_slower)

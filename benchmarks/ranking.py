@@ -83,8 +83,9 @@ def generate(n: int, m: int, seed: int) -> Data:
     a, b = random_pairs(rng, n, m)
     left, right = simulate_style_counts(rng, m), simulate_style_counts(rng, m)
     x = style_differences(left, right).x
-    sim = simulate_bt(rng, theta, m, tie_prob=0.10, both_bad_prob=0.03,
-                      extra_logit=x @ np.array([0.3, 0.05, 0.05, 0.1]), a=a, b=b)
+    sim = simulate_bt(
+        rng, theta, m, tie_prob=0.10, both_bad_prob=0.03, extra_logit=x @ np.array([0.3, 0.05, 0.05, 0.1]), a=a, b=b
+    )
     names = np.array([f"vendor-{i % 37}/model-{i:04d}" for i in range(n)], dtype=object)
     prompt = rng.integers(0, m // 10, m)
     return Data(n, names, names[a], names[b], a, b, sim.outcome, left, right, prompt)
@@ -98,6 +99,7 @@ def codes(d: Data) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
 
 
 # --- the stages ---------------------------------------------------------------------------------
+
 
 def stage_floor(d: Data, args: argparse.Namespace) -> None:
     """Count the (pair, outcome) cells of in-memory integer arrays: the floor."""
@@ -113,8 +115,14 @@ def stage_bt_bootstrap_ranks(d: Data, args: argparse.Namespace) -> None:
     rank_ranges(iv.lower, iv.upper, shown_mask(fit.battles, 50))
 
 
-def _loglik(th: NDArray[np.float64], lo: NDArray[np.int64], hi: NDArray[np.int64], w_lo: NDArray[np.float64],
-            tot: NDArray[np.float64], prior: float) -> float:
+def _loglik(
+    th: NDArray[np.float64],
+    lo: NDArray[np.int64],
+    hi: NDArray[np.int64],
+    w_lo: NDArray[np.float64],
+    tot: NDArray[np.float64],
+    prior: float,
+) -> float:
     dd = th[lo] - th[hi]
     return float(w_lo @ dd - tot @ np.logaddexp(0.0, dd)) + prior * float((0.5 * th - np.logaddexp(0.0, th)).sum())
 
@@ -168,8 +176,9 @@ def stage_peer_fit(d: Data, args: argparse.Namespace) -> None:
     """evalica.bradley_terry on the same names (ties half a win; both_bad as a tie, as ours)."""
     import evalica
 
-    winners = [evalica.Winner.X if o == 0 else evalica.Winner.Y if o == 1 else evalica.Winner.Draw
-               for o in d.outcome.tolist()]
+    winners = [
+        evalica.Winner.X if o == 0 else evalica.Winner.Y if o == 1 else evalica.Winner.Draw for o in d.outcome.tolist()
+    ]
     evalica.bradley_terry(d.left.tolist(), d.right.tolist(), winners, tolerance=1e-6)
 
 
@@ -288,8 +297,11 @@ def memory_in_rounds(d: Data, args: argparse.Namespace) -> None:
         bootstrap_intervals(cells, fit, rounds=rounds, seed=0)
         peaks.append((rounds, (tracemalloc.get_traced_memory()[1] - start) / 2**20))
         tracemalloc.stop()
-    print("bootstrap peak by rounds (MiB): " + ", ".join(f"{r}: {p:.0f}" for r, p in peaks)
-          + "  (the samples themselves: rounds x n x 8 bytes)")
+    print(
+        "bootstrap peak by rounds (MiB): "
+        + ", ".join(f"{r}: {p:.0f}" for r, p in peaks)
+        + "  (the samples themselves: rounds x n x 8 bytes)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,8 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.competitors:
         t0 = time.perf_counter()
         data = generate(n, args.battles, args.seed)
-        print(f"\n{args.battles:,} battles, {n} competitors, {args.rounds} rounds "
-              f"(generated in {time.perf_counter() - t0:.1f} s, not part of any figure)")
+        print(
+            f"\n{args.battles:,} battles, {n} competitors, {args.rounds} rounds "
+            f"(generated in {time.perf_counter() - t0:.1f} s, not part of any figure)"
+        )
         ok &= run_plan(PLAN_1000 if n >= 1000 else PLAN_200, data, args)
         if n >= 1000:
             memory_in_rounds(data, args)

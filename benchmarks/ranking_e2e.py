@@ -64,7 +64,7 @@ def _copy(table: str, frame: pd.DataFrame) -> None:
         with cursor.cursor.copy(sql) as copy:
             step = 8 << 20
             for start in range(0, len(data), step):
-                copy.write(data[start:start + step])
+                copy.write(data[start : start + step])
 
 
 def load(n_votes: int, n_competitors: int, n_categories: int, seed: int = 0) -> int:
@@ -93,21 +93,37 @@ def _load(slug: str, n_votes: int, n_competitors: int, n_categories: int, rng: n
 
     organization, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Benchmark"})
     pool = RaterPool.objects.create(organization=organization, name=f"pool {slug}")
-    campaign = Campaign.objects.create(organization=organization, name=slug, slug=slug,
-                                       status=Campaign.Status.OPEN, min_decision_ms=1500, ranking_min_votes=50)
+    campaign = Campaign.objects.create(
+        organization=organization,
+        name=slug,
+        slug=slug,
+        status=Campaign.Status.OPEN,
+        min_decision_ms=1500,
+        ranking_min_votes=50,
+    )
     endpoints = ModelEndpoint.objects.bulk_create(
         ModelEndpoint(organization=organization, name=f"{slug}-m{i}", url="127.0.0.1:1", model_name=f"m{i}")
-        for i in range(n_competitors))
+        for i in range(n_competitors)
+    )
     competitors = Competitor.objects.bulk_create(
-        Competitor(organization=organization, campaign=campaign, endpoint=e, version_label="1") for e in endpoints)
+        Competitor(organization=organization, campaign=campaign, endpoint=e, version_label="1") for e in endpoints
+    )
     raters = get_user_model().objects.bulk_create(
-        get_user_model()(username=f"r{i}-{slug}", email=f"r{i}-{slug}@bench.test", password="!")
-        for i in range(200))
+        get_user_model()(username=f"r{i}-{slug}", email=f"r{i}-{slug}@bench.test", password="!") for i in range(200)
+    )
     categories = CATEGORIES[:n_categories]
     texts = [f"benchmark prompt {i}" for i in range(20_000)]
     prompts = Prompt.objects.bulk_create(
-        Prompt(organization=organization, campaign=campaign, text=t, text_hash=prompt_hash(t),
-               category=categories[i % n_categories], language="en") for i, t in enumerate(texts))
+        Prompt(
+            organization=organization,
+            campaign=campaign,
+            text=t,
+            text_hash=prompt_hash(t),
+            category=categories[i % n_categories],
+            language="en",
+        )
+        for i, t in enumerate(texts)
+    )
 
     comp_ids = np.array([c.pk for c in competitors])
     strength = rng.normal(0, 0.8, n_competitors)
@@ -133,26 +149,71 @@ def _load(slug: str, n_votes: int, n_competitors: int, n_categories: int, rng: n
         headers = rng.poisson(1, n_votes)
         lists = rng.poisson(3, n_votes)
         bold = rng.poisson(1, n_votes)
-        return [f'{{"bold": {x}, "code_blocks": 0, "headers": {h}, "list_items": {li}, "tokens": {t}}}'
-                for t, h, li, x in zip(tokens, headers, lists, bold, strict=True)]
+        return [
+            f'{{"bold": {x}, "code_blocks": 0, "headers": {h}, "list_items": {li}, "tokens": {t}}}'
+            for t, h, li, x in zip(tokens, headers, lists, bold, strict=True)
+        ]
 
-    _copy("battles_battle", pd.DataFrame({
-        "id": battle_ids, "organization_id": organization.pk, "campaign_id": campaign.pk, "rater_id": rater_ids,
-        "pool_id": pool.pk, "prompt_id": prompt_ids, "left_id": comp_ids[a], "right_id": comp_ids[b],
-        "status": "voted", "void_reason": "", "params": params, "session_key": "", "created_at": now,
-        "ready_at": now, "shown_at": now, "voted_at": now,
-    }))
-    _copy("battles_vote", pd.DataFrame({
-        "organization_id": organization.pk, "campaign_id": campaign.pk, "battle_id": battle_ids, "created_at": now,
-        "rater_id": rater_ids, "pool_id": pool.pk, "prompt_id": prompt_ids, "prompt_hash": prompt_hashes,
-        "category": prompt_cats, "language": "en", "prompt_source": "pool", "left_id": comp_ids[a],
-        "right_id": comp_ids[b], "left_model": "m", "left_version": "1", "left_tokens": tokens_l,
-        "left_finish_reason": "stop", "left_latency_s": 1.0, "right_model": "m", "right_version": "1",
-        "right_tokens": tokens_r, "right_finish_reason": "stop", "right_latency_s": 1.0, "params": params,
-        "choice": choice, "decision_ms": rng.integers(500, 30_000, n_votes), "left_style": style(tokens_l),
-        "right_style": style(tokens_r), "prompt_asks_identity": rng.random(n_votes) < 0.01,
-        "answer_names_model": False,
-    }))
+    _copy(
+        "battles_battle",
+        pd.DataFrame(
+            {
+                "id": battle_ids,
+                "organization_id": organization.pk,
+                "campaign_id": campaign.pk,
+                "rater_id": rater_ids,
+                "pool_id": pool.pk,
+                "prompt_id": prompt_ids,
+                "left_id": comp_ids[a],
+                "right_id": comp_ids[b],
+                "status": "voted",
+                "void_reason": "",
+                "params": params,
+                "session_key": "",
+                "created_at": now,
+                "ready_at": now,
+                "shown_at": now,
+                "voted_at": now,
+            }
+        ),
+    )
+    _copy(
+        "battles_vote",
+        pd.DataFrame(
+            {
+                "organization_id": organization.pk,
+                "campaign_id": campaign.pk,
+                "battle_id": battle_ids,
+                "created_at": now,
+                "rater_id": rater_ids,
+                "pool_id": pool.pk,
+                "prompt_id": prompt_ids,
+                "prompt_hash": prompt_hashes,
+                "category": prompt_cats,
+                "language": "en",
+                "prompt_source": "pool",
+                "left_id": comp_ids[a],
+                "right_id": comp_ids[b],
+                "left_model": "m",
+                "left_version": "1",
+                "left_tokens": tokens_l,
+                "left_finish_reason": "stop",
+                "left_latency_s": 1.0,
+                "right_model": "m",
+                "right_version": "1",
+                "right_tokens": tokens_r,
+                "right_finish_reason": "stop",
+                "right_latency_s": 1.0,
+                "params": params,
+                "choice": choice,
+                "decision_ms": rng.integers(500, 30_000, n_votes),
+                "left_style": style(tokens_l),
+                "right_style": style(tokens_r),
+                "prompt_asks_identity": rng.random(n_votes) < 0.01,
+                "answer_names_model": False,
+            }
+        ),
+    )
     return campaign.pk
 
 
@@ -172,10 +233,25 @@ def main(argv: list[str] | None = None) -> int:
         import subprocess
 
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, __file__, "--load-only", "--votes", str(args.votes), "--competitors",
-                        str(args.competitors), "--categories", str(args.categories)], check=True)
-        print(f"vote log ready ({args.votes:,} votes, {args.competitors} competitors, {args.categories} "
-              f"categories) in {time.perf_counter() - t0:.1f} s (not part of any figure)", flush=True)
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--load-only",
+                "--votes",
+                str(args.votes),
+                "--competitors",
+                str(args.competitors),
+                "--categories",
+                str(args.categories),
+            ],
+            check=True,
+        )
+        print(
+            f"vote log ready ({args.votes:,} votes, {args.competitors} competitors, {args.categories} "
+            f"categories) in {time.perf_counter() - t0:.1f} s (not part of any figure)",
+            flush=True,
+        )
     setup_django(os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arena_bench"))
 
     from ranking.estimators import aggregate_cells
@@ -190,8 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     votes = vote_arrays(campaign_id=campaign_id)
     ids = np.unique(np.concatenate([votes.left, votes.right]))
-    aggregate_cells(np.searchsorted(ids, votes.left), np.searchsorted(ids, votes.right), votes.outcome,
-                    n_competitors=len(ids))
+    aggregate_cells(
+        np.searchsorted(ids, votes.left), np.searchsorted(ids, votes.right), votes.outcome, n_competitors=len(ids)
+    )
     floor = time.perf_counter() - t0
     del votes
 
@@ -201,13 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     peak = peak_mib()
     print(f"{'stage':44s} {'seconds':>8s} {'x floor':>8s}")
     print(f"{'floor: read log into arrays + count cells':44s} {floor:8.2f} {1.0:8.1f}")
-    print(f"{'recompute: all ' + str(len(snapshots)) + ' snapshots':44s} {recompute:8.2f} {recompute / floor:8.1f}"
-          f"   target <= 20 s {'ok' if recompute <= 20 else 'MISSED'}")
-    print(f"peak memory {peak:.0f} MiB (before measuring {rss_before:.0f} MiB)   target <= 2048 MiB "
-          f"{'ok' if peak <= 2048 else 'MISSED'}")
+    print(
+        f"{'recompute: all ' + str(len(snapshots)) + ' snapshots':44s} {recompute:8.2f} {recompute / floor:8.1f}"
+        f"   target <= 20 s {'ok' if recompute <= 20 else 'MISSED'}"
+    )
+    print(
+        f"peak memory {peak:.0f} MiB (before measuring {rss_before:.0f} MiB)   target <= 2048 MiB "
+        f"{'ok' if peak <= 2048 else 'MISSED'}"
+    )
     slow = sorted(snapshots, key=lambda s: -s.compute_seconds)[:3]
-    print("slowest snapshots: " + ", ".join(f"{s.category or 'overall'}/{s.view} {s.compute_seconds:.2f} s"
-                                            for s in slow))
+    print(
+        "slowest snapshots: " + ", ".join(f"{s.category or 'overall'}/{s.view} {s.compute_seconds:.2f} s" for s in slow)
+    )
     return 0 if recompute <= 20 and peak <= 2048 else 1
 
 

@@ -31,8 +31,23 @@ class SelectionInput(serializers.Serializer):
 class SnapshotOutput(serializers.ModelSerializer):
     class Meta:
         model = LeaderboardSnapshot
-        fields = ("campaign", "category", "view", "version", "created_at", "last_vote_id", "votes_total",
-                  "votes_used", "method", "policy", "excluded", "rows", "pairwise", "extra", "compute_seconds")
+        fields = (
+            "campaign",
+            "category",
+            "view",
+            "version",
+            "created_at",
+            "last_vote_id",
+            "votes_total",
+            "votes_used",
+            "method",
+            "policy",
+            "excluded",
+            "rows",
+            "pairwise",
+            "extra",
+            "compute_seconds",
+        )
 
 
 class SnapshotSummaryOutput(serializers.ModelSerializer):
@@ -61,8 +76,9 @@ class LeaderboardVersionApi(APIView):
         campaign = _campaign(request, campaign_id)
         selection = SelectionInput(data=request.query_params)
         selection.is_valid(raise_exception=True)
-        snapshot = selectors.snapshot_history(campaign=campaign, **selection.validated_data).filter(
-            version=version).first()
+        snapshot = (
+            selectors.snapshot_history(campaign=campaign, **selection.validated_data).filter(version=version).first()
+        )
         if snapshot is None:
             raise Http404("No such snapshot.")
         return Response(SnapshotOutput(snapshot).data)
@@ -79,6 +95,7 @@ class LeaderboardHistoryApi(APIView):
         paginator = LimitOffsetPagination()
         paginator.default_limit = 50
         paginator.max_limit = 500
-        page = paginator.paginate_queryset(selectors.snapshot_history(campaign=campaign, **selection.validated_data),
-                                           request, view=self)
+        page = paginator.paginate_queryset(
+            selectors.snapshot_history(campaign=campaign, **selection.validated_data), request, view=self
+        )
         return paginator.get_paginated_response(SnapshotSummaryOutput(page, many=True).data)

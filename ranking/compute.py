@@ -36,14 +36,17 @@ class Method:
             **asdict(self),
             "estimator": "Bradley-Terry" if view == "raw" else "Bradley-Terry with style control",
             "ties": "Davidson's tie model (tie parameter estimated, Wald intervals from the prior-regularised "
-                    "information)" if self.ties == "davidson" and view == "raw" else "half a win each side",
+            "information)"
+            if self.ties == "davidson" and view == "raw"
+            else "half a win each side",
             "confidence_pct": round(self.confidence * 100),
             "interval": self.interval if view == "raw" else self.style_interval,
-            "anchor": f"competitor {self.anchor} at 1000" if self.anchor is not None
+            "anchor": f"competitor {self.anchor} at 1000"
+            if self.anchor is not None
             else "geometric mean of strengths at 1000",
             "style_features": list(STYLE_FEATURES) if view == "style" else [],
             "boundary": "a competitor whose record is one-sided, thin (under 5 wins or losses) or all ties gets the "
-                        "union with its profile-likelihood interval; a side the votes cannot bound is open",
+            "union with its profile-likelihood interval; a side the votes cannot bound is open",
             "pairwise_correction": "Holm",
             "sequential": est.CONFIDENCE_SEQUENCE_METHOD,
         }
@@ -75,23 +78,23 @@ def _counts(a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int6
     }
 
 
-def _intervals(cells: est.Cells, fit: est.BTResult, method: Method,
-               shown: NDArray[np.bool_]) -> tuple[est.BoundaryIntervals, NDArray[np.float64] | None]:
+def _intervals(
+    cells: est.Cells, fit: est.BTResult, method: Method, shown: NDArray[np.bool_]
+) -> tuple[est.BoundaryIntervals, NDArray[np.float64] | None]:
     """Bootstrap (or sandwich) intervals, made honest at the boundary (``boundary_intervals``);
     also the bootstrap samples (rounds x n) for difference intervals, when there are any."""
     samples = None
     if method.interval == "sandwich":
         base = est.sandwich_intervals(cells, fit, confidence=method.confidence)
     elif method.interval == "cluster_bootstrap":
-        base = est.cluster_bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
-                                               seed=method.seed)
+        base = est.cluster_bootstrap_intervals(
+            cells, fit, rounds=method.rounds, confidence=method.confidence, seed=method.seed
+        )
         samples = base.samples
     else:
-        base = est.bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence,
-                                       seed=method.seed)
+        base = est.bootstrap_intervals(cells, fit, rounds=method.rounds, confidence=method.confidence, seed=method.seed)
         samples = base.samples
-    return est.boundary_intervals(cells, fit, base.lower, base.upper, confidence=method.confidence,
-                                  only=shown), samples
+    return est.boundary_intervals(cells, fit, base.lower, base.upper, confidence=method.confidence, only=shown), samples
 
 
 # Difference intervals are stored for every pair of shown competitors: k^2 numbers. Past this many
@@ -104,9 +107,14 @@ def _bound(value: float) -> float | None:
     return None if not np.isfinite(value) else round(float(value), 2)
 
 
-def _pairwise(cells: est.Cells, method: Method, shown: NDArray[np.bool_],
-              competitor_ids: NDArray[np.int64], differences: est.DifferenceIntervals | None,
-              components: NDArray[np.int64]) -> dict[str, Any]:
+def _pairwise(
+    cells: est.Cells,
+    method: Method,
+    shown: NDArray[np.bool_],
+    competitor_ids: NDArray[np.int64],
+    differences: est.DifferenceIntervals | None,
+    components: NDArray[np.int64],
+) -> dict[str, Any]:
     table = est.pairwise_table(cells, both_bad=method.both_bad, confidence=method.confidence)
     idx = np.flatnonzero(shown)
     sub_n = table.battles[np.ix_(idx, idx)]
@@ -120,8 +128,13 @@ def _pairwise(cells: est.Cells, method: Method, shown: NDArray[np.bool_],
     def grid(values: NDArray[np.float64], full: bool = True) -> list[list[float | None]]:
         # None where a cell has no battles or no defined value (a p-value of ties only): JSON has no NaN.
         sub = values[np.ix_(idx, idx)] if full else values
-        return [[None if sub_n[i, j] == 0 or i == j or not np.isfinite(sub[i, j]) else round(float(sub[i, j]), 4)
-                 for j in range(len(idx))] for i in range(len(idx))]
+        return [
+            [
+                None if sub_n[i, j] == 0 or i == j or not np.isfinite(sub[i, j]) else round(float(sub[i, j]), 4)
+                for j in range(len(idx))
+            ]
+            for i in range(len(idx))
+        ]
 
     adjacency = est.majority_graph(table.win_rate[np.ix_(idx, idx)])
     out: dict[str, Any] = {
@@ -132,7 +145,7 @@ def _pairwise(cells: est.Cells, method: Method, shown: NDArray[np.bool_],
         "p_value": grid(table.p_value),
         "p_holm": grid(adjusted, full=False),
         "correction": f"Holm over the {int(upper_tri.sum())} pairs shown with decisive votes (family-wise error "
-                      f"at most {100 - round(method.confidence * 100)}%); p_value is unadjusted",
+        f"at most {100 - round(method.confidence * 100)}%); p_value is unadjusted",
         "n": [[int(table.battles[i, j]) for j in idx] for i in idx],
         "intransitive_triads": int(est.count_3cycles(adjacency)),
         "sequential": _sequential(table, idx, method),
@@ -147,14 +160,16 @@ def _pairwise(cells: est.Cells, method: Method, shown: NDArray[np.bool_],
         out["difference"] = {
             "method": differences.method,
             "note": "row minus column in score points; a null bound with *_open true: the votes cannot bound "
-                    "that side; null with *_open false: different comparison groups (no difference defined)",
+            "that side; null with *_open false: different comparison groups (no difference defined)",
             "estimate": dgrid(differences.estimate),
             "lower": dgrid(differences.lower),
             "upper": dgrid(differences.upper),
-            "lower_open": [[bool(same[i, j] and np.isneginf(differences.lower[i, j])) for j in range(k)]
-                           for i in range(k)],
-            "upper_open": [[bool(same[i, j] and np.isposinf(differences.upper[i, j])) for j in range(k)]
-                           for i in range(k)],
+            "lower_open": [
+                [bool(same[i, j] and np.isneginf(differences.lower[i, j])) for j in range(k)] for i in range(k)
+            ],
+            "upper_open": [
+                [bool(same[i, j] and np.isposinf(differences.upper[i, j])) for j in range(k)] for i in range(k)
+            ],
         }
     elif len(idx) > MAX_DIFFERENCE_COMPETITORS:
         out["difference"] = {"omitted": f"more than {MAX_DIFFERENCE_COMPETITORS} competitors shown"}
@@ -180,13 +195,19 @@ def _sequential(table: est.PairwiseTable, idx: NDArray[np.int64], method: Method
     return {
         "method": est.CONFIDENCE_SEQUENCE_METHOD,
         "decision_rule": f"a pair is decided at {round(method.confidence * 100)}% once its sequence excludes 0.5; "
-                         "valid however often the board is looked at, unlike the fixed-sample Wilson interval",
+        "valid however often the board is looked at, unlike the fixed-sample Wilson interval",
         "cells": [[cell(i, j) for j in range(k)] for i in range(k)],
     }
 
 
-def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str], method: Method,
-                  *, view: Literal["raw", "style"] = "raw") -> Board:
+def board_compute(
+    votes: VoteArrays,
+    competitor_ids: NDArray[np.int64],
+    labels: dict[int, str],
+    method: Method,
+    *,
+    view: Literal["raw", "style"] = "raw",
+) -> Board:
     """Scores with intervals and rank ranges for every competitor with enough votes; the others are
     listed as hidden, with their vote counts only. An interval side the votes cannot bound is open:
     ``lower``/``upper`` is null and ``lower_open``/``upper_open`` is true."""
@@ -195,23 +216,35 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
     a, b = dense_index(votes, competitor_ids)
     counts = _counts(a, b, votes.outcome, n)
     if len(votes) == 0 or n < 2:
-        return Board(rows=[_row_counts(i, competitor_ids, labels, counts, method) for i in range(n)], pairwise={},
-                     extra={"components": 0})
-    cells = est.aggregate_cells(a, b, votes.outcome, n_competitors=n,
-                                cluster=votes.prompt if method.interval == "cluster_bootstrap" else None)
+        return Board(
+            rows=[_row_counts(i, competitor_ids, labels, counts, method) for i in range(n)],
+            pairwise={},
+            extra={"components": 0},
+        )
+    cells = est.aggregate_cells(
+        a, b, votes.outcome, n_competitors=n, cluster=votes.prompt if method.interval == "cluster_bootstrap" else None
+    )
     # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
     decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
     shown = est.shown_mask(decided, method.min_votes)
     extra: dict[str, Any] = {}
     differences = None
     profiled = np.zeros(n, dtype=bool)
-    if view == "raw" and method.ties == "davidson" and bool((votes.outcome == est.TIE).any() or (
-            method.both_bad == "tie" and (votes.outcome == est.BOTH_BAD).any())):
-        dav = est.fit_davidson(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids),
-                               confidence=method.confidence)
+    if (
+        view == "raw"
+        and method.ties == "davidson"
+        and bool(
+            (votes.outcome == est.TIE).any() or (method.both_bad == "tie" and (votes.outcome == est.BOTH_BAD).any())
+        )
+    ):
+        dav = est.fit_davidson(
+            cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids), confidence=method.confidence
+        )
         scores, lower, upper, components = dav.scores, dav.lower, dav.upper, dav.components
         extra["tie_parameter"] = {
-            "nu": round(dav.nu, 4), "lower": round(dav.nu_lower, 4), "upper": round(dav.nu_upper, 4),
+            "nu": round(dav.nu, 4),
+            "lower": round(dav.nu_lower, 4),
+            "upper": round(dav.nu_upper, 4),
             "tie_probability_at_equal_strength": round(dav.tie_probability_at_equal_strength, 4),
             "model": "Davidson: P(tie) = nu sqrt(pi_i pi_j) / (pi_i + pi_j + nu sqrt(pi_i pi_j))",
         }
@@ -247,13 +280,22 @@ def board_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: 
         row["hidden"] = not bool(shown[i])
         row["component"] = int(components[i])
         if shown[i]:
-            row.update({
-                "score": round(float(scores[i]), 2), "lower": _bound(lower[i]), "upper": _bound(upper[i]),
-                "lower_open": bool(np.isneginf(lower[i])), "upper_open": bool(np.isposinf(upper[i])),
-                "interval_method": "profile likelihood" if profiled[i] else "fisher" if "tie_parameter" in extra
-                else (method.interval if view == "raw" else method.style_interval),
-                "rank_best": int(ranks.best[i]), "rank_worst": int(ranks.worst[i]),
-            })
+            row.update(
+                {
+                    "score": round(float(scores[i]), 2),
+                    "lower": _bound(lower[i]),
+                    "upper": _bound(upper[i]),
+                    "lower_open": bool(np.isneginf(lower[i])),
+                    "upper_open": bool(np.isposinf(upper[i])),
+                    "interval_method": "profile likelihood"
+                    if profiled[i]
+                    else "fisher"
+                    if "tie_parameter" in extra
+                    else (method.interval if view == "raw" else method.style_interval),
+                    "rank_best": int(ranks.best[i]),
+                    "rank_worst": int(ranks.worst[i]),
+                }
+            )
         rows.append(row)
     pairwise = _pairwise(cells, method, shown, competitor_ids, differences, components)
     return Board(rows=rows, pairwise=pairwise, extra=extra)
@@ -270,8 +312,9 @@ def _check_ids(votes: VoteArrays, competitor_ids: NDArray[np.int64]) -> None:
             raise ValueError("a vote names a competitor that is not in competitor_ids")
 
 
-def _rank_ranges_by_component(lower: NDArray[np.float64], upper: NDArray[np.float64], shown: NDArray[np.bool_],
-                              components: NDArray[np.int64]) -> est.RankRanges:
+def _rank_ranges_by_component(
+    lower: NDArray[np.float64], upper: NDArray[np.float64], shown: NDArray[np.bool_], components: NDArray[np.int64]
+) -> est.RankRanges:
     """Rank ranges within each connected group of the comparison graph: scores of competitors that
     were never (even indirectly) compared say nothing about their order."""
     best = np.zeros(shown.shape[0], dtype=np.int64)
@@ -283,21 +326,27 @@ def _rank_ranges_by_component(lower: NDArray[np.float64], upper: NDArray[np.floa
     return est.RankRanges(best=best, worst=worst, shown=shown)
 
 
-def _row_counts(i: int, competitor_ids: NDArray[np.int64], labels: dict[int, str], counts: dict[str, NDArray],
-               method: Method) -> dict[str, Any]:
+def _row_counts(
+    i: int, competitor_ids: NDArray[np.int64], labels: dict[int, str], counts: dict[str, NDArray], method: Method
+) -> dict[str, Any]:
     """Votes, wins, ties and rates of one competitor. Win rate counts ties as half; under the "drop"
     rule both-bad battles are left out of it, under "tie" they count as ties."""
     votes = float(counts["votes"][i])
     ties = counts["ties"][i] + (counts["both_bad"][i] if method.both_bad == "tie" else 0)
     decided = votes - (counts["both_bad"][i] if method.both_bad == "drop" else 0)
     return {
-        "competitor_id": int(competitor_ids[i]), "label": labels.get(int(competitor_ids[i]), ""),
-        "votes": int(votes), "counted": int(decided), "wins": int(counts["wins"][i]), "ties": int(counts["ties"][i]),
+        "competitor_id": int(competitor_ids[i]),
+        "label": labels.get(int(competitor_ids[i]), ""),
+        "votes": int(votes),
+        "counted": int(decided),
+        "wins": int(counts["wins"][i]),
+        "ties": int(counts["ties"][i]),
         "both_bad": int(counts["both_bad"][i]),
         "win_rate": round(float((counts["wins"][i] + 0.5 * ties) / decided), 4) if decided else None,
         "tie_rate": round(float(counts["ties"][i] / votes), 4) if votes else None,
         "both_bad_rate": round(float(counts["both_bad"][i] / votes), 4) if votes else None,
-        "hidden": True, "component": -1,
+        "hidden": True,
+        "component": -1,
     }
 
 
@@ -310,8 +359,16 @@ def _anchor(method: Method, competitor_ids: NDArray[np.int64]) -> int | None:
     return position
 
 
-def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n: int, method: Method,
-               competitor_ids: NDArray[np.int64], cells: est.Cells, shown: NDArray[np.bool_]) -> dict[str, Any]:
+def _style_fit(
+    votes: VoteArrays,
+    a: NDArray[np.int64],
+    b: NDArray[np.int64],
+    n: int,
+    method: Method,
+    competitor_ids: NDArray[np.int64],
+    cells: est.Cells,
+    shown: NDArray[np.bool_],
+) -> dict[str, Any]:
     """The style-controlled view, or the reason it is withheld.
 
     Identifiability first (``style_checks``): aliased or collinear features are dropped and named; with
@@ -321,9 +378,17 @@ def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n:
     features); a competitor needing the profile gets at least the width of its raw profile interval."""
     cluster = method.style_interval == "cluster_bootstrap"
     reference = _anchor(method, competitor_ids)
-    full = est.style_design(a, b, votes.outcome, votes.style_left, votes.style_right, n_competitors=n,
-                            both_bad=method.both_bad, cluster=votes.prompt if cluster else None,
-                            feature_names=STYLE_FEATURES)
+    full = est.style_design(
+        a,
+        b,
+        votes.outcome,
+        votes.style_left,
+        votes.style_right,
+        n_competitors=n,
+        both_bad=method.both_bad,
+        cluster=votes.prompt if cluster else None,
+        feature_names=STYLE_FEATURES,
+    )
     checks = est.style_checks(full)
     report: dict[str, Any] = {
         "kept": [full.features.names[k] for k in checks.kept],
@@ -340,19 +405,29 @@ def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n:
     fit = est.fit_style(design, reference=reference, centre=raw.bounds.centre)
     report.update({"converged": fit.converged, "separated": fit.separated, "iterations": fit.iterations})
     if fit.separated or not fit.converged:
-        out["withheld"] = ("a style gap predicts the winner (almost) perfectly, so the style coefficients have no "
-                           "finite estimate" if fit.separated else "the style-controlled fit did not converge")
+        out["withheld"] = (
+            "a style gap predicts the winner (almost) perfectly, so the style coefficients have no finite estimate"
+            if fit.separated
+            else "the style-controlled fit did not converge"
+        )
         return out
     sandwich = est.style_sandwich_intervals(design, fit, confidence=method.confidence)
     intervals = sandwich
     lower, upper = sandwich.scores.lower, sandwich.scores.upper
     if method.style_interval != "sandwich":
-        intervals = est.style_bootstrap_intervals(design, fit, rounds=method.rounds, confidence=method.confidence,
-                                                  scheme="cluster" if cluster else "multinomial", seed=method.seed)
+        intervals = est.style_bootstrap_intervals(
+            design,
+            fit,
+            rounds=method.rounds,
+            confidence=method.confidence,
+            scheme="cluster" if cluster else "multinomial",
+            seed=method.seed,
+        )
         lower, upper = intervals.scores.lower, intervals.scores.upper
     raw_base = est.sandwich_intervals(cells, raw, confidence=method.confidence)
-    raw_iv = est.boundary_intervals(cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence,
-                                    only=shown)
+    raw_iv = est.boundary_intervals(
+        cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence, only=shown
+    )
     need = raw.bounds.needs_profile & shown
     with np.errstate(invalid="ignore"):
         lower = np.where(need, np.minimum(lower, fit.scores - (raw.scores - raw_iv.lower)), lower)
@@ -365,21 +440,30 @@ def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n:
     if np.any((upper - lower)[not_anchor] < ZERO_WIDTH):
         out["withheld"] = "the style-controlled fit is not identified here (an interval of zero width)"
         return out
-    out.update({
-        "scores": fit.scores, "lower": lower, "upper": upper, "profiled": need,
-        "components": fit.components,
-        "coefficients": [
-            {"feature": name, "coef": round(float(fit.coef[k]), 4), "lower": round(float(intervals.coef_lower[k]), 4),
-             "upper": round(float(intervals.coef_upper[k]), 4)}
-            for k, name in enumerate(fit.feature_names)
-        ],
-        "normalisation": {
-            "rule": "per feature: (left - right) / (left + right), 0 when both are 0, divided by its standard "
-                    "deviation over the battles; not centred",
-            "mean": [round(float(v), 6) for v in fit.feature_mean],
-            "std": [round(float(v), 6) for v in fit.feature_std],
-        },
-    })
+    out.update(
+        {
+            "scores": fit.scores,
+            "lower": lower,
+            "upper": upper,
+            "profiled": need,
+            "components": fit.components,
+            "coefficients": [
+                {
+                    "feature": name,
+                    "coef": round(float(fit.coef[k]), 4),
+                    "lower": round(float(intervals.coef_lower[k]), 4),
+                    "upper": round(float(intervals.coef_upper[k]), 4),
+                }
+                for k, name in enumerate(fit.feature_names)
+            ],
+            "normalisation": {
+                "rule": "per feature: (left - right) / (left + right), 0 when both are 0, divided by its standard "
+                "deviation over the battles; not centred",
+                "mean": [round(float(v), 6) for v in fit.feature_mean],
+                "std": [round(float(v), 6) for v in fit.feature_std],
+            },
+        }
+    )
     return out
 
 
@@ -388,16 +472,28 @@ def _style_fit(votes: VoteArrays, a: NDArray[np.int64], b: NDArray[np.int64], n:
 ZERO_WIDTH = 0.01
 
 
-def elo_compute(votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str],
-                method: Method) -> list[dict[str, Any]]:
+def elo_compute(
+    votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str], method: Method
+) -> list[dict[str, Any]]:
     """The live view: online Elo in log order, with its two warning flags; both-bad follows the
     snapshot's rule (a tie, or skipped)."""
     a, b = dense_index(votes, competitor_ids)
-    result = est.online_elo(a, b, votes.outcome, n_competitors=int(competitor_ids.shape[0]),
-                            both_bad="skip" if method.both_bad == "drop" else "tie")
-    rows = [{
-        "competitor_id": int(cid), "label": labels.get(int(cid), ""), "rating": round(float(result.ratings[i]), 1),
-        "comparisons": int(result.comparisons[i]), "few_comparisons": bool(result.few_comparisons[i]),
-        "unstable": bool(result.unstable[i]),
-    } for i, cid in enumerate(competitor_ids)]
+    result = est.online_elo(
+        a,
+        b,
+        votes.outcome,
+        n_competitors=int(competitor_ids.shape[0]),
+        both_bad="skip" if method.both_bad == "drop" else "tie",
+    )
+    rows = [
+        {
+            "competitor_id": int(cid),
+            "label": labels.get(int(cid), ""),
+            "rating": round(float(result.ratings[i]), 1),
+            "comparisons": int(result.comparisons[i]),
+            "few_comparisons": bool(result.few_comparisons[i]),
+            "unstable": bool(result.unstable[i]),
+        }
+        for i, cid in enumerate(competitor_ids)
+    ]
     return sorted(rows, key=lambda r: -r["rating"])

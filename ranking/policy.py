@@ -42,8 +42,6 @@ class VoteArrays:
         return VoteArrays(**fields)
 
 
-
-
 def cumcount(groups: NDArray[np.int64]) -> NDArray[np.int64]:
     """0 for a group's first vote, 1 for its second, ... in log order."""
     if groups.size == 0:
@@ -75,8 +73,9 @@ class ExclusionPolicy:
         return {name: self._count(rules, votes.category == code)[1] for code, name in enumerate(votes.categories)}
 
     @staticmethod
-    def _count(rules: dict[str, NDArray[np.bool_]], within: NDArray[np.bool_]) -> tuple[
-            NDArray[np.bool_], dict[str, int]]:
+    def _count(
+        rules: dict[str, NDArray[np.bool_]], within: NDArray[np.bool_]
+    ) -> tuple[NDArray[np.bool_], dict[str, int]]:
         excluded = np.zeros(within.shape[0], dtype=bool)
         for hits in rules.values():
             excluded |= hits
@@ -89,9 +88,11 @@ class ExclusionPolicy:
         return {
             "too_fast": votes.decision_ms < self.min_decision_ms,
             "identity_leak": votes.identity if self.exclude_identity_leaks else np.zeros(len(votes), dtype=bool),
-            "over_prompt_cap": (cumcount(votes.prompt) >= self.prompt_hash_cap) if self.prompt_hash_cap is not None
+            "over_prompt_cap": (cumcount(votes.prompt) >= self.prompt_hash_cap)
+            if self.prompt_hash_cap is not None
             else np.zeros(len(votes), dtype=bool),
-            "over_rater_cap": (cumcount(votes.rater) >= self.rater_vote_cap) if self.rater_vote_cap is not None
+            "over_rater_cap": (cumcount(votes.rater) >= self.rater_vote_cap)
+            if self.rater_vote_cap is not None
             else np.zeros(len(votes), dtype=bool),
             "flagged_rater": np.isin(votes.rater, np.asarray(self.flagged_raters, dtype=np.int64)),
         }

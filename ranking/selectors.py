@@ -20,11 +20,14 @@ _OUTCOME_SQL = "CASE choice WHEN 'left' THEN 0 WHEN 'right' THEN 1 WHEN 'tie' TH
 
 def _vote_sql(vendor: str) -> str:
     if vendor == "postgresql":
+
         def style(side: str, key: str) -> str:
             return f"COALESCE(({side}_style->>'{key}')::int, 0)"
     else:
+
         def style(side: str, key: str) -> str:
             return f"COALESCE(json_extract({side}_style, '$.{key}'), 0)"
+
     styles = ", ".join(style(side, key) for side in ("left", "right") for key in STYLE_FEATURES)
     identity = "CASE WHEN prompt_asks_identity OR answer_names_model THEN 1 ELSE 0 END"
     return (
@@ -53,8 +56,9 @@ def _frame(campaign_id: int) -> pd.DataFrame:
             buffer.seek(0)
             if buffer.getbuffer().nbytes == 0:
                 return pd.DataFrame(columns=_COLUMNS)
-            return pd.read_csv(buffer, header=None, names=_COLUMNS,
-                               dtype={"prompt_hash": str, "category": str}, keep_default_na=False)
+            return pd.read_csv(
+                buffer, header=None, names=_COLUMNS, dtype={"prompt_hash": str, "category": str}, keep_default_na=False
+            )
         cursor.execute(sql, [campaign_id])
         return pd.DataFrame.from_records(cursor.fetchall(), columns=_COLUMNS)
 
@@ -63,13 +67,19 @@ def vote_arrays(*, campaign_id: int) -> VoteArrays:
     frame = _frame(campaign_id)
     prompt_codes, _ = pd.factorize(frame["prompt_hash"].astype(str), sort=False)
     category_codes, categories = pd.factorize(frame["category"].astype(str), sort=True)
+
     def ints(name: str) -> np.ndarray:
         return frame[name].to_numpy(dtype=np.int64)
 
     return VoteArrays(
-        vote_id=ints("id"), left=ints("left"), right=ints("right"), outcome=ints("outcome"),
-        decision_ms=ints("decision_ms"), rater=ints("rater"),
-        prompt=prompt_codes.astype(np.int64), category=category_codes.astype(np.int64),
+        vote_id=ints("id"),
+        left=ints("left"),
+        right=ints("right"),
+        outcome=ints("outcome"),
+        decision_ms=ints("decision_ms"),
+        rater=ints("rater"),
+        prompt=prompt_codes.astype(np.int64),
+        category=category_codes.astype(np.int64),
         categories=tuple(str(c) for c in categories),
         identity=frame["identity"].to_numpy(dtype=np.int64).astype(bool),
         style_left=frame[[f"left_{k}" for k in STYLE_FEATURES]].to_numpy(dtype=np.float64),
@@ -90,9 +100,7 @@ def exclusion_policy_for(campaign: Campaign) -> ExclusionPolicy:
 
 def snapshot_latest(*, campaign: Campaign, category: str = "", view: str = "raw") -> LeaderboardSnapshot | None:
     return (
-        LeaderboardSnapshot.objects.filter(campaign=campaign, category=category, view=view)
-        .order_by("-version")
-        .first()
+        LeaderboardSnapshot.objects.filter(campaign=campaign, category=category, view=view).order_by("-version").first()
     )
 
 
@@ -115,9 +123,12 @@ def current_intervals(campaign_id: int) -> dict[int, tuple[float, float]]:
     placed yet (and get the boost that connects them). A competitor with an open interval side (a
     one-sided record: the votes bound it on one side only) is not placed yet either. Active
     sampling's source (``battles.hooks``)."""
-    rows = (LeaderboardSnapshot.objects.filter(campaign_id=campaign_id, category="",
-                                               view=LeaderboardSnapshot.View.RAW)
-            .order_by("-version").values_list("rows", flat=True).first())
+    rows = (
+        LeaderboardSnapshot.objects.filter(campaign_id=campaign_id, category="", view=LeaderboardSnapshot.View.RAW)
+        .order_by("-version")
+        .values_list("rows", flat=True)
+        .first()
+    )
     shown = [row for row in rows or [] if not row["hidden"] and row["lower"] is not None and row["upper"] is not None]
     if not shown:
         return {}
@@ -130,5 +141,9 @@ def current_intervals(campaign_id: int) -> dict[int, tuple[float, float]]:
 
 def campaigns_voted_in(*, organization_id: int, rater_id: int) -> list[int]:
     """Ids of the organisation's campaigns in which the rater has votes."""
-    return list(Vote.objects.filter(organization_id=organization_id, rater_id=rater_id)
-                .values_list("campaign_id", flat=True).distinct().order_by("campaign_id"))
+    return list(
+        Vote.objects.filter(organization_id=organization_id, rater_id=rater_id)
+        .values_list("campaign_id", flat=True)
+        .distinct()
+        .order_by("campaign_id")
+    )

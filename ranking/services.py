@@ -70,31 +70,55 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
             extra = dict(board.extra)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
                 extra["elo"] = elo_compute(kept, competitor_ids, labels, method)
-            drafts.append(LeaderboardSnapshot(
-                organization_id=campaign.organization_id, campaign=campaign, category=category, view=view,
-                last_vote_id=last_vote_id, votes_total=total,
-                votes_used=len(subset), method=method.as_dict(view=view), policy=policy.as_dict(),
-                excluded=excluded_in[category] if category else excluded,
-                rows=board.rows, pairwise=board.pairwise, extra=extra,
-                compute_seconds=round(time.perf_counter() - t0, 4),
-            ))
+            drafts.append(
+                LeaderboardSnapshot(
+                    organization_id=campaign.organization_id,
+                    campaign=campaign,
+                    category=category,
+                    view=view,
+                    last_vote_id=last_vote_id,
+                    votes_total=total,
+                    votes_used=len(subset),
+                    method=method.as_dict(view=view),
+                    policy=policy.as_dict(),
+                    excluded=excluded_in[category] if category else excluded,
+                    rows=board.rows,
+                    pairwise=board.pairwise,
+                    extra=extra,
+                    compute_seconds=round(time.perf_counter() - t0, 4),
+                )
+            )
     with transaction.atomic():
         # The campaign row lock orders concurrent recomputes; versions never collide or interleave.
         Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
-        newest = (LeaderboardSnapshot.objects.filter(campaign=campaign, category="")
-                  .order_by("-version").values_list("last_vote_id", "votes_total").first())
+        newest = (
+            LeaderboardSnapshot.objects.filter(campaign=campaign, category="")
+            .order_by("-version")
+            .values_list("last_vote_id", "votes_total")
+            .first()
+        )
         if newest is not None and tuple(newest) > (last_vote_id, len(votes)):
             # A recompute that read the log later committed first: this one is out of date. (The count
             # catches a vote with a lower id that committed after this recompute read the log.)
-            logger.info("campaign %s: recompute over %s votes up to id %s dropped; a newer one exists",
-                        campaign.pk, len(votes), last_vote_id)
+            logger.info(
+                "campaign %s: recompute over %s votes up to id %s dropped; a newer one exists",
+                campaign.pk,
+                len(votes),
+                last_vote_id,
+            )
             return []
         version = (LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("version"))["v"] or 0) + 1
         for draft in drafts:
             draft.version = version
         snapshots = LeaderboardSnapshot.objects.bulk_create(drafts)
-    logger.info("campaign %s: leaderboards v%s from %s votes (%s kept) in %.2f s", campaign.pk, version,
-                len(votes), len(kept), time.perf_counter() - started)
+    logger.info(
+        "campaign %s: leaderboards v%s from %s votes (%s kept) in %.2f s",
+        campaign.pk,
+        version,
+        len(votes),
+        len(kept),
+        time.perf_counter() - started,
+    )
     return snapshots
 
 

@@ -7,6 +7,9 @@ app_name = "ranking"
 urlpatterns = [
     path("leaderboard/<int:campaign_id>/", views.leaderboard, name="leaderboard"),
     path("leaderboard/<int:campaign_id>/v/<int:version>/", views.leaderboard_version, name="leaderboard-version"),
-    path("leaderboard/<int:campaign_id>/v/<int:version>/snapshot.<str:fmt>", views.leaderboard_download,
-         name="leaderboard-download"),
+    path(
+        "leaderboard/<int:campaign_id>/v/<int:version>/snapshot.<str:fmt>",
+        views.leaderboard_download,
+        name="leaderboard-download",
+    ),
 ]

@@ -49,7 +49,7 @@ LEGEND_STOPS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def interval_text(row: dict[str, Any]) -> str:
-    """"1250 – 1310", or with an open side "≥ 1350" / "≤ 850" (the votes do not bound the other side)."""
+    """ "1250 – 1310", or with an open side "≥ 1350" / "≤ 850" (the votes do not bound the other side)."""
     lower, upper = row.get("lower"), row.get("upper")
     if lower is None and upper is None:
         return "unbounded"
@@ -90,8 +90,9 @@ def _campaign(request: AuthenticatedHttpRequest, campaign_id: int) -> Campaign:
 
 
 def _snapshot_version(campaign: Campaign, category: str, view: str, version: int) -> LeaderboardSnapshot:
-    snapshot = selectors.snapshot_history(campaign=campaign, category=category, view=view).filter(
-        version=version).first()
+    snapshot = (
+        selectors.snapshot_history(campaign=campaign, category=category, view=view).filter(version=version).first()
+    )
     if snapshot is None:
         raise Http404("No such snapshot version.")
     return snapshot
@@ -112,31 +113,59 @@ def leaderboard_version(request: AuthenticatedHttpRequest, campaign_id: int, ver
     """The permalink of one stored version: the page as it was computed then."""
     campaign = _campaign(request, campaign_id)
     category, view = _selection(request)
-    return _render(request, campaign, category, view, _snapshot_version(campaign, category, view, version),
-                   permalinked=True)
+    return _render(
+        request, campaign, category, view, _snapshot_version(campaign, category, view, version), permalinked=True
+    )
 
 
 def snapshot_payload(snapshot: LeaderboardSnapshot) -> dict[str, Any]:
     """The stored snapshot as the JSON download (and the API) give it."""
     return {
-        "campaign": snapshot.campaign_id, "category": snapshot.category, "view": snapshot.view,
-        "version": snapshot.version, "created_at": snapshot.created_at.isoformat(),
-        "last_vote_id": snapshot.last_vote_id, "votes_total": snapshot.votes_total,
-        "votes_used": snapshot.votes_used, "method": snapshot.method, "policy": snapshot.policy,
-        "excluded": snapshot.excluded, "rows": snapshot.rows, "pairwise": snapshot.pairwise,
-        "extra": snapshot.extra, "compute_seconds": snapshot.compute_seconds,
+        "campaign": snapshot.campaign_id,
+        "category": snapshot.category,
+        "view": snapshot.view,
+        "version": snapshot.version,
+        "created_at": snapshot.created_at.isoformat(),
+        "last_vote_id": snapshot.last_vote_id,
+        "votes_total": snapshot.votes_total,
+        "votes_used": snapshot.votes_used,
+        "method": snapshot.method,
+        "policy": snapshot.policy,
+        "excluded": snapshot.excluded,
+        "rows": snapshot.rows,
+        "pairwise": snapshot.pairwise,
+        "extra": snapshot.extra,
+        "compute_seconds": snapshot.compute_seconds,
     }
 
 
-CSV_COLUMNS = ("rank_best", "rank_worst", "competitor_id", "label", "score", "lower", "upper", "lower_open",
-               "upper_open", "interval_method", "votes", "counted", "wins", "ties", "both_bad", "win_rate",
-               "tie_rate", "both_bad_rate", "component", "hidden")
+CSV_COLUMNS = (
+    "rank_best",
+    "rank_worst",
+    "competitor_id",
+    "label",
+    "score",
+    "lower",
+    "upper",
+    "lower_open",
+    "upper_open",
+    "interval_method",
+    "votes",
+    "counted",
+    "wins",
+    "ties",
+    "both_bad",
+    "win_rate",
+    "tie_rate",
+    "both_bad_rate",
+    "component",
+    "hidden",
+)
 
 
 @require_GET
 @login_required
-def leaderboard_download(request: AuthenticatedHttpRequest, campaign_id: int, version: int,
-                         fmt: str) -> HttpResponse:
+def leaderboard_download(request: AuthenticatedHttpRequest, campaign_id: int, version: int, fmt: str) -> HttpResponse:
     """One version as ``snapshot.json`` (everything stored) or ``snapshot.csv`` (one row per competitor;
     an open interval side is an empty cell with ``*_open`` true)."""
     campaign = _campaign(request, campaign_id)
@@ -158,15 +187,27 @@ def leaderboard_download(request: AuthenticatedHttpRequest, campaign_id: int, ve
     return response
 
 
-def _render(request: AuthenticatedHttpRequest, campaign: Campaign, category: str, view: str,
-            snapshot: LeaderboardSnapshot | None, *, permalinked: bool) -> HttpResponse:
+def _render(
+    request: AuthenticatedHttpRequest,
+    campaign: Campaign,
+    category: str,
+    view: str,
+    snapshot: LeaderboardSnapshot | None,
+    *,
+    permalinked: bool,
+) -> HttpResponse:
     other = selectors.snapshot_latest(
-        campaign=campaign, category=category,
+        campaign=campaign,
+        category=category,
         view=LeaderboardSnapshot.View.STYLE if view == LeaderboardSnapshot.View.RAW else LeaderboardSnapshot.View.RAW,
     )
     context: dict[str, Any] = {
-        "campaign": campaign, "snapshot": snapshot, "category": category, "view": view,
-        "categories": selectors.snapshot_categories(campaign=campaign), "views": LeaderboardSnapshot.View.choices,
+        "campaign": campaign,
+        "snapshot": snapshot,
+        "category": category,
+        "view": view,
+        "categories": selectors.snapshot_categories(campaign=campaign),
+        "views": LeaderboardSnapshot.View.choices,
         "permalinked": permalinked,
         "legend": [{"value": v, "colour": _heat(v)} for v in LEGEND_STOPS],
     }
@@ -181,8 +222,11 @@ def _render(request: AuthenticatedHttpRequest, campaign: Campaign, category: str
         rows = snapshot.rows
         lo, hi = _interval_geometry(rows)
         width = hi - lo
-        other_ranks = {r["competitor_id"]: (r["rank_best"], r["rank_worst"]) for r in (other.rows if other else [])
-                       if not r["hidden"]}
+        other_ranks = {
+            r["competitor_id"]: (r["rank_best"], r["rank_worst"])
+            for r in (other.rows if other else [])
+            if not r["hidden"]
+        }
         shown, hidden = [], []
         for row in rows:
             if row["hidden"]:
@@ -210,9 +254,11 @@ def _render(request: AuthenticatedHttpRequest, campaign: Campaign, category: str
                 rate = pairwise["win_rate"][i][j]
                 parts = []
                 if rate is not None:
-                    parts.append(f"{names.get(cid, cid)} vs {names.get(other_id, other_id)}: win rate {rate:.2f}, "
-                                 f"Wilson {pairwise['lower'][i][j]:.2f}–{pairwise['upper'][i][j]:.2f}, "
-                                 f"n={pairwise['n'][i][j]}")
+                    parts.append(
+                        f"{names.get(cid, cid)} vs {names.get(other_id, other_id)}: win rate {rate:.2f}, "
+                        f"Wilson {pairwise['lower'][i][j]:.2f}–{pairwise['upper'][i][j]:.2f}, "
+                        f"n={pairwise['n'][i][j]}"
+                    )
                     if pairwise.get("p_holm") and pairwise["p_holm"][i][j] is not None:
                         parts.append(f"Holm p={pairwise['p_holm'][i][j]:.3g}")
                     if sequential and sequential[i][j]:
@@ -223,11 +269,16 @@ def _render(request: AuthenticatedHttpRequest, campaign: Campaign, category: str
                         parts.append(f"score {text}")
                 cells.append({"rate": rate, "colour": _heat(rate), "tip": "; ".join(parts)})
             matrix.append({"label": names.get(cid, str(cid)), "cells": cells})
-        context.update({
-            "shown": shown, "hidden": hidden, "axis": (round(lo), round(hi)),
-            "matrix": matrix, "matrix_labels": [names.get(c, str(c)) for c in ids],
-            "rank_changes": [r for r in shown if r["other_rank"]],
-            "other_view_label": dict(LeaderboardSnapshot.View.choices)[other.view] if other else "",
-            "any_open": any(r.get("lower_open") or r.get("upper_open") for r in shown),
-        })
+        context.update(
+            {
+                "shown": shown,
+                "hidden": hidden,
+                "axis": (round(lo), round(hi)),
+                "matrix": matrix,
+                "matrix_labels": [names.get(c, str(c)) for c in ids],
+                "rank_changes": [r for r in shown if r["other_rank"]],
+                "other_view_label": dict(LeaderboardSnapshot.View.choices)[other.view] if other else "",
+                "any_open": any(r.get("lower_open") or r.get("upper_open") for r in shown),
+            }
+        )
     return render(request, "ranking/leaderboard.html", context)

@@ -69,9 +69,9 @@ class TenantInlineMixin(TenantScopedChoices):
         if not user_manages_anything(request.user):
             return False
         organization = _organization_of(obj)
-        return organization is None or request.user.is_superuser or self._orgs(request).filter(
-            pk=organization.pk
-        ).exists()
+        return (
+            organization is None or request.user.is_superuser or self._orgs(request).filter(pk=organization.pk).exists()
+        )
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._may_manage(request, obj)
@@ -159,8 +159,13 @@ class TenantAdmin(TenantScopedChoices, admin.ModelAdmin):
             return form
         return type(form.__name__, (_RefusedForm, form), {"refusal": refusal})
 
-    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
-                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
         except DomainError as exc:
@@ -169,8 +174,9 @@ class TenantAdmin(TenantScopedChoices, admin.ModelAdmin):
             request._arena_refusal = exc  # type: ignore[attr-defined]
             return super().changeform_view(request, object_id, form_url, extra_context)
 
-    def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
-                    ) -> HttpResponse:
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         try:
             return super().delete_view(request, object_id, extra_context)
         except DomainError as exc:
@@ -280,15 +286,17 @@ class MembershipAdmin(TenantAdmin):
         if obj is None:
             return True
         try:
-            services.membership_change_check(organization=obj.organization, user=obj.user, role=None,
-                                             actor=admin_user(request))
+            services.membership_change_check(
+                organization=obj.organization, user=obj.user, role=None, actor=admin_user(request)
+            )
         except DomainError:
             return False
         return True
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
-        membership = services.membership_set(organization=obj.organization, user=obj.user, role=obj.role,
-                                             actor=admin_user(request))
+        membership = services.membership_set(
+            organization=obj.organization, user=obj.user, role=obj.role, actor=admin_user(request)
+        )
         obj.pk = membership.pk
         obj.refresh_from_db()
 
@@ -313,8 +321,12 @@ class RaterPoolAdmin(TenantAdmin):
 
     def save_model(self, request: HttpRequest, obj: RaterPool, form: Any, change: bool) -> None:
         # Members only of the pool's organisation: the service's rule, shown on the members field.
-        services.pool_save(pool=obj, members=form.cleaned_data.get("members"), actor=admin_user(request),
-                           changed=list(form.changed_data))
+        services.pool_save(
+            pool=obj,
+            members=form.cleaned_data.get("members"),
+            actor=admin_user(request),
+            changed=list(form.changed_data),
+        )
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         # Not ``form.save_m2m()``: the members were written (and audited) by ``pool_save``.
@@ -325,8 +337,10 @@ class RaterPoolAdmin(TenantAdmin):
     def create_invitation(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[RaterPool]) -> None:
         for pool in queryset:
             invitation = services.invitation_create(pool=pool, actor=request.user, max_uses=50)
-            messages.success(request, f"Invitation link for {pool.name}: "
-                                      f"{request.build_absolute_uri(invitation.path)} (50 uses, 14 days)")
+            messages.success(
+                request,
+                f"Invitation link for {pool.name}: {request.build_absolute_uri(invitation.path)} (50 uses, 14 days)",
+            )
 
 
 @admin.register(Invitation)
@@ -343,8 +357,9 @@ class InvitationAdmin(TenantAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        invitation = services.invitation_create(pool=obj.pool, actor=admin_user(request), email=obj.email,
-                                                max_uses=obj.max_uses, expires_at=obj.expires_at)
+        invitation = services.invitation_create(
+            pool=obj.pool, actor=admin_user(request), email=obj.email, max_uses=obj.max_uses, expires_at=obj.expires_at
+        )
         obj.pk = invitation.pk
         obj.refresh_from_db()
 
@@ -366,12 +381,14 @@ class ApiKeyAdmin(TenantAdmin):
         return obj is None and super().has_change_permission(request, obj)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
-        api_key, key = services.api_key_create(organization=obj.organization, name=obj.name, scope=obj.scope,
-                                               actor=request.user)
+        api_key, key = services.api_key_create(
+            organization=obj.organization, name=obj.name, scope=obj.scope, actor=request.user
+        )
         obj.pk = api_key.pk
         obj.refresh_from_db()
-        messages.warning(request, f"API key for {api_key.name}: {key} — copy it now; it is not stored and will not "
-                                  "be shown again.")
+        messages.warning(
+            request, f"API key for {api_key.name}: {key} — copy it now; it is not stored and will not be shown again."
+        )
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[ApiKey]) -> None:
@@ -393,8 +410,9 @@ class RaterFlagAdmin(TenantAdmin):
         return actions
 
     def save_model(self, request: HttpRequest, obj: RaterFlag, form: Any, change: bool) -> None:
-        flag = services.rater_flag_create(organization=obj.organization, rater=obj.rater, reason=obj.reason,
-                                          actor=admin_user(request))
+        flag = services.rater_flag_create(
+            organization=obj.organization, rater=obj.rater, reason=obj.reason, actor=admin_user(request)
+        )
         obj.pk, obj.created_at = flag.pk, flag.created_at
 
     def delete_model(self, request: HttpRequest, obj: RaterFlag) -> None:

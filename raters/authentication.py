@@ -33,7 +33,7 @@ def _header_key(request: HttpRequest) -> str | None:
     header = authentication.get_authorization_header(request).decode("latin-1")
     if not header.startswith(KEYWORD + " "):
         return None
-    return header[len(KEYWORD) + 1:].strip()
+    return header[len(KEYWORD) + 1 :].strip()
 
 
 def api_key_for_request(request: HttpRequest) -> ApiKey | None:

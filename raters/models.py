@@ -216,9 +216,11 @@ class RaterFlag(models.Model):
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 
-        if self.organization_id is not None and self.rater_id is not None and not Membership.objects.filter(
-            organization_id=self.organization_id, user_id=self.rater_id
-        ).exists():
+        if (
+            self.organization_id is not None
+            and self.rater_id is not None
+            and not Membership.objects.filter(organization_id=self.organization_id, user_id=self.rater_id).exists()
+        ):
             raise ValidationError({"rater": "Only a member of the organisation can be flagged in it."})
 
 

@@ -30,9 +30,7 @@ def organizations_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organiza
 def user_manages_anything(user: User | AnonymousUser) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
-    return user.is_superuser or Membership.objects.filter(
-        user=user, role__in=MANAGING_ROLES
-    ).exists()
+    return user.is_superuser or Membership.objects.filter(user=user, role__in=MANAGING_ROLES).exists()
 
 
 def invitation_by_token(token: str) -> Invitation | None:

@@ -34,7 +34,11 @@ class InvitationError(Invalid):
 
 
 def audit_record(
-    *, organization: Organization, actor: User | AnonymousUser | None, action: AuditAction, obj: models.Model,
+    *,
+    organization: Organization,
+    actor: User | AnonymousUser | None,
+    action: AuditAction,
+    obj: models.Model,
     data: dict[str, Any] | None = None,
 ) -> AuditEvent:
     """One audit row; call it inside the transaction of the change it records."""
@@ -63,9 +67,9 @@ def _may_grant_managing_roles(actor: User | AnonymousUser | None, organization: 
         return True
     if not actor.is_authenticated:
         return False
-    return actor.is_superuser or Membership.objects.filter(
-        user=actor, organization=organization, role=Role.OWNER
-    ).exists()
+    return (
+        actor.is_superuser or Membership.objects.filter(user=actor, organization=organization, role=Role.OWNER).exists()
+    )
 
 
 def membership_change_check(
@@ -83,9 +87,10 @@ def membership_change_check(
         return
     if (current in MANAGING_ROLES or role in MANAGING_ROLES) and not _may_grant_managing_roles(actor, organization):
         raise PermissionDenied("Only an owner of the organisation can grant or revoke the owner and manager roles.")
-    if current == Role.OWNER and not Membership.objects.filter(
-        organization=organization, role=Role.OWNER
-    ).exclude(user=user).exists():
+    if (
+        current == Role.OWNER
+        and not Membership.objects.filter(organization=organization, role=Role.OWNER).exclude(user=user).exists()
+    ):
         raise Conflict(f"{user} is the last owner of {organization}: make someone else an owner first.")
 
 
@@ -105,8 +110,10 @@ def membership_set(
         user=user, organization=organization, defaults={"role": role}
     )
     audit_record(
-        organization=organization, actor=actor,
-        action=AuditAction.MEMBERSHIP_CREATED if created else AuditAction.MEMBERSHIP_CHANGED, obj=membership,
+        organization=organization,
+        actor=actor,
+        action=AuditAction.MEMBERSHIP_CREATED if created else AuditAction.MEMBERSHIP_CHANGED,
+        obj=membership,
         data={"user": user.pk, "role": role, "previous_role": previous},
     )
     return membership
@@ -124,15 +131,21 @@ def membership_remove(*, organization: Organization, user: User, actor: User | A
     pools = list(RaterPool.objects.filter(organization=organization, members=user).values_list("pk", flat=True))
     for pool in RaterPool.objects.filter(pk__in=pools):
         pool.members.remove(user)
-    audit_record(organization=organization, actor=actor, action=AuditAction.MEMBERSHIP_REMOVED, obj=membership,
-                 data={"user": user.pk, "role": membership.role, "pools": pools})
+    audit_record(
+        organization=organization,
+        actor=actor,
+        action=AuditAction.MEMBERSHIP_REMOVED,
+        obj=membership,
+        data={"user": user.pk, "role": membership.role, "pools": pools},
+    )
     membership.delete()
 
 
 def _not_members(*, organization: Organization, users: Iterable[User]) -> list[User]:
     users = list(users)
-    member_ids = set(Membership.objects.filter(organization=organization, user__in=users)
-                     .values_list("user_id", flat=True))
+    member_ids = set(
+        Membership.objects.filter(organization=organization, user__in=users).values_list("user_id", flat=True)
+    )
     return [user for user in users if user.pk not in member_ids]
 
 
@@ -142,8 +155,9 @@ def _pool_members_check(*, pool: RaterPool, users: Iterable[User]) -> None:
     outsiders = _not_members(organization=pool.organization, users=users)
     if outsiders:
         names = ", ".join(str(user) for user in outsiders)
-        message = (f"Not members of {pool.organization}: {names}. "
-                   "Invite them to the pool with an invitation link instead.")
+        message = (
+            f"Not members of {pool.organization}: {names}. Invite them to the pool with an invitation link instead."
+        )
         raise Invalid(message, field_errors={"members": message})
 
 
@@ -151,20 +165,31 @@ def _pool_members_check(*, pool: RaterPool, users: Iterable[User]) -> None:
 def pool_member_add(*, pool: RaterPool, user: User, actor: User | AnonymousUser | None) -> None:
     _pool_members_check(pool=pool, users=[user])
     pool.members.add(user)
-    audit_record(organization=pool.organization, actor=actor, action=AuditAction.POOL_MEMBER_ADDED, obj=pool,
-                 data={"user": user.pk})
+    audit_record(
+        organization=pool.organization,
+        actor=actor,
+        action=AuditAction.POOL_MEMBER_ADDED,
+        obj=pool,
+        data={"user": user.pk},
+    )
 
 
 @transaction.atomic
 def pool_member_remove(*, pool: RaterPool, user: User, actor: User | AnonymousUser | None) -> None:
     pool.members.remove(user)
-    audit_record(organization=pool.organization, actor=actor, action=AuditAction.POOL_MEMBER_REMOVED, obj=pool,
-                 data={"user": user.pk})
+    audit_record(
+        organization=pool.organization,
+        actor=actor,
+        action=AuditAction.POOL_MEMBER_REMOVED,
+        obj=pool,
+        data={"user": user.pk},
+    )
 
 
 @transaction.atomic
-def pool_save(*, pool: RaterPool, members: Iterable[User] | None, actor: User | AnonymousUser | None,
-              changed: list[str]) -> RaterPool:
+def pool_save(
+    *, pool: RaterPool, members: Iterable[User] | None, actor: User | AnonymousUser | None, changed: list[str]
+) -> RaterPool:
     """Create or change a pool and, when ``members`` is given, make them its members: each one added
     or removed is audited, and everyone must already belong to the pool's organisation."""
     tenant_row_save(obj=pool, actor=actor, changed=changed)
@@ -181,20 +206,32 @@ def pool_save(*, pool: RaterPool, members: Iterable[User] | None, actor: User | 
 
 @transaction.atomic
 def invitation_create(
-    *, pool: RaterPool, actor: User | AnonymousUser | None, email: str = "", max_uses: int = 1,
+    *,
+    pool: RaterPool,
+    actor: User | AnonymousUser | None,
+    email: str = "",
+    max_uses: int = 1,
     expires_at: datetime | None = None,
 ) -> Invitation:
     """An invitation link to ``pool``; its organisation is the pool's."""
     invitation = Invitation(
-        organization=pool.organization, pool=pool, email=email, max_uses=max_uses,
+        organization=pool.organization,
+        pool=pool,
+        email=email,
+        max_uses=max_uses,
         created_by=actor if actor is not None and actor.is_authenticated else None,
     )
     if expires_at is not None:
         invitation.expires_at = expires_at
     _full_clean(invitation)
     invitation.save()
-    audit_record(organization=pool.organization, actor=actor, action=AuditAction.INVITATION_CREATED,
-                 obj=invitation, data={"pool": pool.pk, "email": email, "max_uses": max_uses})
+    audit_record(
+        organization=pool.organization,
+        actor=actor,
+        action=AuditAction.INVITATION_CREATED,
+        obj=invitation,
+        data={"pool": pool.pk, "email": email, "max_uses": max_uses},
+    )
     return invitation
 
 
@@ -218,11 +255,17 @@ def invitation_accept(*, token: str, user: User) -> RaterPool:
     if not claimed:
         raise InvitationError("This invitation link has already been used.")
     # Accepting is how a newcomer joins the organisation (as a rater) and the pool at once.
-    membership, created = Membership.objects.get_or_create(user=user, organization=pool.organization,
-                                                           defaults={"role": Role.RATER})
+    membership, created = Membership.objects.get_or_create(
+        user=user, organization=pool.organization, defaults={"role": Role.RATER}
+    )
     if created:
-        audit_record(organization=pool.organization, actor=user, action=AuditAction.MEMBERSHIP_CREATED,
-                     obj=membership, data={"user": user.pk, "role": Role.RATER, "invitation": invitation.pk})
+        audit_record(
+            organization=pool.organization,
+            actor=user,
+            action=AuditAction.MEMBERSHIP_CREATED,
+            obj=membership,
+            data={"user": user.pk, "role": Role.RATER, "invitation": invitation.pk},
+        )
     pool_member_add(pool=pool, user=user, actor=user)
     return pool
 
@@ -245,19 +288,29 @@ API_KEY_PREFIX = "arena"
 
 
 @transaction.atomic
-def api_key_create(*, organization: Organization, name: str, scope: str,
-                   actor: User | AnonymousUser | None) -> tuple[ApiKey, str]:
+def api_key_create(
+    *, organization: Organization, name: str, scope: str, actor: User | AnonymousUser | None
+) -> tuple[ApiKey, str]:
     """A new key and its plaintext, which is never stored and cannot be shown again."""
     import secrets
 
     prefix = secrets.token_hex(4)
     key = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     api_key = ApiKey.objects.create(
-        organization=organization, name=name, scope=scope, prefix=prefix, hashed_key=api_key_hash(key),
+        organization=organization,
+        name=name,
+        scope=scope,
+        prefix=prefix,
+        hashed_key=api_key_hash(key),
         created_by=actor if actor is not None and actor.is_authenticated else None,
     )
-    audit_record(organization=organization, actor=actor, action=AuditAction.API_KEY_CREATED, obj=api_key,
-                 data={"name": name, "scope": scope, "prefix": prefix})
+    audit_record(
+        organization=organization,
+        actor=actor,
+        action=AuditAction.API_KEY_CREATED,
+        obj=api_key,
+        data={"name": name, "scope": scope, "prefix": prefix},
+    )
     return api_key, key
 
 
@@ -268,31 +321,47 @@ def api_key_revoke(*, api_key: ApiKey, actor: User | AnonymousUser | None) -> No
 
 
 @transaction.atomic
-def rater_flag_create(*, organization: Organization, rater: User, reason: str,
-                      actor: User | AnonymousUser | None) -> RaterFlag:
+def rater_flag_create(
+    *, organization: Organization, rater: User, reason: str, actor: User | AnonymousUser | None
+) -> RaterFlag:
     """Flag a rater: their votes stay in the log and leave the leaderboards at the next recompute,
     which the ranking app starts on ``hooks.rater_flag_changed``."""
-    flag = RaterFlag(organization=organization, rater=rater, reason=reason,
-                     created_by=actor if actor is not None and actor.is_authenticated else None)
+    flag = RaterFlag(
+        organization=organization,
+        rater=rater,
+        reason=reason,
+        created_by=actor if actor is not None and actor.is_authenticated else None,
+    )
     _full_clean(flag)
     flag.save()
-    audit_record(organization=organization, actor=actor, action=AuditAction.RATER_FLAGGED, obj=flag,
-                 data={"rater": rater.pk, "reason": reason})
-    hooks.send_on_commit(hooks.rater_flag_changed, sender=RaterFlag, organization_id=organization.pk,
-                         rater_id=rater.pk)
+    audit_record(
+        organization=organization,
+        actor=actor,
+        action=AuditAction.RATER_FLAGGED,
+        obj=flag,
+        data={"rater": rater.pk, "reason": reason},
+    )
+    hooks.send_on_commit(hooks.rater_flag_changed, sender=RaterFlag, organization_id=organization.pk, rater_id=rater.pk)
     return flag
 
 
 @transaction.atomic
 def rater_flag_remove(*, flag: RaterFlag, actor: User | AnonymousUser | None) -> None:
-    audit_record(organization=flag.organization, actor=actor, action=AuditAction.RATER_UNFLAGGED, obj=flag,
-                 data={"rater": flag.rater_id, "reason": flag.reason})
-    hooks.send_on_commit(hooks.rater_flag_changed, sender=RaterFlag, organization_id=flag.organization_id,
-                         rater_id=flag.rater_id)
+    audit_record(
+        organization=flag.organization,
+        actor=actor,
+        action=AuditAction.RATER_UNFLAGGED,
+        obj=flag,
+        data={"rater": flag.rater_id, "reason": flag.reason},
+    )
+    hooks.send_on_commit(
+        hooks.rater_flag_changed, sender=RaterFlag, organization_id=flag.organization_id, rater_id=flag.rater_id
+    )
     flag.delete()
 
 
 # --- Rows the console edits with no rule of their own ------------------------------------------------
+
 
 def _full_clean(obj: models.Model, exclude: list[str] | None = None) -> None:
     try:
@@ -313,8 +382,13 @@ def tenant_row_save(*, obj: models.Model, actor: User | AnonymousUser | None, ch
     created = obj._state.adding
     _full_clean(obj, exclude=[f.name for f in obj._meta.many_to_many])
     obj.save()
-    audit_record(organization=_organization_of(obj), actor=actor,
-                 action=AuditAction.of(obj, "created" if created else "changed"), obj=obj, data={"fields": changed})
+    audit_record(
+        organization=_organization_of(obj),
+        actor=actor,
+        action=AuditAction.of(obj, "created" if created else "changed"),
+        obj=obj,
+        data={"fields": changed},
+    )
     return obj
 
 
@@ -323,8 +397,13 @@ def tenant_row_delete(*, obj: models.Model, actor: User | AnonymousUser | None) 
     """Delete a tenant-owned row with its audit row (``<subject>.deleted``). A row that others still
     point at (a pool with votes, an endpoint with competitors) is a ``Conflict``, not a crash."""
     if not isinstance(obj, Organization):  # an organisation's own audit rows go with it
-        audit_record(organization=_organization_of(obj), actor=actor, action=AuditAction.of(obj, "deleted"),
-                     obj=obj, data={"name": str(obj)})
+        audit_record(
+            organization=_organization_of(obj),
+            actor=actor,
+            action=AuditAction.of(obj, "deleted"),
+            obj=obj,
+            data={"name": str(obj)},
+        )
     try:
         with transaction.atomic():
             obj.delete()

@@ -36,8 +36,12 @@ def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
     GET, so another site cannot plant an invitation in a visitor's session with a link or an image."""
     invitation = selectors.invitation_by_token(token)
     if invitation is None:
-        return render(request, "battles/message.html",
-                      {"title": "Invitation", "message": "This invitation link is not valid."}, status=404)
+        return render(
+            request,
+            "battles/message.html",
+            {"title": "Invitation", "message": "This invitation link is not valid."},
+            status=404,
+        )
     if not request.user.is_authenticated:
         return _invitation_for_visitor(request, invitation)
     request = cast(AuthenticatedHttpRequest, request)
@@ -58,8 +62,11 @@ def _invitation_for_visitor(request: HttpRequest, invitation: Invitation) -> Htt
     if request.method == "POST" and problem is None:
         request.session[PENDING_INVITATION_SESSION_KEY] = invitation.token
         then = "account_login" if request.POST.get("then") == "login" else "account_signup"
-        messages.info(request, f"Once you are in, you join {invitation.pool.name} of "
-                               f"{invitation.organization.name}.")
+        messages.info(request, f"Once you are in, you join {invitation.pool.name} of {invitation.organization.name}.")
         return redirect(f"{reverse(then)}?{urlencode({'next': reverse('battles:campaigns')})}")
-    return render(request, "raters/invitation.html", {"invitation": invitation, "visitor": True, "problem": problem},
-                  status=200 if problem is None else 410)
+    return render(
+        request,
+        "raters/invitation.html",
+        {"invitation": invitation, "visitor": True, "problem": problem},
+        status=200 if problem is None else 410,
+    )

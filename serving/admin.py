@@ -26,8 +26,13 @@ class ModelEndpointAdmin(TenantAdmin):
         services.endpoint_save(endpoint=obj, actor=admin_user(request), changed=list(form.changed_data))
         request._arena_saved_endpoint = obj  # type: ignore[attr-defined]
 
-    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
-                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         response = super().changeform_view(request, object_id, form_url, extra_context)
         # Asked after the save's transaction (a slow server must not hold the row lock): the endpoint
         # is saved either way (a server may be started later), but the manager hears about it now.

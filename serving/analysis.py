@@ -80,9 +80,7 @@ def style_counts(text: str) -> StyleCounts:
         elif token.type == "inline":
             tokens += len(token.content.split())
             bold += sum(1 for child in token.children or () if child.type == "strong_open")
-    return StyleCounts(
-        tokens=tokens, headers=headers, list_items=list_items, bold=bold, code_blocks=code_blocks
-    )
+    return StyleCounts(tokens=tokens, headers=headers, list_items=list_items, bold=bold, code_blocks=code_blocks)
 
 
 # ---------------------------------------------------------------------------------------------------

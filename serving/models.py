@@ -47,7 +47,8 @@ class ModelEndpoint(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="endpoints")
     name = models.CharField(max_length=120, help_text="The model's public name, revealed after the vote.")
     url = models.CharField(
-        max_length=255, help_text="Triton server address, host:port (no scheme).",
+        max_length=255,
+        help_text="Triton server address, host:port (no scheme).",
         validators=[RegexValidator(URL_PATTERN, "Enter host:port, for example triton:8001 (no scheme, no path).")],
     )
     protocol = models.CharField(max_length=8, choices=Protocol.choices, default=Protocol.GRPC)
@@ -83,7 +84,10 @@ class ModelEndpoint(models.Model):
 
         # The address is checked again at each call: what a name resolves to can change after it was saved.
         return EndpointSpec(
-            url=self.url, protocol=self.protocol,  # type: ignore[arg-type]
-            model_name=self.model_name, model_version=self.model_version, timeout_s=self.timeout_s,
+            url=self.url,
+            protocol=self.protocol,  # type: ignore[arg-type]
+            model_name=self.model_name,
+            model_version=self.model_version,
+            timeout_s=self.timeout_s,
             guard=endpoint_address_check,
         )

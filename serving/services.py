@@ -39,8 +39,16 @@ def endpoint_save(*, endpoint: ModelEndpoint, actor: User | AnonymousUser | None
             )
     endpoint.full_clean()
     endpoint.save()
-    audit_record(organization=endpoint.organization, actor=actor,
-                 action=AuditAction.ENDPOINT_CREATED if created else AuditAction.ENDPOINT_CHANGED, obj=endpoint,
-                 data={"fields": changed, "model_name": endpoint.model_name, "model_version": endpoint.model_version,
-                       "url": endpoint.url})
+    audit_record(
+        organization=endpoint.organization,
+        actor=actor,
+        action=AuditAction.ENDPOINT_CREATED if created else AuditAction.ENDPOINT_CHANGED,
+        obj=endpoint,
+        data={
+            "fields": changed,
+            "model_name": endpoint.model_name,
+            "model_version": endpoint.model_version,
+            "url": endpoint.url,
+        },
+    )
     return endpoint

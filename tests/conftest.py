@@ -63,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if unmarked:
         raise pytest.UsageError(
             f"these tests use the Triton server (fixture {TRITON_FIXTURE!r}) but lack the `triton` marker, "
-            "so `-m \"not triton\"` would start Triton; add @pytest.mark.triton (or pytestmark):\n  "
+            'so `-m "not triton"` would start Triton; add @pytest.mark.triton (or pytestmark):\n  '
             + "\n  ".join(unmarked)
         )
 
@@ -116,8 +116,15 @@ class Tenant:
     right: Competitor
 
 
-def make_tenant(*, owner: User, rater: User, model_server_url: str, name: str, prompts: int = 8,
-                models: tuple[str, str] = ("zen-bigram", "stdlib-trigram")) -> Tenant:
+def make_tenant(
+    *,
+    owner: User,
+    rater: User,
+    model_server_url: str,
+    name: str,
+    prompts: int = 8,
+    models: tuple[str, str] = ("zen-bigram", "stdlib-trigram"),
+) -> Tenant:
     organization = OrganizationFactory.create(name=name, slug=name.lower())
     MembershipFactory.create(user=owner, organization=organization, role=Role.OWNER)
     if rater != owner:
@@ -128,8 +135,9 @@ def make_tenant(*, owner: User, rater: User, model_server_url: str, name: str, p
     campaign.rater_pools.add(pool)
     competitors = []
     for model in models:
-        endpoint = ModelEndpointFactory.create(organization=organization, name=f"{name}-{model}",
-                                               url=model_server_url, model_name=model)
+        endpoint = ModelEndpointFactory.create(
+            organization=organization, name=f"{name}-{model}", url=model_server_url, model_name=model
+        )
         competitors.append(CompetitorFactory.create(campaign=campaign, endpoint=endpoint, version_label="2026-11"))
     for _ in range(prompts):
         PromptFactory.create(campaign=campaign)
@@ -183,10 +191,12 @@ def charlie_client(charlie: User) -> Client:
     return login(charlie)
 
 
-def endpoint_for(tenant: Tenant, *, model: str, url: str, timeout_s: float = 20.0,
-                 protocol: str = ModelEndpoint.Protocol.GRPC) -> ModelEndpoint:
-    return ModelEndpointFactory.create(organization=tenant.organization, model_name=model, url=url,
-                                       timeout_s=timeout_s, protocol=protocol)
+def endpoint_for(
+    tenant: Tenant, *, model: str, url: str, timeout_s: float = 20.0, protocol: str = ModelEndpoint.Protocol.GRPC
+) -> ModelEndpoint:
+    return ModelEndpointFactory.create(
+        organization=tenant.organization, model_name=model, url=url, timeout_s=timeout_s, protocol=protocol
+    )
 
 
 def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped-def]

@@ -32,9 +32,12 @@ def imported_modules(source: str, *, package: str) -> list[tuple[int, str]]:
 
 
 def violations(source: str, *, app: str, package: str) -> list[str]:
-    higher = ORDER[ORDER.index(app) + 1:]
-    return [f"line {line}: imports {module}" for line, module in imported_modules(source, package=package)
-            if module.split(".")[0] in higher]
+    higher = ORDER[ORDER.index(app) + 1 :]
+    return [
+        f"line {line}: imports {module}"
+        for line, module in imported_modules(source, package=package)
+        if module.split(".")[0] in higher
+    ]
 
 
 def app_modules(app: str) -> list[Path]:
@@ -60,8 +63,10 @@ def test_the_pure_packages_import_no_django() -> None:
         own = ".".join(folder.relative_to(ROOT).parts)
         for path in sorted(folder.rglob("*.py")):
             for line, module in imported_modules(path.read_text(), package=package_of(path)):
-                if module != own and not module.startswith(own + ".") and module.split(".")[0] in (
-                    "django", "rest_framework", *ORDER
+                if (
+                    module != own
+                    and not module.startswith(own + ".")
+                    and module.split(".")[0] in ("django", "rest_framework", *ORDER)
                 ):
                     problems.append(f"{path.relative_to(ROOT)} line {line}: imports {module}")
     assert not problems, "\n".join(problems)
@@ -76,7 +81,8 @@ def test_the_check_sees_imports_inside_functions_and_relative_ones() -> None:
         "from ..battles import x\n"
     )
     assert sorted(violations(source, app="serving", package="serving.triton")) == [
-        "line 3: imports ranking.services", "line 4: imports battles.models",
+        "line 3: imports ranking.services",
+        "line 4: imports battles.models",
     ]
     assert (5, "serving.battles") in imported_modules(source, package="serving.triton")
     assert violations(source, app="ranking", package="ranking") == []

@@ -12,10 +12,17 @@ from arena.http import error_response, status_for
 from raters.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
 
 
-@pytest.mark.parametrize(("error", "status"), [
-    (NotFound("x"), 404), (PermissionDenied("x"), 403), (Invalid("x"), 400), (Conflict("x"), 409),
-    (LimitReached("x"), 429), (DomainError("x"), 400),
-])
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (NotFound("x"), 404),
+        (PermissionDenied("x"), 403),
+        (Invalid("x"), 400),
+        (Conflict("x"), 409),
+        (LimitReached("x"), 429),
+        (DomainError("x"), 400),
+    ],
+)
 def test_each_kind_of_refusal_has_one_status(error: DomainError, status: int) -> None:
     assert status_for(error) == status
 
@@ -41,10 +48,14 @@ class _Refusing(APIView):
         raise self.error
 
 
-@pytest.mark.parametrize(("error", "status"), [
-    (Conflict("already done"), 409), (NotFound("No such campaign."), 404),
-    (Invalid("bad prompt", field_errors={"text": "too long"}), 400),
-])
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (Conflict("already done"), 409),
+        (NotFound("No such campaign."), 404),
+        (Invalid("bad prompt", field_errors={"text": "too long"}), 400),
+    ],
+)
 def test_the_api_answers_json_with_the_status(alice, error: DomainError, status: int) -> None:
     request = APIRequestFactory().post("/api/v1/x/")
     force_authenticate(request, user=alice)

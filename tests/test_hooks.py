@@ -22,10 +22,12 @@ from tests.conftest import start_battle
 def sent(monkeypatch):  # type: ignore[no-untyped-def]
     """Records what ranking's receivers would schedule, instead of scheduling it."""
     calls: list[tuple[str, int]] = []
-    monkeypatch.setattr("ranking.services.leaderboards_schedule",
-                        lambda campaign_id: calls.append(("schedule", campaign_id)))
-    monkeypatch.setattr("ranking.services.leaderboards_recompute_soon",
-                        lambda campaign_id: calls.append(("now", campaign_id)))
+    monkeypatch.setattr(
+        "ranking.services.leaderboards_schedule", lambda campaign_id: calls.append(("schedule", campaign_id))
+    )
+    monkeypatch.setattr(
+        "ranking.services.leaderboards_recompute_soon", lambda campaign_id: calls.append(("now", campaign_id))
+    )
     return calls
 
 
@@ -33,7 +35,8 @@ def sent(monkeypatch):  # type: ignore[no-untyped-def]
 @pytest.mark.triton
 @pytest.mark.usefixtures("triton_server")
 def test_a_stored_vote_is_announced_after_commit_and_ranking_schedules_a_recompute(
-        acme, bob, bob_client, sent, django_capture_on_commit_callbacks):
+    acme, bob, bob_client, sent, django_capture_on_commit_callbacks
+):
     battle, _ = start_battle(bob_client, acme.campaign)
     heard: list[dict[str, object]] = []
 
@@ -86,14 +89,16 @@ def test_a_failing_receiver_does_not_fail_the_vote(acme, bob_client, monkeypatch
 @pytest.mark.django_db
 @pytest.mark.triton
 @pytest.mark.usefixtures("triton_server")
-def test_a_flag_change_schedules_the_campaigns_the_rater_voted_in(acme, bob, bob_client, sent,
-                                                                  django_capture_on_commit_callbacks):
+def test_a_flag_change_schedules_the_campaigns_the_rater_voted_in(
+    acme, bob, bob_client, sent, django_capture_on_commit_callbacks
+):
     battle, _ = start_battle(bob_client, acme.campaign)
     bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     sent.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        rater_hooks.send_on_commit(rater_hooks.rater_flag_changed, sender=None,
-                                   organization_id=acme.organization.pk, rater_id=bob.pk)
+        rater_hooks.send_on_commit(
+            rater_hooks.rater_flag_changed, sender=None, organization_id=acme.organization.pk, rater_id=bob.pk
+        )
     assert sent == [("schedule", acme.campaign.pk)]
 
 

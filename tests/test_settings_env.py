@@ -37,30 +37,40 @@ def test_typed_readers(monkeypatch):
 
 
 def _settings_in_subprocess(module: str = "arena.settings.local", **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items()
-                   if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}}
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}
+    }
     environment.update(env)
-    code = (f"import django, os; os.environ['DJANGO_SETTINGS_MODULE']='{module}'; django.setup(); "
-            "from django.conf import settings as s; "
-            "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.CACHES['default']['BACKEND'], "
-            "s.DEBUG)")
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True,
-                          timeout=60)
+    code = (
+        f"import django, os; os.environ['DJANGO_SETTINGS_MODULE']='{module}'; django.setup(); "
+        "from django.conf import settings as s; "
+        "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.CACHES['default']['BACKEND'], "
+        "s.DEBUG)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_defaults_are_a_working_local_platform():
     result = _settings_in_subprocess()
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["django.db.backends.sqlite3", "True",
-                                     "django.core.cache.backends.locmem.LocMemCache", "True"]
+    assert result.stdout.split() == [
+        "django.db.backends.sqlite3",
+        "True",
+        "django.core.cache.backends.locmem.LocMemCache",
+        "True",
+    ]
 
 
 def test_redis_url_switches_to_real_broker_and_cache():
-    result = _settings_in_subprocess(REDIS_URL="redis://127.0.0.1:6379/3",
-                                     DATABASE_URL="postgres://postgres@127.0.0.1:5432/x")
+    result = _settings_in_subprocess(
+        REDIS_URL="redis://127.0.0.1:6379/3", DATABASE_URL="postgres://postgres@127.0.0.1:5432/x"
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["django.db.backends.postgresql", "False",
-                                     "arena.cache.FailoverRedisCache", "True"]
+    assert result.stdout.split() == ["django.db.backends.postgresql", "False", "arena.cache.FailoverRedisCache", "True"]
 
 
 def test_production_without_secret_key_refuses_to_start():

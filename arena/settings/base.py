@@ -102,8 +102,13 @@ if REDIS_URL:
     # arena.cache.FailoverRedisCache: while Redis is down, a local in-process cache answers (and the log
     # says so), so rate limits degrade to per-process limits instead of failing every request. Short
     # socket timeouts: a Redis that does not answer must not hold a request for long.
-    CACHES = {"default": {"BACKEND": "arena.cache.FailoverRedisCache", "LOCATION": REDIS_URL,
-                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
+    CACHES = {
+        "default": {
+            "BACKEND": "arena.cache.FailoverRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND = REDIS_URL
     CELERY_TASK_ALWAYS_EAGER = False
@@ -132,8 +137,10 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800, minimum=10)
 # task still running (or a delayed one still waiting in a live worker) would be delivered twice.
 CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", ARENA_RANKING_DEBOUNCE_S + CELERY_TASK_TIME_LIMIT + 60)
 if CELERY_VISIBILITY_TIMEOUT <= ARENA_RANKING_DEBOUNCE_S + CELERY_TASK_TIME_LIMIT:
-    raise ImproperEnvironment("CELERY_VISIBILITY_TIMEOUT must exceed ARENA_RANKING_DEBOUNCE_S + CELERY_TASK_TIME_LIMIT "
-                              "(a shorter one delivers running tasks twice)")
+    raise ImproperEnvironment(
+        "CELERY_VISIBILITY_TIMEOUT must exceed ARENA_RANKING_DEBOUNCE_S + CELERY_TASK_TIME_LIMIT "
+        "(a shorter one delivers running tasks twice)"
+    )
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
 CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to the database
 CELERY_BEAT_SCHEDULE = {

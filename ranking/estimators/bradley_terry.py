@@ -160,15 +160,14 @@ class BTResult:
         return self.n_components == 1
 
 
-def comparison_components(
-    design: PairDesign, pair_total: NDArray[np.float64]
-) -> tuple[int, NDArray[np.int64]]:
+def comparison_components(design: PairDesign, pair_total: NDArray[np.float64]) -> tuple[int, NDArray[np.int64]]:
     """Connected components of the comparison graph (edges: pairs with positive weight)."""
     return components(design.n_competitors, design.lo, design.hi, pair_total)
 
 
-def normalisation_matrix(components: NDArray[np.int64], reference: int | None = None,
-                         centre: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
+def normalisation_matrix(
+    components: NDArray[np.int64], reference: int | None = None, centre: NDArray[np.bool_] | None = None
+) -> NDArray[np.float64]:
     """Linear map from raw to published log-strengths: subtract the mean of the component's centre
     members (all members by default), or the reference.
 
@@ -186,7 +185,9 @@ def normalisation_matrix(components: NDArray[np.int64], reference: int | None = 
 
 
 def normalise(
-    theta: NDArray[np.float64], components: NDArray[np.int64], reference: int | None = None,
+    theta: NDArray[np.float64],
+    components: NDArray[np.int64],
+    reference: int | None = None,
     centre: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.float64]:
     """Normalise raw log-strengths (shape ``(..., n)``) per component; see ``normalisation_matrix``.
@@ -258,13 +259,19 @@ def fit_bradley_terry(
     bounds = boundedness(n, design.lo, design.hi, w_lo, w_hi, comps, one_class(cells, design), reference)
     null_proj = _null_projector(comps) if prior_games == 0 else None
     lik = BTLikelihood(n, design.lo, design.hi, w_lo, w_hi, float(prior_games), null_proj)
-    theta_raw, iters, converged = damped_newton(np.zeros(n), lik.objective, lik.value, max_iter=max_iter, tol=tol,
-                                                line_search_above=_LINE_SEARCH_ABOVE)
+    theta_raw, iters, converged = damped_newton(
+        np.zeros(n), lik.objective, lik.value, max_iter=max_iter, tol=tol, line_search_above=_LINE_SEARCH_ABOVE
+    )
     log_strength = normalise(theta_raw, comps, reference, bounds.centre)
     tot = w_lo + w_hi
     battles = weighted_bincount(design.lo, tot, minlength=n) + weighted_bincount(design.hi, tot, minlength=n)
-    params = FitParams(model="bradley_terry", both_bad=both_bad, prior_games=float(prior_games),
-                       reference=reference, normalisation=_normalisation_label(reference, bounds))
+    params = FitParams(
+        model="bradley_terry",
+        both_bad=both_bad,
+        prior_games=float(prior_games),
+        reference=reference,
+        normalisation=_normalisation_label(reference, bounds),
+    )
     return BTResult(
         scores=SCALE * log_strength + BASE,
         log_strength=log_strength,

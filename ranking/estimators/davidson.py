@@ -56,9 +56,9 @@ class DavidsonResult:
     bounds: Boundedness
 
 
-def _pair_counts(cells: Cells, both_bad: BothBad) -> tuple[NDArray[np.int64], NDArray[np.int64],
-                                                           NDArray[np.float64], NDArray[np.float64],
-                                                           NDArray[np.float64]]:
+def _pair_counts(
+    cells: Cells, both_bad: BothBad
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """Per unique pair: lo wins, hi wins, ties (both_bad counted as ties or dropped)."""
     n = cells.n_competitors
     key = cells.lo * n + cells.hi
@@ -72,8 +72,14 @@ def _pair_counts(cells: Cells, both_bad: BothBad) -> tuple[NDArray[np.int64], ND
     return (uniq // n).astype(np.int64), (uniq % n).astype(np.int64), w_lo, w_hi, ties
 
 
-def fit_davidson(cells: Cells, *, both_bad: BothBad = "tie", prior_games: float = 1.0,
-                 reference: int | None = None, confidence: float = 0.95) -> DavidsonResult:
+def fit_davidson(
+    cells: Cells,
+    *,
+    both_bad: BothBad = "tie",
+    prior_games: float = 1.0,
+    reference: int | None = None,
+    confidence: float = 0.95,
+) -> DavidsonResult:
     """Fit Davidson's model on aggregated cells; see the module docstring."""
     if both_bad not in ("tie", "drop"):
         raise ValueError("both_bad must be 'tie' or 'drop'")
@@ -113,8 +119,9 @@ def fit_davidson(cells: Cells, *, both_bad: BothBad = "tie", prior_games: float 
         h[n, n] = float(total @ (q[2] - q[2] ** 2))
         p0 = 1.0 / (1.0 + np.exp(-theta))
         h[np.arange(n), np.arange(n)] += prior * p0 * (1.0 - p0)
-        g = np.concatenate([np.bincount(lo, g_d, minlength=n) - np.bincount(hi, g_d, minlength=n) + prior * (0.5 - p0),
-                            [g_eta]])
+        g = np.concatenate(
+            [np.bincount(lo, g_d, minlength=n) - np.bincount(hi, g_d, minlength=n) + prior * (0.5 - p0), [g_eta]]
+        )
         return value(x), g, h
 
     share = float(ties.sum() / total.sum())
@@ -140,19 +147,37 @@ def fit_davidson(cells: Cells, *, both_bad: BothBad = "tie", prior_games: float 
     eta_se = float(np.sqrt(max(cov[n, n], 0.0)))
     nu = float(np.exp(eta))
     battles = weighted_bincount(lo, total, minlength=n) + weighted_bincount(hi, total, minlength=n)
-    params = FitParams(model="davidson", both_bad=both_bad, prior_games=prior, reference=reference,
-                       normalisation="reference" if reference is not None else "geometric_mean_per_component",
-                       ties="davidson")
+    params = FitParams(
+        model="davidson",
+        both_bad=both_bad,
+        prior_games=prior,
+        reference=reference,
+        normalisation="reference" if reference is not None else "geometric_mean_per_component",
+        ties="davidson",
+    )
     return DavidsonResult(
-        scores=scores, lower=lower, upper=upper, se=se, log_strength=log_strength, components=comps,
-        n_components=n_comp, battles=battles, nu=nu, nu_lower=float(np.exp(eta - z * eta_se)),
-        nu_upper=float(np.exp(eta + z * eta_se)), tie_probability_at_equal_strength=nu / (2.0 + nu),
-        iterations=iterations, converged=converged, params=params, bounds=bounds,
+        scores=scores,
+        lower=lower,
+        upper=upper,
+        se=se,
+        log_strength=log_strength,
+        components=comps,
+        n_components=n_comp,
+        battles=battles,
+        nu=nu,
+        nu_lower=float(np.exp(eta - z * eta_se)),
+        nu_upper=float(np.exp(eta + z * eta_se)),
+        tie_probability_at_equal_strength=nu / (2.0 + nu),
+        iterations=iterations,
+        converged=converged,
+        params=params,
+        bounds=bounds,
     )
 
 
-def simulate_davidson(rng: np.random.Generator, log_strength: NDArray[np.float64], nu: float,
-                      a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+def simulate_davidson(
+    rng: np.random.Generator, log_strength: NDArray[np.float64], nu: float, a: NDArray[np.int64], b: NDArray[np.int64]
+) -> NDArray[np.int64]:
     """Outcomes (LEFT_WINS, RIGHT_WINS, TIE) of battles ``a`` vs ``b`` under Davidson's model."""
     d = log_strength[a] - log_strength[b]
     p_left = np.exp(0.5 * d)

@@ -35,8 +35,9 @@ def laplacian(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w: NDArray[n
     return lap
 
 
-def components(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], edge_weight: NDArray[np.float64]) -> tuple[
-        int, NDArray[np.int64]]:
+def components(
+    n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], edge_weight: NDArray[np.float64]
+) -> tuple[int, NDArray[np.int64]]:
     """Connected components of the comparison graph (edges with positive weight)."""
     keep = edge_weight > 0
     graph = sp.csr_matrix((np.ones(int(keep.sum())), (lo[keep], hi[keep])), shape=(n, n))
@@ -103,9 +104,16 @@ def _reach(graph: sp.csr_matrix, starts: NDArray[np.int64]) -> NDArray[np.bool_]
     return out
 
 
-def boundedness(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w_lo: NDArray[np.float64],
-                w_hi: NDArray[np.float64], comp: NDArray[np.int64], one_class: NDArray[np.bool_],
-                reference: int | None = None) -> Boundedness:
+def boundedness(
+    n: int,
+    lo: NDArray[np.int64],
+    hi: NDArray[np.int64],
+    w_lo: NDArray[np.float64],
+    w_hi: NDArray[np.float64],
+    comp: NDArray[np.int64],
+    one_class: NDArray[np.bool_],
+    reference: int | None = None,
+) -> Boundedness:
     """Analyse the win digraph of per-pair win shares ``w_lo`` (lo's, ties half) and ``w_hi``;
     ``one_class`` is passed through (it needs the outcome classes, which the shares have merged).
 
@@ -130,8 +138,7 @@ def boundedness(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w_lo: NDAr
             core = np.array([reference])
         else:
             labels, sizes = np.unique(scc[members], return_counts=True)
-            core = members[scc[members] == labels[np.argmax(sizes)]] if sizes.max() * 2 > members.shape[0] \
-                else members
+            core = members[scc[members] == labels[np.argmax(sizes)]] if sizes.max() * 2 > members.shape[0] else members
             if (~thin[core]).sum() >= 2:
                 # At least two: a centre of one would pin that competitor at 1000 with a zero-width
                 # interval, an anchor nobody declared.

@@ -158,8 +158,13 @@ class _RoundSolver:
         self.hi32 = design.hi.astype(np.int32)
         self.p0 = expit(self.theta0[design.lo] - self.theta0[design.hi])
 
-    def gradient(self, theta: NDArray[np.float64], w_lo: NDArray[np.float64], tot: NDArray[np.float64],
-                 p: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    def gradient(
+        self,
+        theta: NDArray[np.float64],
+        w_lo: NDArray[np.float64],
+        tot: NDArray[np.float64],
+        p: NDArray[np.float64] | None = None,
+    ) -> NDArray[np.float64]:
         d = self.design
         if p is None:
             p = expit(np.take(theta, self.lo32) - np.take(theta, self.hi32))
@@ -208,7 +213,11 @@ class _RoundSolver:
 
 
 def _run_rounds(
-    fit: BTResult, design: PairDesign, draw: Draw, gens: list[np.random.Generator], workers: int,
+    fit: BTResult,
+    design: PairDesign,
+    draw: Draw,
+    gens: list[np.random.Generator],
+    workers: int,
     full: tuple[NDArray[np.float64], NDArray[np.float64]],
 ) -> NDArray[np.float64]:
     """Draw each round's pair weights on a worker thread (at most ``workers`` rounds ahead, so memory
@@ -301,8 +310,7 @@ def bootstrap_intervals(
     # indices into the battle list; with many per category the Poisson route of ``multinomial_draw``
     # needs one variate per category instead of one per battle.
     by_battle = scheme == "multinomial" and total <= 2 * n_cat
-    category_of_battle = (np.repeat(np.arange(n_cat, dtype=np.int64), dc.count.astype(np.int64))
-                          if by_battle else None)
+    category_of_battle = np.repeat(np.arange(n_cat, dtype=np.int64), dc.count.astype(np.int64)) if by_battle else None
 
     def draw(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         if category_of_battle is not None:
@@ -313,8 +321,7 @@ def bootstrap_intervals(
             k = g.poisson(dc.count)
         return dc.pair_wins(k.astype(np.float64))
 
-    samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers,
-                          design.pair_wins(cells.weight))
+    samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers, design.pair_wins(cells.weight))
     params = {"rounds": rounds, "scheme": scheme, "seed": _seed_repr(seed), "resample": "cells"}
     return _bootstrap_result(samples, "bootstrap", confidence, params)
 
@@ -347,8 +354,7 @@ def cluster_bootstrap_intervals(
         m = np.bincount(g.integers(0, n_cl, n_cl), minlength=n_cl).astype(np.float64)
         return design.pair_wins(cells.weight * m[cl])
 
-    samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers,
-                          design.pair_wins(cells.weight))
+    samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers, design.pair_wins(cells.weight))
     params = {"rounds": rounds, "seed": _seed_repr(seed), "resample": "clusters", "n_clusters": n_cl}
     return _bootstrap_result(samples, "cluster_bootstrap", confidence, params)
 
@@ -398,9 +404,7 @@ def bt_covariance(
         )
         meat = np.asarray((score.T @ score).todense())
     else:
-        m_pair = weighted_bincount(
-            design.cell_pair, cells.weight_sq * resid * resid, minlength=design.n_pairs
-        )
+        m_pair = weighted_bincount(design.cell_pair, cells.weight_sq * resid * resid, minlength=design.n_pairs)
         meat = laplacian(n, design.lo, design.hi, m_pair)
     cov = bread_inv @ meat @ bread_inv
     nm = normalisation_matrix(fit.components, fit.params.reference, fit.bounds.centre)
@@ -445,12 +449,18 @@ PROFILE_FULL_MAX = 300
 def bt_likelihood(cells: Cells, fit: BTResult, prior_fraction: float = PROFILE_PRIOR_FRACTION) -> BTLikelihood:
     design = pair_design(cells, fit.params.both_bad)
     w_lo, w_hi = design.pair_wins(cells.weight)
-    return BTLikelihood(cells.n_competitors, design.lo, design.hi, w_lo, w_hi,
-                        fit.params.prior_games * prior_fraction)
+    return BTLikelihood(cells.n_competitors, design.lo, design.hi, w_lo, w_hi, fit.params.prior_games * prior_fraction)
 
 
-def boundary_intervals(cells: Cells, fit: BTResult, lower: NDArray[np.float64], upper: NDArray[np.float64], *,
-                       confidence: float = 0.95, only: NDArray[np.bool_] | None = None) -> BoundaryIntervals:
+def boundary_intervals(
+    cells: Cells,
+    fit: BTResult,
+    lower: NDArray[np.float64],
+    upper: NDArray[np.float64],
+    *,
+    confidence: float = 0.95,
+    only: NDArray[np.bool_] | None = None,
+) -> BoundaryIntervals:
     """Make ``lower``/``upper`` (bootstrap or sandwich) honest where the data cannot vary or bound them.
 
     For every competitor (among ``only``) with an open side, a one-class or a thin record, the interval becomes
@@ -474,11 +484,23 @@ def boundary_intervals(cells: Cells, fit: BTResult, lower: NDArray[np.float64], 
             if fit.params.reference is not None and i == fit.params.reference:
                 continue  # the anchor is 1000 by definition
             if full:
-                l_theta, u_theta = profile_bounds(lik, theta_hat, nm[i], confidence=confidence,
-                                                  need_lower=not b.open_lower[i], need_upper=not b.open_upper[i])
+                l_theta, u_theta = profile_bounds(
+                    lik,
+                    theta_hat,
+                    nm[i],
+                    confidence=confidence,
+                    need_lower=not b.open_lower[i],
+                    need_upper=not b.open_upper[i],
+                )
             else:
-                lo_t, hi_t = conditional_bounds(lik, theta_hat, int(i), confidence=confidence,
-                                                need_lower=not b.open_lower[i], need_upper=not b.open_upper[i])
+                lo_t, hi_t = conditional_bounds(
+                    lik,
+                    theta_hat,
+                    int(i),
+                    confidence=confidence,
+                    need_lower=not b.open_lower[i],
+                    need_upper=not b.open_upper[i],
+                )
                 level = float(nm[i] @ theta_hat)
                 l_theta, u_theta = level + nm[i, i] * lo_t, level + nm[i, i] * hi_t
             if not b.open_lower[i]:
@@ -521,8 +543,14 @@ def _one_class_pairs(cells: Cells, fit: BTResult, idx: NDArray[np.int64]) -> NDA
     return sub == 1
 
 
-def difference_intervals(cells: Cells, fit: BTResult, idx: NDArray[np.int64], *, confidence: float = 0.95,
-                         samples: NDArray[np.float64] | None = None) -> DifferenceIntervals:
+def difference_intervals(
+    cells: Cells,
+    fit: BTResult,
+    idx: NDArray[np.int64],
+    *,
+    confidence: float = 0.95,
+    samples: NDArray[np.float64] | None = None,
+) -> DifferenceIntervals:
     """Difference intervals from the same bootstrap draws as the levels (percentiles of per-round
     differences) or, without ``samples``, from the sandwich covariance; pairs with a competitor that
     needs the profile (``Boundedness.needs_profile``) get the union with the profile-likelihood interval
@@ -559,8 +587,14 @@ def difference_intervals(cells: Cells, fit: BTResult, idx: NDArray[np.int64], *,
                     continue
                 vec = np.zeros(n)
                 vec[idx[a]], vec[idx[b]] = 1.0, -1.0
-                lo_t, hi_t = profile_bounds(lik, theta_hat, vec, confidence=confidence,
-                                            need_lower=not open_lo[a, b], need_upper=not open_up[a, b])
+                lo_t, hi_t = profile_bounds(
+                    lik,
+                    theta_hat,
+                    vec,
+                    confidence=confidence,
+                    need_lower=not open_lo[a, b],
+                    need_upper=not open_up[a, b],
+                )
                 lower[a, b] = min(lower[a, b], SCALE * lo_t)
                 upper[a, b] = max(upper[a, b], SCALE * hi_t)
                 lower[b, a], upper[b, a] = -upper[a, b], -lower[a, b]

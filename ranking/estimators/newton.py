@@ -32,9 +32,16 @@ def _solve(h: NDArray[np.float64], rhs: NDArray[np.float64]) -> tuple[NDArray[np
         return solution, None
 
 
-def damped_newton(x0: NDArray[np.float64], objective: Objective, value: Value, *,
-                  constraint: NDArray[np.float64] | None = None, max_iter: int = 100,
-                  tol: float = 1e-10, line_search_above: float = 0.0) -> tuple[NDArray[np.float64], int, bool]:
+def damped_newton(
+    x0: NDArray[np.float64],
+    objective: Objective,
+    value: Value,
+    *,
+    constraint: NDArray[np.float64] | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-10,
+    line_search_above: float = 0.0,
+) -> tuple[NDArray[np.float64], int, bool]:
     """Maximise a concave ``f`` from ``x0``; returns ``(x, iterations, converged)``.
 
     With ``constraint`` = a, the step stays in ``a . x = const`` (``x0`` must be feasible): it solves
@@ -47,8 +54,11 @@ def damped_newton(x0: NDArray[np.float64], objective: Objective, value: Value, *
         h = h + 1e-12 * np.eye(h.shape[0])
         delta, factor = _solve(h, g)
         if constraint is not None:
-            ha = la.cho_solve(factor, constraint, check_finite=False) if factor is not None else \
-                np.linalg.lstsq(h, constraint, rcond=None)[0]
+            ha = (
+                la.cho_solve(factor, constraint, check_finite=False)
+                if factor is not None
+                else np.linalg.lstsq(h, constraint, rcond=None)[0]
+            )
             delta = delta - ha * (constraint @ delta) / (constraint @ ha)
         size = float(np.abs(delta).max()) if delta.size else 0.0
         step = 1.0

@@ -272,8 +272,9 @@ CONFIDENCE_SEQUENCE_METHOD = (
 )
 
 
-def confidence_sequence(score: ArrayLike, n: ArrayLike, *, confidence: float = 0.95,
-                        a: float = CS_MIXTURE_A) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def confidence_sequence(
+    score: ArrayLike, n: ArrayLike, *, confidence: float = 0.95, a: float = CS_MIXTURE_A
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Anytime-valid confidence sequence for a pair's win probability (ties count half), vectorised.
 
     For a candidate p0 the mixture ``M_t(p0) = B(a + S, a + F) / B(a, a) / (p0^S (1 - p0)^F)`` (S the

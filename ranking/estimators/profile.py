@@ -37,6 +37,7 @@ from .newton import damped_newton
 
 __all__ = ["BTLikelihood", "conditional_bounds", "damped_newton", "profile_bounds"]
 
+
 @dataclass(frozen=True)
 class BTLikelihood:
     """The half-win Bradley-Terry log-likelihood with the virtual-tie prior, on unique pairs."""
@@ -76,9 +77,17 @@ class BTLikelihood:
         return self.value(theta), g, h
 
 
-def profile_bounds(lik: BTLikelihood, theta_hat: NDArray[np.float64], a: NDArray[np.float64], *,
-                   confidence: float, need_lower: bool = True, need_upper: bool = True,
-                   scale_hint: float = 1.0, limit: float = 60.0) -> tuple[float, float]:
+def profile_bounds(
+    lik: BTLikelihood,
+    theta_hat: NDArray[np.float64],
+    a: NDArray[np.float64],
+    *,
+    confidence: float,
+    need_lower: bool = True,
+    need_upper: bool = True,
+    scale_hint: float = 1.0,
+    limit: float = 60.0,
+) -> tuple[float, float]:
     """Profile-likelihood bounds of ``a . theta`` (natural-log units); a side not needed is +-inf.
 
     ``limit``: no bound is sought beyond this distance from the estimate (in log-strength: e^60);
@@ -118,9 +127,16 @@ def profile_bounds(lik: BTLikelihood, theta_hat: NDArray[np.float64], a: NDArray
     return lower, upper
 
 
-def conditional_bounds(lik: BTLikelihood, theta_hat: NDArray[np.float64], i: int, *, confidence: float,
-                       need_lower: bool = True, need_upper: bool = True,
-                       limit: float = 60.0) -> tuple[float, float]:
+def conditional_bounds(
+    lik: BTLikelihood,
+    theta_hat: NDArray[np.float64],
+    i: int,
+    *,
+    confidence: float,
+    need_lower: bool = True,
+    need_upper: bool = True,
+    limit: float = 60.0,
+) -> tuple[float, float]:
     """Likelihood-ratio bounds of ``theta_i`` with every other strength held at its estimate (natural-log
     units, as offsets from ``theta_hat[i]``). One dimension, so each point costs one pass over the
     pairs instead of an n x n factorisation: the fallback for boards too large to profile fully. It

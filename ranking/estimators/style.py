@@ -67,9 +67,7 @@ class StyleFeatures:
     names: tuple[str, ...]
 
 
-def style_differences(
-    left: ArrayLike, right: ArrayLike, *, names: tuple[str, ...] | None = None
-) -> StyleFeatures:
+def style_differences(left: ArrayLike, right: ArrayLike, *, names: tuple[str, ...] | None = None) -> StyleFeatures:
     """``(l - r) / (l + r)`` (0 when both are 0), divided by its std over battles, not centred.
 
     A feature with zero spread keeps scale 1 (its column is all zeros and its coefficient is 0).
@@ -90,9 +88,7 @@ def style_differences(
     std = d.std(axis=0) if d.shape[0] else np.ones(d.shape[1])
     std = np.where(std > 0, std, 1.0)
     if names is None:
-        names = (
-            STYLE_FEATURES if d.shape[1] == len(STYLE_FEATURES) else tuple(f"f{i}" for i in range(d.shape[1]))
-        )
+        names = STYLE_FEATURES if d.shape[1] == len(STYLE_FEATURES) else tuple(f"f{i}" for i in range(d.shape[1]))
     if len(names) != d.shape[1]:
         raise ValueError("one name per style feature")
     return StyleFeatures(d / std, mean, std, tuple(names))
@@ -298,8 +294,14 @@ def _newton(
         hess[np.arange(size), np.arange(size)] += 1e-12
         return float("nan"), grad, hess  # f only when a line search needs it (one more pass over rows)
 
-    out, iterations, converged = damped_newton(np.concatenate([theta0, beta0]), objective, value,
-                                               max_iter=max_iter, tol=tol, line_search_above=_LINE_SEARCH_ABOVE)
+    out, iterations, converged = damped_newton(
+        np.concatenate([theta0, beta0]),
+        objective,
+        value,
+        max_iter=max_iter,
+        tol=tol,
+        line_search_above=_LINE_SEARCH_ABOVE,
+    )
     return out[:n], out[n:], iterations, converged
 
 
@@ -345,10 +347,13 @@ def fit_style(
     wp = np.bincount(sd.pair, sd.weight, minlength=sd.pair_lo.shape[0])
     battles = weighted_bincount(sd.pair_lo, wp, minlength=n) + weighted_bincount(sd.pair_hi, wp, minlength=n)
     params = FitParams(
-        model="bradley_terry_style_control", both_bad=sd.both_bad, prior_games=float(prior_games),
+        model="bradley_terry_style_control",
+        both_bad=sd.both_bad,
+        prior_games=float(prior_games),
         reference=reference,
         normalisation="reference" if reference is not None else "geometric_mean_per_component",
-        features=sd.features.names, coef_penalty=0.0,
+        features=sd.features.names,
+        coef_penalty=0.0,
         feature_normalisation="(l-r)/(l+r), 0 if both 0, divided by std over battles, not centred",
     )
     return StyleResult(
@@ -513,9 +518,7 @@ def style_covariance(sd: StyleDesign, fit: StyleResult) -> NDArray[np.float64]:
     return h_inv @ meat @ h_inv
 
 
-def style_sandwich_intervals(
-    sd: StyleDesign, fit: StyleResult, *, confidence: float = 0.95
-) -> StyleIntervals:
+def style_sandwich_intervals(sd: StyleDesign, fit: StyleResult, *, confidence: float = 0.95) -> StyleIntervals:
     """Normal intervals for scores and coefficients from ``style_covariance``."""
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must lie strictly between 0 and 1")

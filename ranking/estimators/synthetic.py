@@ -62,9 +62,7 @@ def simulate_bt(
     return SyntheticBattles(a, b, outcome.astype(np.int64))
 
 
-def simulate_style_counts(
-    rng: np.random.Generator, n_battles: int, n_features: int = 4
-) -> NDArray[np.float64]:
+def simulate_style_counts(rng: np.random.Generator, n_battles: int, n_features: int = 4) -> NDArray[np.float64]:
     """Raw per-answer style counts: token length (log-normal) then headers, list items, bold
     (Poisson, often zero) - the shapes real answers have."""
     out = np.empty((n_battles, n_features))

@@ -361,8 +361,9 @@ class Contestant:
             text = self._markdown(opening, opener, closing, plan, sentence)
         return _truncate(text, request.max_tokens)
 
-    def _markdown(self, opening: str, opener: str | None, closing: str | None, plan: random.Random,
-                  sentence: Any) -> str:
+    def _markdown(
+        self, opening: str, opener: str | None, closing: str | None, plan: random.Random, sentence: Any
+    ) -> str:
         # The opening paragraph is plain, as every contestant's is; the markup follows it.
         parts = [" ".join([opening, sentence(opener)])]
         if plan.random() < 0.6:

@@ -168,18 +168,18 @@ def _failure(exc: BaseException, endpoint: EndpointSpec, latency_s: float) -> Ge
     triton = _triton_message(exc)
     status = getattr(exc, "status", None)
     status_text = str(status() or "") if callable(status) else ""
-    if (
-        isinstance(exc, TimeoutError)
-        or "deadline" in lowered
-        or "timed out" in lowered
-        or "timeout" in lowered
-    ):
+    if isinstance(exc, TimeoutError) or "deadline" in lowered or "timed out" in lowered or "timeout" in lowered:
         kind, error = "timeout", f"{where}: no answer within {endpoint.timeout_s:g} s (timeout)"
-    elif (isinstance(exc, ConnectionError) or "connection refused" in lowered or "failed to connect" in lowered
-          or "unavailable" in status_text.lower()):
+    elif (
+        isinstance(exc, ConnectionError)
+        or "connection refused" in lowered
+        or "failed to connect" in lowered
+        or "unavailable" in status_text.lower()
+    ):
         kind, error = "unreachable", f"{where}: server unreachable"
-    elif triton is not None and ("unknown model" in triton.lower()
-                                 or ("not found" in triton.lower() and "model" in triton.lower())):
+    elif triton is not None and (
+        "unknown model" in triton.lower() or ("not found" in triton.lower() and "model" in triton.lower())
+    ):
         kind, error = "not_served", f"{where}: model not served ({triton})"
     elif triton is not None:
         kind, error = "error", f"{where}: Triton error{f' {status_text}' if status_text else ''}: {triton}"

@@ -427,9 +427,7 @@ class TritonServer:
         while True:
             code = self._process.poll()
             if code is not None:
-                raise TritonServerError(
-                    f"tritonserver exited with code {code} while starting; {self.failure_report()}"
-                )
+                raise TritonServerError(f"tritonserver exited with code {code} while starting; {self.failure_report()}")
             try:
                 with urllib.request.urlopen(url, timeout=1.0) as response:
                     if response.status == 200:

@@ -32,10 +32,13 @@ def test_orm_refuses_update_and_delete(vote):
     assert Vote.objects.get(pk=vote.pk).choice == "left"
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE battles_vote SET choice = 'right' WHERE id = %s",
-    "DELETE FROM battles_vote WHERE id = %s",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE battles_vote SET choice = 'right' WHERE id = %s",
+        "DELETE FROM battles_vote WHERE id = %s",
+    ],
+)
 def test_database_trigger_refuses_raw_sql(vote, statement):
     with pytest.raises(DatabaseError, match="append-only"):
         with transaction.atomic(), connection.cursor() as cursor:

@@ -15,8 +15,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures
 def _identity_strings(battle):  # type: ignore[no-untyped-def]
     strings = set()
     for competitor in (battle.left, battle.right):
-        strings |= {competitor.endpoint.name, competitor.endpoint.model_name, competitor.version_label,
-                    competitor.endpoint.url}
+        strings |= {
+            competitor.endpoint.name,
+            competitor.endpoint.model_name,
+            competitor.version_label,
+            competitor.endpoint.url,
+        }
     return strings
 
 
@@ -35,8 +39,11 @@ def test_battle_page_before_vote_has_no_names_versions_or_latency(acme, bob_clie
 def test_both_panes_are_rendered_by_the_same_markup(acme, bob_client):
     _, page = start_battle(bob_client, acme.campaign)
     html = page.content.decode()
-    panes = re.findall(r'<article class="pane" id="pane-([AB])">\s*<h2 class="pane-label">Answer \1</h2>\s*'
-                       r'<div class="md">', html)
+    panes = re.findall(
+        r'<article class="pane" id="pane-([AB])">\s*<h2 class="pane-label">Answer \1</h2>\s*'
+        r'<div class="md">',
+        html,
+    )
     assert panes == ["A", "B"]
 
 

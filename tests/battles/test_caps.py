@@ -52,11 +52,16 @@ def test_rater_vote_cap(acme, bob, bob_client, triton_server):
 @pytest.mark.triton
 def test_prompt_hash_cap_skips_full_prompts(acme, bob_client, triton_server):
     Prompt.objects.filter(campaign=acme.campaign).exclude(
-        pk=Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0].pk).delete()
+        pk=Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0].pk
+    ).delete()
     # A second pool prompt with the same normalised text shares the hash and so the cap.
     only = Prompt.objects.get(campaign=acme.campaign)
-    Prompt.objects.create(organization=acme.organization, campaign=acme.campaign,
-                          text="  " + only.text.upper() + "\n", text_hash=only.text_hash)
+    Prompt.objects.create(
+        organization=acme.organization,
+        campaign=acme.campaign,
+        text="  " + only.text.upper() + "\n",
+        text_hash=only.text_hash,
+    )
     Campaign.objects.filter(pk=acme.campaign.pk).update(prompt_hash_cap=1)
     _vote_n(bob_client, acme.campaign, 1)
     response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
@@ -67,8 +72,9 @@ def test_prompt_hash_cap_skips_full_prompts(acme, bob_client, triton_server):
 @pytest.mark.triton
 def test_rater_prompt_is_hashed_classified_and_used(acme, bob, bob_client, triton_server):
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
-    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]),
-                               {"prompt": "Write a Python function that sorts a list."})
+    response = bob_client.post(
+        reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "Write a Python function that sorts a list."}
+    )
     assert response.status_code == 302
     battle = Battle.objects.get()
     assert battle.prompt.source == Prompt.Source.RATER and battle.prompt.author == bob
@@ -85,8 +91,9 @@ def test_rater_prompt_refused_where_campaign_does_not_allow_it(acme, bob_client)
 
 def test_prompt_over_the_size_limit_is_refused(acme, bob_client):
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
-    response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]),
-                               {"prompt": "x" * (PROMPT_MAX_CHARS + 1)})
+    response = bob_client.post(
+        reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "x" * (PROMPT_MAX_CHARS + 1)}
+    )
     assert response.status_code == 400
     assert str(PROMPT_MAX_CHARS) in response.content.decode()
     assert not Battle.objects.exists() and not Prompt.objects.filter(source="rater").exists()
@@ -120,7 +127,8 @@ def test_voided_battles_do_not_use_up_prompts(acme, bob_client, triton_server):
     from tests.conftest import endpoint_for
 
     Prompt.objects.filter(campaign=acme.campaign).exclude(
-        pk=Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0].pk).delete()
+        pk=Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0].pk
+    ).delete()
     good_endpoint = acme.right.endpoint
     acme.right.endpoint = endpoint_for(acme, model="failing", url=triton_server.grpc_url)
     acme.right.save()
@@ -137,8 +145,12 @@ def test_voided_battles_do_not_use_up_prompts(acme, bob_client, triton_server):
 def test_a_duplicate_prompt_in_the_pool_is_not_shown_twice_to_one_rater(acme, bob_client, triton_server):
     first = Prompt.objects.filter(campaign=acme.campaign).order_by("id")[0]
     Prompt.objects.filter(campaign=acme.campaign).exclude(pk=first.pk).delete()
-    Prompt.objects.create(organization=acme.organization, campaign=acme.campaign, text=first.text.upper() + "  ",
-                          text_hash=first.text_hash)
+    Prompt.objects.create(
+        organization=acme.organization,
+        campaign=acme.campaign,
+        text=first.text.upper() + "  ",
+        text_hash=first.text_hash,
+    )
     _vote_n(bob_client, acme.campaign, 1)
     response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 409 and "no more prompts" in response.content.decode()

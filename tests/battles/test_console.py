@@ -29,12 +29,20 @@ def messages_of(response) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def _battle(tenant, rater, prompt=None, status=Battle.Status.READY) -> Battle:  # type: ignore[no-untyped-def]
-    return Battle.objects.create(organization=tenant.organization, campaign=tenant.campaign, rater=rater,
-                                 pool=tenant.pool, prompt=prompt or tenant.campaign.prompts.first(),
-                                 left=tenant.left, right=tenant.right, status=status)
+    return Battle.objects.create(
+        organization=tenant.organization,
+        campaign=tenant.campaign,
+        rater=rater,
+        pool=tenant.pool,
+        prompt=prompt or tenant.campaign.prompts.first(),
+        left=tenant.left,
+        right=tenant.right,
+        status=status,
+    )
 
 
 # --- Writes through services ---------------------------------------------------------------------
+
 
 def test_deleting_a_competitor_that_fought_is_refused(acme, bob, alice_client):
     _battle(acme, bob)
@@ -55,8 +63,9 @@ def test_a_refusal_on_save_is_a_form_error_and_nothing_of_the_save_stays(acme, g
 
     monkeypatch.setattr(services, "competitor_save", refuse)
     endpoint = ModelEndpointFactory.create(organization=acme.organization, name="Acme-new", url="127.0.0.1:1")
-    data = campaign_form_data(acme.campaign, description="changed",
-                              new_competitors=[{"endpoint": endpoint.pk, "version_label": "x"}])
+    data = campaign_form_data(
+        acme.campaign, description="changed", new_competitors=[{"endpoint": endpoint.pk, "version_label": "x"}]
+    )
     response = alice_client.post(change_url(acme.campaign), data)
     assert response.status_code == 200
     assert "No competitors today." in form_errors(response)
@@ -67,8 +76,9 @@ def test_a_refusal_on_save_is_a_form_error_and_nothing_of_the_save_stays(acme, g
 
 
 def test_deleting_a_competitor_without_battles_is_audited(acme, alice, alice_client):
-    extra = Competitor.objects.create(organization=acme.organization, campaign=acme.campaign,
-                                      endpoint=acme.left.endpoint, version_label="spare")
+    extra = Competitor.objects.create(
+        organization=acme.organization, campaign=acme.campaign, endpoint=acme.left.endpoint, version_label="spare"
+    )
     data = campaign_form_data(acme.campaign)
     index = list(acme.campaign.competitors.order_by("id")).index(extra)
     data[f"competitors-{index}-DELETE"] = "on"
@@ -81,8 +91,9 @@ def test_deleting_a_competitor_without_battles_is_audited(acme, alice, alice_cli
 
 def test_a_campaigns_pools_belong_to_its_organisation_in_the_service(acme, globex):
     with pytest.raises(Invalid, match="Not pools of Acme") as refused:
-        services.campaign_save(campaign=acme.campaign, actor=None, changed=["rater_pools"],
-                               rater_pools=[acme.pool, globex.pool])
+        services.campaign_save(
+            campaign=acme.campaign, actor=None, changed=["rater_pools"], rater_pools=[acme.pool, globex.pool]
+        )
     assert "rater_pools" in refused.value.field_errors
     assert list(acme.campaign.rater_pools.all()) == [acme.pool]
 
@@ -110,8 +121,13 @@ def test_a_prompt_with_battles_keeps_its_text(acme, bob, alice_client):
     prompt = acme.campaign.prompts.first()
     _battle(acme, bob, prompt=prompt)
     url = reverse("admin:battles_prompt_change", args=[prompt.pk])
-    form = {"campaign": acme.campaign.pk, "text": "Something else entirely.", "category": "other",
-            "language": "en", "active": "on"}
+    form = {
+        "campaign": acme.campaign.pk,
+        "text": "Something else entirely.",
+        "category": "other",
+        "language": "en",
+        "active": "on",
+    }
     response = alice_client.post(url, form)
     assert response.status_code == 200
     assert "Fixed once the prompt has battles" in form_errors(response)
@@ -125,9 +141,16 @@ def test_a_prompt_with_battles_keeps_its_text(acme, bob, alice_client):
 
 
 def test_a_new_prompt_from_the_console_is_hashed_and_audited(acme, alice_client):
-    response = alice_client.post(reverse("admin:battles_prompt_add"), {
-        "campaign": acme.campaign.pk, "text": "  Why   is the sea salty? ", "category": "knowledge",
-        "language": "en", "active": "on"})
+    response = alice_client.post(
+        reverse("admin:battles_prompt_add"),
+        {
+            "campaign": acme.campaign.pk,
+            "text": "  Why   is the sea salty? ",
+            "category": "knowledge",
+            "language": "en",
+            "active": "on",
+        },
+    )
     assert response.status_code == 302, form_errors(response)
     prompt = Prompt.objects.get(text="Why   is the sea salty?")
     assert prompt.organization == acme.organization and len(prompt.text_hash) == 64
@@ -135,6 +158,7 @@ def test_a_new_prompt_from_the_console_is_hashed_and_audited(acme, alice_client)
 
 
 # --- Rough edges ----------------------------------------------------------------------------------
+
 
 def test_the_organisation_is_preselected_for_a_manager_of_one(acme, globex, alice_client):
     selected = f'<option value="{acme.organization.pk}" selected>'
@@ -150,8 +174,9 @@ def test_the_organisation_is_preselected_for_a_manager_of_one(acme, globex, alic
 
 @pytest.mark.parametrize(("model_version", "expected"), [("3", "3"), ("", None)])
 def test_a_competitor_added_without_a_version_label_gets_a_default(acme, alice_client, model_version, expected):
-    endpoint = ModelEndpointFactory.create(organization=acme.organization, name="Acme-new",
-                                           url=acme.left.endpoint.url, model_version=model_version)
+    endpoint = ModelEndpointFactory.create(
+        organization=acme.organization, name="Acme-new", url=acme.left.endpoint.url, model_version=model_version
+    )
     data = campaign_form_data(acme.campaign, new_competitors=[{"endpoint": endpoint.pk, "version_label": ""}])
     response = alice_client.post(change_url(acme.campaign), data)
     assert response.status_code == 302, form_errors(response)
@@ -163,17 +188,20 @@ def test_a_competitor_added_without_a_version_label_gets_a_default(acme, alice_c
 def test_saving_an_endpoint_warns_when_triton_does_not_have_the_model_ready(acme, alice_client, triton_server):
     url = reverse("admin:serving_modelendpoint_add")
     base = {"organization": acme.organization.pk, "protocol": "grpc", "model_version": "", "timeout_s": 20}
-    response = alice_client.post(url, {**base, "name": "ready", "url": triton_server.grpc_url,
-                                       "model_name": "zen-bigram"})
+    response = alice_client.post(
+        url, {**base, "name": "ready", "url": triton_server.grpc_url, "model_name": "zen-bigram"}
+    )
     assert response.status_code == 302, form_errors(response)
     assert not [m for m in messages_of(response) if "not report" in m]
-    response = alice_client.post(url, {**base, "name": "absent", "url": triton_server.grpc_url,
-                                       "model_name": "no-such-model"})
+    response = alice_client.post(
+        url, {**base, "name": "absent", "url": triton_server.grpc_url, "model_name": "no-such-model"}
+    )
     assert response.status_code == 302, form_errors(response)
     warnings = [m for m in messages_of(response) if "does not report the model ready" in m]
     assert len(warnings) == 1 and "no-such-model" in warnings[0]
-    response = alice_client.post(url, {**base, "name": "down", "url": "127.0.0.1:1", "protocol": "http",
-                                       "model_name": "zen-bigram"})
+    response = alice_client.post(
+        url, {**base, "name": "down", "url": "127.0.0.1:1", "protocol": "http", "model_name": "zen-bigram"}
+    )
     assert any("server unreachable" in m for m in messages_of(response))
 
 
@@ -182,8 +210,10 @@ def test_opening_a_campaign_warns_about_models_triton_does_not_serve(acme, alice
     acme.right.endpoint = endpoint_for(acme, model="no-such-model", url=triton_server.grpc_url)
     acme.right.save()
     Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.DRAFT)
-    response = alice_client.post(reverse("admin:battles_campaign_changelist"), {
-        "action": "open_campaigns", "_selected_action": [acme.campaign.pk]})
+    response = alice_client.post(
+        reverse("admin:battles_campaign_changelist"),
+        {"action": "open_campaigns", "_selected_action": [acme.campaign.pk]},
+    )
     assert response.status_code == 302
     notes = messages_of(response)
     assert any("is open" in m for m in notes)
@@ -214,8 +244,10 @@ def test_open_refusal_is_a_message_not_a_crash(acme, alice_client):
     RaterPoolFactory.create(organization=acme.organization)
     acme.campaign.rater_pools.clear()
     Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.DRAFT)
-    response = alice_client.post(reverse("admin:battles_campaign_changelist"), {
-        "action": "open_campaigns", "_selected_action": [acme.campaign.pk]})
+    response = alice_client.post(
+        reverse("admin:battles_campaign_changelist"),
+        {"action": "open_campaigns", "_selected_action": [acme.campaign.pk]},
+    )
     assert any("at least one rater pool" in m for m in messages_of(response))
     with pytest.raises(Conflict):
         services.campaign_open(campaign=acme.campaign, actor=None)

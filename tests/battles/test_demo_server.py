@@ -58,8 +58,9 @@ class Demo:
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
         assert token, page[:500]
         data = urllib.parse.urlencode({"csrfmiddlewaretoken": token.group(1), "login": email, "password": password})
-        request = urllib.request.Request(self.url + "/accounts/login/", data=data.encode(),
-                                         headers={"Referer": self.url + "/accounts/login/"})
+        request = urllib.request.Request(
+            self.url + "/accounts/login/", data=data.encode(), headers={"Referer": self.url + "/accounts/login/"}
+        )
         with self.opener.open(request, timeout=30) as response:
             assert response.url.rstrip("/") == self.url, response.url
 
@@ -67,15 +68,23 @@ class Demo:
 def _start(tmp_path: Path, *args: str) -> Iterator[Demo]:
     web, http_port, grpc_port = _free_ports(3)
     env = {
-        **os.environ, "DJANGO_SETTINGS_MODULE": "arena.settings.local", "PYTHONUNBUFFERED": "1",
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "arena.settings.local",
+        "PYTHONUNBUFFERED": "1",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-        "ARENA_TRITON_HTTP_PORT": str(http_port), "ARENA_TRITON_GRPC_PORT": str(grpc_port),
+        "ARENA_TRITON_HTTP_PORT": str(http_port),
+        "ARENA_TRITON_GRPC_PORT": str(grpc_port),
     }
     env.pop("REDIS_URL", None)
     env.pop("DEBUG", None)
     process = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--port", str(web), *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{web}"
     try:

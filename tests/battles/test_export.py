@@ -38,15 +38,27 @@ def test_jsonl_export_has_every_event(acme, voted, alice_client):
     assert [e["battle_id"] for e in events] == voted
     assert [e["vote"] for e in events] == ["left", "both_bad"]
     event = events[0]
-    assert set(event) >= {"battle_id", "timestamp", "rater_id", "pool_id", "prompt", "left", "right", "params",
-                          "vote", "decision_ms", "identity"}
+    assert set(event) >= {
+        "battle_id",
+        "timestamp",
+        "rater_id",
+        "pool_id",
+        "prompt",
+        "left",
+        "right",
+        "params",
+        "vote",
+        "decision_ms",
+        "identity",
+    }
     assert set(event["left"]) >= {"model", "version", "output_tokens", "finish_reason", "latency_s", "style"}
     assert set(event["prompt"]) >= {"id", "hash", "category", "language"}
 
 
 def test_csv_export_matches_jsonl(acme, voted, alice_client):
-    rows = list(csv.DictReader(io.StringIO(_body(alice_client.get(
-        reverse("api:votes", args=[acme.campaign.pk, "csv"]))))))
+    rows = list(
+        csv.DictReader(io.StringIO(_body(alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "csv"])))))
+    )
     assert list(rows[0]) == list(CSV_COLUMNS)
     assert [r["vote"] for r in rows] == ["left", "both_bad"]
     assert json.loads(rows[0]["left_style"])["tokens"] > 0
@@ -65,8 +77,9 @@ def test_csv_cells_cannot_become_spreadsheet_formulas(acme, alice_client, bob_cl
     Campaign.objects.filter(pk=acme.campaign.pk).update(system_prompt='=HYPERLINK("http://evil.test","x")')
     battle, _ = start_battle(bob_client, acme.campaign)
     bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie"})
-    rows = list(csv.DictReader(io.StringIO(_body(alice_client.get(
-        reverse("api:votes", args=[acme.campaign.pk, "csv"]))))))
-    assert rows[0]["system_prompt"] == "'=HYPERLINK(\"http://evil.test\",\"x\")"
+    rows = list(
+        csv.DictReader(io.StringIO(_body(alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "csv"])))))
+    )
+    assert rows[0]["system_prompt"] == '\'=HYPERLINK("http://evil.test","x")'
     jsonl = _body(alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])))
     assert json.loads(jsonl)["params"]["system_prompt"].startswith("=HYPERLINK")  # JSON keeps the exact text

@@ -37,8 +37,13 @@ def test_both_sides_receive_identical_parameters(echo_campaign, bob_client):
     assert left["max_tokens"] == 77
     assert left["temperature"] == pytest.approx(0.3) and left["top_p"] == pytest.approx(0.9)
     assert left["seed"] == battle.params["seed"]
-    assert battle.params == {"temperature": 0.3, "top_p": 0.9, "max_tokens": 77,
-                             "system_prompt": "Answer like a careful librarian.", "seed": battle.params["seed"]}
+    assert battle.params == {
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "max_tokens": 77,
+        "system_prompt": "Answer like a careful librarian.",
+        "seed": battle.params["seed"],
+    }
 
 
 def test_both_sides_are_called_at_the_same_moment_and_released_together(echo_campaign, bob_client):

@@ -120,8 +120,12 @@ def test_vote_buttons_are_in_key_order(acme: Tenant, bob_client: Client) -> None
     _, page = start_battle(bob_client, acme.campaign)
     form = page.content.decode().split('id="vote-form"', 1)[1].split("</form>", 1)[0]
     buttons = re.findall(r'<button[^>]*value="(\w+)" data-key="(\d) (\w)">[^<]*<kbd>(\d)</kbd>', form)
-    assert buttons == [("left", "1", "a", "1"), ("right", "2", "b", "2"), ("tie", "3", "t", "3"),
-                       ("both_bad", "4", "x", "4")]
+    assert buttons == [
+        ("left", "1", "a", "1"),
+        ("right", "2", "b", "2"),
+        ("tie", "3", "t", "3"),
+        ("both_bad", "4", "x", "4"),
+    ]
 
 
 def test_battle_pages_have_their_own_title_one_h1_and_no_headings_from_answers(
@@ -157,8 +161,9 @@ def test_the_live_region_gets_the_result_only_after_the_vote(acme: Tenant, bob_c
     assert f"Your vote is stored: B is better. Answer A was {battle.left.endpoint.name}" in region.group(0)
 
 
-def test_the_managers_home_lists_their_campaigns_and_leaderboards(acme: Tenant, alice_client: Client,
-                                                                   charlie_client: Client) -> None:
+def test_the_managers_home_lists_their_campaigns_and_leaderboards(
+    acme: Tenant, alice_client: Client, charlie_client: Client
+) -> None:
     draft = CampaignFactory.create(organization=acme.organization, name="Acme draft", status=Campaign.Status.DRAFT)
     html = alice_client.get(reverse("battles:campaigns")).content.decode()
     assert "No open campaign lists you as a rater" not in html

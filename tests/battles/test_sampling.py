@@ -38,8 +38,17 @@ def test_active_campaign_samples_by_the_latest_leaderboard(acme):
         {"competitor_id": acme.right.pk, "lower": 995.0, "upper": 1015.0, "hidden": False, "component": 0},
         {"competitor_id": far.pk, "lower": 700.0, "upper": 720.0, "hidden": False, "component": 0},
     ]
-    LeaderboardSnapshot.objects.create(organization=acme.organization, campaign=campaign, category="", view="raw",
-                                       version=1, method={}, policy={}, excluded={}, rows=rows)
+    LeaderboardSnapshot.objects.create(
+        organization=acme.organization,
+        campaign=campaign,
+        category="",
+        view="raw",
+        version=1,
+        method={},
+        policy={},
+        excluded={},
+        rows=rows,
+    )
     rng = random.Random(7)
     Campaign.objects.filter(pk=campaign.pk).update(sampling=Campaign.Sampling.ACTIVE)
     campaign.refresh_from_db()

@@ -11,8 +11,10 @@ from tests.html_safety import unsafe_markup
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
-PAYLOAD = ('<script>alert("x")</script> <img src=x onerror="alert(1)"> '
-           '[click](javascript:alert(2)) <iframe src="https://evil.test"></iframe>')
+PAYLOAD = (
+    '<script>alert("x")</script> <img src=x onerror="alert(1)"> '
+    '[click](javascript:alert(2)) <iframe src="https://evil.test"></iframe>'
+)
 
 
 def test_rater_prompt_and_echoed_answer_are_sanitised(acme, bob_client, triton_server):
@@ -23,7 +25,7 @@ def test_rater_prompt_and_echoed_answer_are_sanitised(acme, bob_client, triton_s
     response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "Summarise: " + PAYLOAD})
     assert response.status_code == 302
     html = bob_client.get(response["Location"]).content.decode()
-    body = html.split('<div class="battle"', 1)[1].split('<form', 1)[0]
+    body = html.split('<div class="battle"', 1)[1].split("<form", 1)[0]
     assert unsafe_markup(body) == []
     assert "<script" not in body
     assert body.count("&lt;script&gt;") >= 2  # prompt and echoed answer show it as text, not dropped

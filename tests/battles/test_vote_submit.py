@@ -119,9 +119,10 @@ def test_reload_shows_the_same_battle_instead_of_regenerating(acme, bob_client, 
     second, page2 = start_battle(bob_client, acme.campaign)
     assert first.pk == second.pk
     assert Battle.objects.count() == 1
+
     def panes(page):  # type: ignore[no-untyped-def]
         html = page.content.decode()
-        return html[html.index('<div class="panes">'):html.index('<form')]
+        return html[html.index('<div class="panes">') : html.index("<form")]
 
     assert panes(page1) == panes(page2)
 

@@ -40,23 +40,33 @@ def board_campaign(vote_log_purge: None) -> tuple[User, Campaign]:
     pool = RaterPoolFactory.create(organization=organization, name="Board staff")
     campaign = CampaignFactory.create(organization=organization, name="Board chat", slug="board-chat")
     competitors = [
-        CompetitorFactory.create(campaign=campaign, version_label="2026-11",
-                                 endpoint=ModelEndpointFactory.create(organization=organization,
-                                                                      name=f"a-rather-long-model-name-{k}"))
+        CompetitorFactory.create(
+            campaign=campaign,
+            version_label="2026-11",
+            endpoint=ModelEndpointFactory.create(organization=organization, name=f"a-rather-long-model-name-{k}"),
+        )
         for k in range(5)
     ]
     prompts = [PromptFactory.create(campaign=campaign) for _ in range(6)]
-    votes_write(campaign=campaign, pool=pool, raters=[rater], prompts=prompts, competitors=competitors,
-                strengths=(3.0, 2.0, 1.5, 1.0, 0.6), n=400, seed=3)
-    Campaign.objects.filter(pk=campaign.pk).update(ranking_min_votes=10, ranking_bootstrap_rounds=20,
-                                                   min_decision_ms=0)
+    votes_write(
+        campaign=campaign,
+        pool=pool,
+        raters=[rater],
+        prompts=prompts,
+        competitors=competitors,
+        strengths=(3.0, 2.0, 1.5, 1.0, 0.6),
+        n=400,
+        seed=3,
+    )
+    Campaign.objects.filter(pk=campaign.pk).update(ranking_min_votes=10, ranking_bootstrap_rounds=20, min_decision_ms=0)
     leaderboards_recompute(campaign_id=campaign.pk)
     return owner, campaign
 
 
 @pytest.mark.parametrize("width", [390, 1280])
-def test_leaderboard_at_phone_and_laptop_width(board_campaign, browser_context: BrowserContext,
-                                               live_server: LiveServer, width: int, screenshot_dir: Path) -> None:
+def test_leaderboard_at_phone_and_laptop_width(
+    board_campaign, browser_context: BrowserContext, live_server: LiveServer, width: int, screenshot_dir: Path
+) -> None:
     owner, campaign = board_campaign
     page = browser_context.new_page()
     page.set_viewport_size({"width": width, "height": 900})

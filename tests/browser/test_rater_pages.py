@@ -45,7 +45,11 @@ def _shot(page: Page, screenshot_dir: Path, name: str) -> None:
 
 
 def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
-    vote_log_purge: None, live_server: LiveServer, acme: Tenant, bob: AbstractUser, sized_context: BrowserContext,
+    vote_log_purge: None,
+    live_server: LiveServer,
+    acme: Tenant,
+    bob: AbstractUser,
+    sized_context: BrowserContext,
     screenshot_dir: Path,
 ) -> None:
     page = sized_context.new_page()
@@ -83,9 +87,7 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     expect(page.locator("#result")).to_contain_text("B is better")
     assert Vote.objects.get().choice == "right"
     battle.refresh_from_db()
-    expect(announcer).to_contain_text(
-        f"Your vote is stored: B is better. Answer A was {battle.left.endpoint.name}"
-    )
+    expect(announcer).to_contain_text(f"Your vote is stored: B is better. Answer A was {battle.left.endpoint.name}")
     expect(page).to_have_title(f"Result of battle 1 · {acme.campaign.name} · Arena")
     expect(page.locator("h1")).to_have_count(1)
     _shot(page, screenshot_dir, "result")
@@ -97,7 +99,11 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
 
 
 def test_after_the_session_cap_there_is_no_next_or_start_button(
-    vote_log_purge: None, live_server: LiveServer, acme: Tenant, bob: AbstractUser, sized_context: BrowserContext,
+    vote_log_purge: None,
+    live_server: LiveServer,
+    acme: Tenant,
+    bob: AbstractUser,
+    sized_context: BrowserContext,
     screenshot_dir: Path,
 ) -> None:
     Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=1)
@@ -119,7 +125,11 @@ def test_after_the_session_cap_there_is_no_next_or_start_button(
 
 
 def test_a_prompt_typed_while_a_battle_is_pending_waits_prefilled_after_the_vote(
-    vote_log_purge: None, live_server: LiveServer, acme: Tenant, bob: AbstractUser, sized_context: BrowserContext,
+    vote_log_purge: None,
+    live_server: LiveServer,
+    acme: Tenant,
+    bob: AbstractUser,
+    sized_context: BrowserContext,
     screenshot_dir: Path,
 ) -> None:
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
@@ -151,7 +161,11 @@ def test_a_prompt_typed_while_a_battle_is_pending_waits_prefilled_after_the_vote
 
 
 def test_managers_home_lists_their_campaigns_and_leaderboards(
-    live_server: LiveServer, acme: Tenant, alice: AbstractUser, sized_context: BrowserContext, screenshot_dir: Path,
+    live_server: LiveServer,
+    acme: Tenant,
+    alice: AbstractUser,
+    sized_context: BrowserContext,
+    screenshot_dir: Path,
 ) -> None:
     page = sized_context.new_page()
     log_in(page, live_server.url, email=alice.email)
@@ -166,7 +180,11 @@ def test_managers_home_lists_their_campaigns_and_leaderboards(
 
 
 def test_logged_out_invitee_sees_the_invitation_and_is_in_the_pool_after_signing_up(
-    live_server: LiveServer, acme: Tenant, alice: User, sized_context: BrowserContext, screenshot_dir: Path,
+    live_server: LiveServer,
+    acme: Tenant,
+    alice: User,
+    sized_context: BrowserContext,
+    screenshot_dir: Path,
 ) -> None:
     invitation = invitation_create(pool=acme.pool, actor=alice)
     page = sized_context.new_page()
@@ -187,7 +205,10 @@ def test_logged_out_invitee_sees_the_invitation_and_is_in_the_pool_after_signing
 
 
 def test_error_page_is_the_sites_own_with_debug_off(
-    live_server: LiveServer, settings, sized_context: BrowserContext, screenshot_dir: Path,  # type: ignore[no-untyped-def]
+    live_server: LiveServer,
+    settings,
+    sized_context: BrowserContext,
+    screenshot_dir: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     settings.DEBUG = False
     page = sized_context.new_page()

@@ -16,10 +16,21 @@ from raters.models import RaterPool
 CHOICES = ("left", "right", "tie", "both_bad")
 
 
-def votes_write(*, campaign: Campaign, pool: RaterPool, raters: Sequence, prompts: Sequence[Prompt],
-                competitors: Sequence[Competitor], strengths: Sequence[float], n: int, seed: int = 0,
-                tie_rate: float = 0.1, both_bad_rate: float = 0.0, decision_ms: int = 5000,
-                categories: Sequence[str] | None = None) -> list[Vote]:
+def votes_write(
+    *,
+    campaign: Campaign,
+    pool: RaterPool,
+    raters: Sequence,
+    prompts: Sequence[Prompt],
+    competitors: Sequence[Competitor],
+    strengths: Sequence[float],
+    n: int,
+    seed: int = 0,
+    tie_rate: float = 0.1,
+    both_bad_rate: float = 0.0,
+    decision_ms: int = 5000,
+    categories: Sequence[str] | None = None,
+) -> list[Vote]:
     rng = np.random.default_rng(seed)
     k = len(competitors)
     a = rng.integers(0, k, n)
@@ -27,31 +38,65 @@ def votes_write(*, campaign: Campaign, pool: RaterPool, raters: Sequence, prompt
     s = np.log(np.asarray(strengths, dtype=float))
     p_left = 1 / (1 + np.exp(-(s[a] - s[b])))
     u = rng.random(n)
-    outcome = np.where(u < tie_rate, 2, np.where(u < tie_rate + both_bad_rate, 3,
-                                                 np.where(rng.random(n) < p_left, 0, 1)))
+    outcome = np.where(
+        u < tie_rate, 2, np.where(u < tie_rate + both_bad_rate, 3, np.where(rng.random(n) < p_left, 0, 1))
+    )
     now = timezone.now()
     battles, votes = [], []
     for i in range(n):
         prompt = prompts[i % len(prompts)]
         rater = raters[i % len(raters)]
         left, right = competitors[a[i]], competitors[b[i]]
-        battle = Battle(id=uuid.uuid4(), organization_id=campaign.organization_id, campaign=campaign, rater=rater,
-                        pool=pool, prompt=prompt, left=left, right=right, status=Battle.Status.VOTED,
-                        params={"temperature": 0.7, "top_p": 1.0, "max_tokens": 64, "system_prompt": "", "seed": i},
-                        ready_at=now, shown_at=now, voted_at=now)
+        battle = Battle(
+            id=uuid.uuid4(),
+            organization_id=campaign.organization_id,
+            campaign=campaign,
+            rater=rater,
+            pool=pool,
+            prompt=prompt,
+            left=left,
+            right=right,
+            status=Battle.Status.VOTED,
+            params={"temperature": 0.7, "top_p": 1.0, "max_tokens": 64, "system_prompt": "", "seed": i},
+            ready_at=now,
+            shown_at=now,
+            voted_at=now,
+        )
         battles.append(battle)
         style = {"tokens": int(20 + 5 * (i % 7)), "headers": i % 2, "list_items": i % 3, "bold": 0, "code_blocks": 0}
-        votes.append(Vote(
-            organization_id=campaign.organization_id, campaign=campaign, battle=battle, created_at=now, rater=rater,
-            pool=pool, prompt=prompt, prompt_hash=prompt.text_hash,
-            category=categories[i % len(categories)] if categories else prompt.category, language="en",
-            prompt_source="pool", left=left, right=right, left_model=left.endpoint.name,
-            left_version=left.version_label, left_tokens=style["tokens"], left_finish_reason="stop", left_latency_s=0.5,
-            right_model=right.endpoint.name, right_version=right.version_label, right_tokens=30,
-            right_finish_reason="stop", right_latency_s=0.6, params=battle.params, choice=CHOICES[outcome[i]],
-            decision_ms=decision_ms, left_style=style,
-            right_style={"tokens": 30, "headers": 0, "list_items": 1, "bold": 0, "code_blocks": 0},
-            prompt_asks_identity=False, answer_names_model=False,
-        ))
+        votes.append(
+            Vote(
+                organization_id=campaign.organization_id,
+                campaign=campaign,
+                battle=battle,
+                created_at=now,
+                rater=rater,
+                pool=pool,
+                prompt=prompt,
+                prompt_hash=prompt.text_hash,
+                category=categories[i % len(categories)] if categories else prompt.category,
+                language="en",
+                prompt_source="pool",
+                left=left,
+                right=right,
+                left_model=left.endpoint.name,
+                left_version=left.version_label,
+                left_tokens=style["tokens"],
+                left_finish_reason="stop",
+                left_latency_s=0.5,
+                right_model=right.endpoint.name,
+                right_version=right.version_label,
+                right_tokens=30,
+                right_finish_reason="stop",
+                right_latency_s=0.6,
+                params=battle.params,
+                choice=CHOICES[outcome[i]],
+                decision_ms=decision_ms,
+                left_style=style,
+                right_style={"tokens": 30, "headers": 0, "list_items": 1, "bold": 0, "code_blocks": 0},
+                prompt_asks_identity=False,
+                answer_names_model=False,
+            )
+        )
     Battle.objects.bulk_create(battles, batch_size=2000)
     return Vote.objects.bulk_create(votes, batch_size=2000)

@@ -154,9 +154,20 @@ def test_boundary_board_reruns_are_byte_identical() -> None:
     o = np.concatenate([est.outcome, np.ones(30, dtype=np.int64)])
     m = a.shape[0]
     z = np.zeros(m, dtype=np.int64)
-    votes = VoteArrays(vote_id=np.arange(m), left=a, right=b, outcome=o, decision_ms=z + 5000, rater=z, prompt=z,
-                       category=z, categories=("",), identity=np.zeros(m, dtype=bool),
-                       style_left=np.ones((m, 4)), style_right=np.ones((m, 4)))
+    votes = VoteArrays(
+        vote_id=np.arange(m),
+        left=a,
+        right=b,
+        outcome=o,
+        decision_ms=z + 5000,
+        rater=z,
+        prompt=z,
+        category=z,
+        categories=("",),
+        identity=np.zeros(m, dtype=bool),
+        style_left=np.ones((m, 4)),
+        style_right=np.ones((m, 4)),
+    )
     runs = [board_compute(votes, np.arange(4), {}, Method(min_votes=10, rounds=40)) for _ in range(2)]
     dumps = [json.dumps([r.rows, r.pairwise, r.extra], sort_keys=True) for r in runs]
     assert dumps[0] == dumps[1]

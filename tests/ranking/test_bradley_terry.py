@@ -68,9 +68,7 @@ def test_both_bad_policy_is_recorded_and_applied() -> None:
 
 
 def test_reference_competitor_pinned_to_1000() -> None:
-    a, b, o = battles(
-        (0, 1, LEFT_WINS, 30), (1, 2, LEFT_WINS, 20), (2, 0, LEFT_WINS, 5), (1, 0, LEFT_WINS, 9)
-    )
+    a, b, o = battles((0, 1, LEFT_WINS, 30), (1, 2, LEFT_WINS, 20), (2, 0, LEFT_WINS, 5), (1, 0, LEFT_WINS, 9))
     free = fit(a, b, o)
     pinned = fit(a, b, o, reference=2)
     assert pinned.scores[2] == 1000.0

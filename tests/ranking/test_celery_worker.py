@@ -29,13 +29,31 @@ def worker(vote_log_purge):  # type: ignore[no-untyped-def]
 
     app.control.purge()  # nothing stale from earlier runs
     database = connection.settings_dict
-    env = {**os.environ, "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/"
-                                         f"{database['NAME']}", "REDIS_URL": settings.REDIS_URL,
-           "DJANGO_SETTINGS_MODULE": "arena.settings.local"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "arena.settings.local",
+    }
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "arena", "worker", "--pool=solo", "--loglevel=INFO",
-         "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "arena",
+            "worker",
+            "--pool=solo",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     yield process
     process.terminate()
@@ -66,4 +84,6 @@ def test_vote_triggers_recompute_in_a_real_worker(worker, acme, bob_client, sett
     snapshot = LeaderboardSnapshot.objects.get(campaign=acme.campaign, category="", view="raw")
     assert snapshot.votes_total == 1 and snapshot.last_vote_id == battle.vote.pk
     assert {(s.category, s.view) for s in LeaderboardSnapshot.objects.filter(campaign=acme.campaign)} >= {
-        ("", "raw"), ("", "style")}
+        ("", "raw"),
+        ("", "style"),
+    }

@@ -65,9 +65,20 @@ def test_board_records_the_tie_model_and_its_parameter() -> None:
     a, b = random_pairs_for_tests(rng, n, m)
     o = simulate_davidson(rng, np.linspace(-0.5, 0.5, n), 1.0, a, b)
     z = np.zeros(m, dtype=np.int64)
-    votes = VoteArrays(vote_id=np.arange(m), left=a + 10, right=b + 10, outcome=o, decision_ms=z + 5000, rater=z,
-                       prompt=z, category=z, categories=("",), identity=np.zeros(m, dtype=bool),
-                       style_left=np.ones((m, 4)), style_right=np.ones((m, 4)))
+    votes = VoteArrays(
+        vote_id=np.arange(m),
+        left=a + 10,
+        right=b + 10,
+        outcome=o,
+        decision_ms=z + 5000,
+        rater=z,
+        prompt=z,
+        category=z,
+        categories=("",),
+        identity=np.zeros(m, dtype=bool),
+        style_left=np.ones((m, 4)),
+        style_right=np.ones((m, 4)),
+    )
     ids = np.arange(10, 10 + n)
     dav = board_compute(votes, ids, {}, Method(ties="davidson", interval="sandwich"))
     half = board_compute(votes, ids, {}, Method(interval="sandwich"))

@@ -37,8 +37,9 @@ def test_downloads_csv_and_json(board, alice_client, charlie_client):  # noqa: F
     assert 'filename="leaderboard-' in response["Content-Disposition"]
     payload = json.loads(response.content)
     assert payload["version"] == 1 and payload["category"] == "coding" and payload["rows"]
-    rows = list(csv.DictReader(io.StringIO(alice_client.get(
-        f"/leaderboard/{campaign.pk}/v/1/snapshot.csv").content.decode())))
+    rows = list(
+        csv.DictReader(io.StringIO(alice_client.get(f"/leaderboard/{campaign.pk}/v/1/snapshot.csv").content.decode()))
+    )
     assert rows[0]["competitor_id"] == str(competitors[0].pk) and rows[0]["rank_best"] == "1"
     assert {"lower_open", "upper_open", "interval_method"} <= set(rows[0])
     assert alice_client.get(f"/leaderboard/{campaign.pk}/v/1/snapshot.xml").status_code == 404
@@ -49,8 +50,17 @@ def test_open_sides_on_the_page_and_in_the_api(acme, bob, alice_client):
     """A 30-0 record: the winner is shown as "≥ x", the loser as "≤ y"; the API has null bounds with
     explicit open flags and a difference interval open above."""
     prompts = list(Prompt.objects.filter(campaign=acme.campaign))
-    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts,
-                competitors=[acme.left, acme.right], strengths=(1e9, 1e-9), n=30, seed=8, tie_rate=0.0)
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=prompts,
+        competitors=[acme.left, acme.right],
+        strengths=(1e9, 1e-9),
+        n=30,
+        seed=8,
+        tie_rate=0.0,
+    )
     acme.campaign.ranking_min_votes = 10
     acme.campaign.save()
     leaderboards_recompute(campaign_id=acme.campaign.pk)

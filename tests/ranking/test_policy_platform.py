@@ -28,8 +28,9 @@ def test_identity_flags_are_logged_and_the_battle_is_excluded(acme, bob_client, 
     for competitor, model in ((acme.left, "delay-fast"), (acme.right, "delay-slow")):
         competitor.endpoint = endpoint_for(acme, model=model, url=triton_server.grpc_url)
         competitor.save()
-    bob_client.post(reverse("battles:next", args=[acme.campaign.pk]),
-                    {"prompt": "Who are you? Are you ChatGPT, made by OpenAI?"})
+    bob_client.post(
+        reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "Who are you? Are you ChatGPT, made by OpenAI?"}
+    )
     battle = Battle.objects.get()
     bob_client.get(reverse("battles:battle", args=[battle.pk]))
     bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
@@ -56,8 +57,17 @@ def test_an_ordinary_battle_has_no_identity_flags(acme, bob_client, triton_serve
 def test_rules_come_from_the_campaign(acme, bob):
     prompts = list(Prompt.objects.filter(campaign=acme.campaign))[:2]
     other = UserFactory()
-    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob, other], prompts=prompts,
-                competitors=[acme.left, acme.right], strengths=(1.0, 1.0), n=40, seed=3, decision_ms=5000)
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[bob, other],
+        prompts=prompts,
+        competitors=[acme.left, acme.right],
+        strengths=(1.0, 1.0),
+        n=40,
+        seed=3,
+        decision_ms=5000,
+    )
     Campaign.objects.filter(pk=acme.campaign.pk).update(min_decision_ms=5000)
     assert _overall(acme.campaign.pk).excluded["too_fast"] == 0  # exactly the minimum is not too fast
     Campaign.objects.filter(pk=acme.campaign.pk).update(min_decision_ms=5001)
@@ -72,10 +82,18 @@ def test_rules_come_from_the_campaign(acme, bob):
 
 def test_decision_exactly_at_the_minimum_is_kept():
     votes = VoteArrays(
-        vote_id=np.arange(3), left=np.zeros(3, dtype=np.int64), right=np.ones(3, dtype=np.int64),
-        outcome=np.zeros(3, dtype=np.int64), decision_ms=np.array([999, 1000, 1001]), rater=np.arange(3),
-        prompt=np.arange(3), category=np.zeros(3, dtype=np.int64), categories=("x",),
-        identity=np.zeros(3, dtype=bool), style_left=np.zeros((3, 4)), style_right=np.zeros((3, 4)),
+        vote_id=np.arange(3),
+        left=np.zeros(3, dtype=np.int64),
+        right=np.ones(3, dtype=np.int64),
+        outcome=np.zeros(3, dtype=np.int64),
+        decision_ms=np.array([999, 1000, 1001]),
+        rater=np.arange(3),
+        prompt=np.arange(3),
+        category=np.zeros(3, dtype=np.int64),
+        categories=("x",),
+        identity=np.zeros(3, dtype=bool),
+        style_left=np.zeros((3, 4)),
+        style_right=np.zeros((3, 4)),
     )
     keep, counts = ExclusionPolicy(min_decision_ms=1000).apply(votes)
     assert keep.tolist() == [False, True, True] and counts["too_fast"] == 1

@@ -34,14 +34,32 @@ def board(acme, bob):  # type: ignore[no-untyped-def]
         competitors.append(CompetitorFactory(campaign=campaign, endpoint=endpoint, version_label="1"))
     prompts = list(Prompt.objects.filter(campaign=campaign))
     raters = [bob] + [UserFactory() for _ in range(5)]
-    votes_write(campaign=campaign, pool=acme.pool, raters=raters, prompts=prompts, competitors=competitors,
-                strengths=STRENGTHS, n=600, seed=1, categories=("coding", "writing"))
-    rare = CompetitorFactory(campaign=campaign, endpoint=ModelEndpointFactory(organization=acme.organization,
-                                                                            name="rare"), version_label="1")
-    votes_write(campaign=campaign, pool=acme.pool, raters=raters, prompts=prompts,
-                competitors=[rare, competitors[0]], strengths=(1.0, 1.0), n=5, seed=2, categories=("coding",))
-    Campaign.objects.filter(pk=campaign.pk).update(ranking_min_votes=30, ranking_bootstrap_rounds=50,
-                                                   min_decision_ms=0)
+    votes_write(
+        campaign=campaign,
+        pool=acme.pool,
+        raters=raters,
+        prompts=prompts,
+        competitors=competitors,
+        strengths=STRENGTHS,
+        n=600,
+        seed=1,
+        categories=("coding", "writing"),
+    )
+    rare = CompetitorFactory(
+        campaign=campaign, endpoint=ModelEndpointFactory(organization=acme.organization, name="rare"), version_label="1"
+    )
+    votes_write(
+        campaign=campaign,
+        pool=acme.pool,
+        raters=raters,
+        prompts=prompts,
+        competitors=[rare, competitors[0]],
+        strengths=(1.0, 1.0),
+        n=5,
+        seed=2,
+        categories=("coding",),
+    )
+    Campaign.objects.filter(pk=campaign.pk).update(ranking_min_votes=30, ranking_bootstrap_rounds=50, min_decision_ms=0)
     campaign.refresh_from_db()
     return campaign, competitors, rare
 
@@ -60,7 +78,8 @@ def test_recompute_writes_every_snapshot_with_known_order(board):
     campaign, competitors, rare = board
     snapshots = leaderboards_recompute(campaign_id=campaign.pk)
     assert {(s.category, s.view) for s in snapshots} == {
-        (c, v) for c in ("", "coding", "writing") for v in ("raw", "style")}
+        (c, v) for c in ("", "coding", "writing") for v in ("raw", "style")
+    }
     assert {s.version for s in snapshots} == {1}
     overall = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="raw")
     shown = [r for r in overall.rows if not r["hidden"]]
@@ -110,8 +129,11 @@ def test_category_boards_state_their_own_exclusions(board, acme, bob):
     assert set(by_category) == {"", "coding", "writing"}
     for s in snapshots:
         assert s.votes_used == s.votes_total - s.excluded["total"], s.category
-    assert (by_category["coding"].excluded["flagged_rater"] + by_category["writing"].excluded["flagged_rater"]
-            == by_category[""].excluded["flagged_rater"] == 101)
+    assert (
+        by_category["coding"].excluded["flagged_rater"] + by_category["writing"].excluded["flagged_rater"]
+        == by_category[""].excluded["flagged_rater"]
+        == 101
+    )
     # Bob casts every sixth vote and categories alternate, so all of his votes fall in one category.
     assert {by_category["coding"].excluded["total"], by_category["writing"].excluded["total"]} == {0, 101}
 
@@ -135,8 +157,7 @@ def test_debounce_schedules_once_per_window(board, settings):
     cache.delete(f"ranking:recompute-pending:{campaign.pk}")
 
 
-def test_leaderboard_page_for_managers_and_viewers_only(board, acme, alice_client, bob_client, globex,
-                                                        charlie_client):
+def test_leaderboard_page_for_managers_and_viewers_only(board, acme, alice_client, bob_client, globex, charlie_client):
     campaign, competitors, _ = board
     leaderboards_recompute(campaign_id=campaign.pk)
     html = alice_client.get(reverse("ranking:leaderboard", args=[campaign.pk])).content.decode()
@@ -173,8 +194,10 @@ def test_read_api_with_session_and_api_key(board, acme, alice, alice_client, glo
     _, other_key = api_key_create(organization=globex.organization, name="theirs", scope="read", actor=charlie)
     outsider = Client(HTTP_AUTHORIZATION=f"Api-Key {other_key}")
     assert outsider.get(reverse("leaderboard", args=[campaign.pk])).status_code == 404
-    assert Client(HTTP_AUTHORIZATION="Api-Key arena_nope_nope").get(
-        reverse("leaderboard", args=[campaign.pk])).status_code == 401
+    assert (
+        Client(HTTP_AUTHORIZATION="Api-Key arena_nope_nope").get(reverse("leaderboard", args=[campaign.pk])).status_code
+        == 401
+    )
 
     from raters.models import ApiKey
 
@@ -230,8 +253,16 @@ def test_a_recompute_over_older_votes_never_replaces_a_newer_snapshot(board, acm
     real = ranking_selectors.vote_arrays
     stale = real(campaign_id=campaign.pk)  # what a slow, earlier recompute had read
     prompts = list(Prompt.objects.filter(campaign=campaign))
-    votes_write(campaign=campaign, pool=acme.pool, raters=[bob], prompts=prompts, competitors=competitors,
-                strengths=STRENGTHS, n=20, seed=9)
+    votes_write(
+        campaign=campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=prompts,
+        competitors=competitors,
+        strengths=STRENGTHS,
+        n=20,
+        seed=9,
+    )
     assert leaderboards_recompute(campaign_id=campaign.pk)  # the newer one commits first
     monkeypatch.setattr(ranking_services.selectors, "vote_arrays", lambda campaign_id: stale)
     assert leaderboards_recompute(campaign_id=campaign.pk) == []
@@ -256,9 +287,18 @@ def test_both_bad_dropped_counts_only_decided_votes(acme, bob):
     from ranking.selectors import vote_arrays
 
     prompts = list(Prompt.objects.filter(campaign=acme.campaign))
-    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts,
-                competitors=[acme.left, acme.right], strengths=(1.0, 1.0), n=200, seed=4, tie_rate=0.0,
-                both_bad_rate=0.9)
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=prompts,
+        competitors=[acme.left, acme.right],
+        strengths=(1.0, 1.0),
+        n=200,
+        seed=4,
+        tie_rate=0.0,
+        both_bad_rate=0.9,
+    )
     votes = vote_arrays(campaign_id=acme.campaign.pk)
     ids = np.array(sorted([acme.left.pk, acme.right.pk]))
     decided = int((votes.outcome != 3).sum())
@@ -275,14 +315,33 @@ def test_rank_ranges_stay_within_a_connected_group(acme, bob):
     from ranking.compute import Method, board_compute
     from ranking.selectors import vote_arrays
 
-    extra = [CompetitorFactory(campaign=acme.campaign,
-                               endpoint=ModelEndpointFactory(organization=acme.organization, name=f"iso-{k}"))
-             for k in range(2)]
+    extra = [
+        CompetitorFactory(
+            campaign=acme.campaign, endpoint=ModelEndpointFactory(organization=acme.organization, name=f"iso-{k}")
+        )
+        for k in range(2)
+    ]
     prompts = list(Prompt.objects.filter(campaign=acme.campaign))
-    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts,
-                competitors=[acme.left, acme.right], strengths=(4.0, 1.0), n=200, seed=5)
-    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts, competitors=extra,
-                strengths=(4.0, 1.0), n=200, seed=6)
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=prompts,
+        competitors=[acme.left, acme.right],
+        strengths=(4.0, 1.0),
+        n=200,
+        seed=5,
+    )
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=prompts,
+        competitors=extra,
+        strengths=(4.0, 1.0),
+        n=200,
+        seed=6,
+    )
     votes = vote_arrays(campaign_id=acme.campaign.pk)
     ids = np.array(sorted(c.pk for c in [acme.left, acme.right, *extra]))
     board = board_compute(votes, ids, {}, Method(min_votes=10, rounds=30))
@@ -298,8 +357,17 @@ def test_unanimous_results_still_get_an_honest_interval(acme, bob):
     from ranking.selectors import vote_arrays
 
     prompts = list(Prompt.objects.filter(campaign=acme.campaign))
-    votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts,
-                competitors=[acme.left, acme.right], strengths=(1e9, 1e-9), n=30, seed=8, tie_rate=0.0)
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=prompts,
+        competitors=[acme.left, acme.right],
+        strengths=(1e9, 1e-9),
+        n=30,
+        seed=8,
+        tie_rate=0.0,
+    )
     votes = vote_arrays(campaign_id=acme.campaign.pk)
     assert set(votes.outcome.tolist()) <= {0, 1}
     ids = np.array(sorted([acme.left.pk, acme.right.pk]))
@@ -339,8 +407,10 @@ def test_pairwise_cells_carry_their_wilson_interval(board):
     # one cell against an independent computation from the vote rows (ties and both-bad count half)
     a, b = competitors[0].pk, competitors[1].pk
     votes = Vote.objects.filter(campaign=campaign)
-    wins = (votes.filter(left_id=a, right_id=b, choice="left").count()
-            + votes.filter(left_id=b, right_id=a, choice="right").count())
+    wins = (
+        votes.filter(left_id=a, right_id=b, choice="left").count()
+        + votes.filter(left_id=b, right_id=a, choice="right").count()
+    )
     half = votes.filter(left_id__in=[a, b], right_id__in=[a, b], choice__in=["tie", "both_bad"]).count()
     n = votes.filter(left_id__in=[a, b], right_id__in=[a, b]).count()
     lower, upper = wilson_interval(wins + 0.5 * half, n)
@@ -355,11 +425,21 @@ def test_page_reports_intransitive_triads(acme, bob, alice_client):
     third = CompetitorFactory(campaign=acme.campaign, endpoint=ModelEndpointFactory(organization=acme.organization))
     prompts = list(Prompt.objects.filter(campaign=acme.campaign))
     for winner, loser, seed in ((acme.left, acme.right, 1), (acme.right, third, 2), (third, acme.left, 3)):
-        votes_write(campaign=acme.campaign, pool=acme.pool, raters=[bob], prompts=prompts, competitors=[winner, loser],
-                    strengths=(4.0, 1.0), n=60, seed=seed, tie_rate=0.0)
+        votes_write(
+            campaign=acme.campaign,
+            pool=acme.pool,
+            raters=[bob],
+            prompts=prompts,
+            competitors=[winner, loser],
+            strengths=(4.0, 1.0),
+            n=60,
+            seed=seed,
+            tie_rate=0.0,
+        )
     Campaign.objects.filter(pk=acme.campaign.pk).update(min_decision_ms=0, ranking_min_votes=10)
-    overall = next(s for s in leaderboards_recompute(campaign_id=acme.campaign.pk)
-                   if s.category == "" and s.view == "raw")
+    overall = next(
+        s for s in leaderboards_recompute(campaign_id=acme.campaign.pk) if s.category == "" and s.view == "raw"
+    )
     assert overall.pairwise["intransitive_triads"] == 1
     html = alice_client.get(reverse("ranking:leaderboard", args=[acme.campaign.pk])).content.decode()
     assert "1 intransitive" in html

@@ -11,8 +11,9 @@ import numpy as np
 from ranking.estimators import confidence_sequence, wilson_interval
 
 
-def _paths(p_win: float, tie: float, runs: int = 1000, votes: int = 400,
-           seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def _paths(
+    p_win: float, tie: float, runs: int = 1000, votes: int = 400, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     u = rng.random((runs, votes))
     y = np.where(u < tie, 0.5, (rng.random((runs, votes)) < p_win).astype(float))

@@ -15,9 +15,20 @@ from ranking.policy import VoteArrays
 def _votes(a: np.ndarray, b: np.ndarray, o: np.ndarray, left: np.ndarray, right: np.ndarray) -> VoteArrays:
     m = a.shape[0]
     z = np.zeros(m, dtype=np.int64)
-    return VoteArrays(vote_id=np.arange(m), left=a + 1, right=b + 1, outcome=o, decision_ms=z + 5000, rater=z,
-                      prompt=np.arange(m), category=z, categories=("",), identity=np.zeros(m, dtype=bool),
-                      style_left=left, style_right=right)
+    return VoteArrays(
+        vote_id=np.arange(m),
+        left=a + 1,
+        right=b + 1,
+        outcome=o,
+        decision_ms=z + 5000,
+        rater=z,
+        prompt=np.arange(m),
+        category=z,
+        categories=("",),
+        identity=np.zeros(m, dtype=bool),
+        style_left=left,
+        style_right=right,
+    )
 
 
 def _demo_like(m: int = 400, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -34,8 +45,7 @@ def test_constant_style_per_competitor_withholds_the_view() -> None:
     sd = style_design(a, b, o, left, right, n_competitors=3)
     checks = style_checks(sd)
     assert not checks.identified and all(reason == ALIASED_REASON for _, reason in checks.dropped)
-    board = board_compute(_votes(a, b, o, left, right), np.array([1, 2, 3]), {}, Method(min_votes=10),
-                          view="style")
+    board = board_compute(_votes(a, b, o, left, right), np.array([1, 2, 3]), {}, Method(min_votes=10), view="style")
     assert board.extra["style_withheld"] == ALIASED_REASON
     assert all(row["hidden"] and "score" not in row for row in board.rows)
 
@@ -51,14 +61,16 @@ def test_identical_features_drop_the_second_and_name_the_first() -> None:
     checks = style_checks(sd)
     assert checks.kept == (0, 1, 2)
     assert checks.dropped == (("bold", "collinear with tokens, headers, list_items"),)
-    board = board_compute(_votes(a, b, sim.outcome, left, right), np.arange(1, 7), {}, Method(min_votes=10),
-                          view="style")
+    board = board_compute(
+        _votes(a, b, sim.outcome, left, right), np.arange(1, 7), {}, Method(min_votes=10), view="style"
+    )
     assert "style_withheld" not in board.extra
     assert [c["feature"] for c in board.extra["style_coefficients"]] == ["tokens", "headers", "list_items"]
     shown = [r for r in board.rows if not r["hidden"]]
     assert all(r["upper"] - r["lower"] > 1 for r in shown)
-    assert board.extra["style_checks"]["dropped"] == [{"feature": "bold",
-                                                        "reason": "collinear with tokens, headers, list_items"}]
+    assert board.extra["style_checks"]["dropped"] == [
+        {"feature": "bold", "reason": "collinear with tokens, headers, list_items"}
+    ]
 
 
 def test_separable_style_is_reported_not_converged() -> None:
@@ -82,8 +94,7 @@ def test_well_behaved_style_fit_is_not_flagged() -> None:
     m = 4000
     a, b = random_pairs(rng, 8, m)
     left, right = simulate_style_counts(rng, m), simulate_style_counts(rng, m)
-    sd = style_design(a, b, simulate_bt(rng, rng.normal(0, 0.5, 8), m, a=a, b=b).outcome, left, right,
-                      n_competitors=8)
+    sd = style_design(a, b, simulate_bt(rng, rng.normal(0, 0.5, 8), m, a=a, b=b).outcome, left, right, n_competitors=8)
     checks = style_checks(sd)
     assert checks.kept == (0, 1, 2, 3) and checks.dropped == () and checks.condition < 100
     fit = fit_style(sd)

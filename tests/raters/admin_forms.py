@@ -15,9 +15,13 @@ def _value(value: Any) -> Any:
     return getattr(value, "pk", value)
 
 
-def campaign_form_data(campaign: Campaign, *, new_competitors: list[dict[str, Any]] | None = None,
-                       competitor_changes: dict[int, dict[str, Any]] | None = None,
-                       **overrides: Any) -> dict[str, Any]:
+def campaign_form_data(
+    campaign: Campaign,
+    *,
+    new_competitors: list[dict[str, Any]] | None = None,
+    competitor_changes: dict[int, dict[str, Any]] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
     """The change form of ``campaign`` as saved, with its competitor inline, plus the overrides."""
     data: dict[str, Any] = {"new_prompts": "", "new_prompts_category": ""}
     for name in CampaignForm.Meta.fields:
@@ -34,14 +38,25 @@ def campaign_form_data(campaign: Campaign, *, new_competitors: list[dict[str, An
         data[name] = _value(value)
     existing = list(campaign.competitors.order_by("id"))
     rows: list[dict[str, Any]] = [
-        {"id": c.pk, "endpoint": c.endpoint_id, "version_label": c.version_label, "active": c.active,
-         **(competitor_changes or {}).get(c.pk, {})}
+        {
+            "id": c.pk,
+            "endpoint": c.endpoint_id,
+            "version_label": c.version_label,
+            "active": c.active,
+            **(competitor_changes or {}).get(c.pk, {}),
+        }
         for c in existing
     ]
     rows += [{"id": "", "active": True, **row} for row in new_competitors or []]
     prefix = "competitors"
-    data.update({f"{prefix}-TOTAL_FORMS": len(rows), f"{prefix}-INITIAL_FORMS": len(existing),
-                 f"{prefix}-MIN_NUM_FORMS": 0, f"{prefix}-MAX_NUM_FORMS": 1000})
+    data.update(
+        {
+            f"{prefix}-TOTAL_FORMS": len(rows),
+            f"{prefix}-INITIAL_FORMS": len(existing),
+            f"{prefix}-MIN_NUM_FORMS": 0,
+            f"{prefix}-MAX_NUM_FORMS": 1000,
+        }
+    )
     for i, row in enumerate(rows):
         data[f"{prefix}-{i}-campaign"] = campaign.pk
         for key, value in row.items():

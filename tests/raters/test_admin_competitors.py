@@ -26,21 +26,22 @@ def test_owner_sees_the_competitor_inline(acme, alice_client):
 
 
 def test_owner_adds_competitor_through_the_admin(acme, alice, alice_client):
-    endpoint = ModelEndpointFactory.create(organization=acme.organization, name="Acme-new",
-                                           url=acme.left.endpoint.url)
+    endpoint = ModelEndpointFactory.create(organization=acme.organization, name="Acme-new", url=acme.left.endpoint.url)
     data = campaign_form_data(acme.campaign, new_competitors=[{"endpoint": endpoint.pk, "version_label": "2026-12"}])
     response = alice_client.post(change_url(acme.campaign), data)
     assert response.status_code == 302, form_errors(response)
     competitor = Competitor.objects.get(campaign=acme.campaign, endpoint=endpoint)
     assert competitor.version_label == "2026-12"
     assert competitor.organization == acme.organization
-    assert AuditEvent.objects.filter(organization=acme.organization, actor=alice, action="competitor.added",
-                                     object_id=str(competitor.pk)).exists()
+    assert AuditEvent.objects.filter(
+        organization=acme.organization, actor=alice, action="competitor.added", object_id=str(competitor.pk)
+    ).exists()
 
 
 def test_endpoint_outside_the_managers_organisations_is_not_a_choice(acme, globex, alice_client):
-    data = campaign_form_data(acme.campaign,
-                              new_competitors=[{"endpoint": globex.left.endpoint.pk, "version_label": "x"}])
+    data = campaign_form_data(
+        acme.campaign, new_competitors=[{"endpoint": globex.left.endpoint.pk, "version_label": "x"}]
+    )
     response = alice_client.post(change_url(acme.campaign), data)
     assert response.status_code == 200
     assert "Select a valid choice" in form_errors(response)
@@ -49,8 +50,9 @@ def test_endpoint_outside_the_managers_organisations_is_not_a_choice(acme, globe
 
 def test_endpoint_of_another_managed_organisation_is_a_form_error(acme, globex, dana_client):
     # dana manages Globex too, so its endpoints are among her choices: the form itself must refuse.
-    data = campaign_form_data(acme.campaign,
-                              new_competitors=[{"endpoint": globex.left.endpoint.pk, "version_label": "x"}])
+    data = campaign_form_data(
+        acme.campaign, new_competitors=[{"endpoint": globex.left.endpoint.pk, "version_label": "x"}]
+    )
     response = dana_client.post(change_url(acme.campaign), data)
     assert response.status_code == 200
     assert "must belong to the campaign's organisation" in form_errors(response)
@@ -58,15 +60,24 @@ def test_endpoint_of_another_managed_organisation_is_a_form_error(acme, globex, 
 
 
 def test_competitor_with_battles_keeps_its_endpoint_and_version(acme, bob, alice_client):
-    other = ModelEndpointFactory.create(organization=acme.organization, name="Acme-other",
-                                        url=acme.left.endpoint.url)
-    Battle.objects.create(organization=acme.organization, campaign=acme.campaign, rater=bob, pool=acme.pool,
-                          prompt=acme.campaign.prompts.first(), left=acme.left, right=acme.right)
+    other = ModelEndpointFactory.create(organization=acme.organization, name="Acme-other", url=acme.left.endpoint.url)
+    Battle.objects.create(
+        organization=acme.organization,
+        campaign=acme.campaign,
+        rater=bob,
+        pool=acme.pool,
+        prompt=acme.campaign.prompts.first(),
+        left=acme.left,
+        right=acme.right,
+    )
     fought = acme.left
     assert "disabled" in alice_client.get(change_url(acme.campaign)).content.decode()
-    data = campaign_form_data(acme.campaign, competitor_changes={
-        fought.pk: {"endpoint": other.pk, "version_label": "rewritten", "active": False},
-    })
+    data = campaign_form_data(
+        acme.campaign,
+        competitor_changes={
+            fought.pk: {"endpoint": other.pk, "version_label": "rewritten", "active": False},
+        },
+    )
     response = alice_client.post(change_url(acme.campaign), data)
     assert response.status_code == 302, form_errors(response)
     fought.refresh_from_db()

@@ -20,8 +20,10 @@ pytestmark = pytest.mark.django_db
 
 
 def test_campaign_cannot_be_moved_to_another_tenant(acme, globex, dana_client):
-    assert 'name="organization"' not in dana_client.get(
-        reverse("admin:battles_campaign_change", args=[acme.campaign.pk])).content.decode()
+    assert (
+        'name="organization"'
+        not in dana_client.get(reverse("admin:battles_campaign_change", args=[acme.campaign.pk])).content.decode()
+    )
     data = campaign_form_data(acme.campaign, organization=globex.organization.pk, rater_pools=[])
     response = dana_client.post(reverse("admin:battles_campaign_change", args=[acme.campaign.pk]), data)
     assert response.status_code == 302, form_errors(response)
@@ -30,11 +32,18 @@ def test_campaign_cannot_be_moved_to_another_tenant(acme, globex, dana_client):
 
 def test_endpoint_cannot_be_moved_to_another_tenant(acme, globex, dana_client):
     endpoint = acme.left.endpoint
-    response = dana_client.post(reverse("admin:serving_modelendpoint_change", args=[endpoint.pk]), {
-        "organization": globex.organization.pk, "name": endpoint.name, "url": endpoint.url,
-        "protocol": endpoint.protocol, "model_name": endpoint.model_name, "model_version": "",
-        "timeout_s": endpoint.timeout_s,
-    })
+    response = dana_client.post(
+        reverse("admin:serving_modelendpoint_change", args=[endpoint.pk]),
+        {
+            "organization": globex.organization.pk,
+            "name": endpoint.name,
+            "url": endpoint.url,
+            "protocol": endpoint.protocol,
+            "model_name": endpoint.model_name,
+            "model_version": "",
+            "timeout_s": endpoint.timeout_s,
+        },
+    )
     assert response.status_code == 302, form_errors(response)
     assert ModelEndpoint.objects.get(pk=endpoint.pk).organization == acme.organization
 
@@ -48,8 +57,9 @@ def test_campaign_takes_only_pools_of_its_organisation(acme, globex, dana_client
 
 
 def test_new_campaign_takes_only_pools_of_its_organisation(acme, globex, dana_client):
-    data = campaign_form_data(acme.campaign, organization=acme.organization.pk, rater_pools=[globex.pool.pk],
-                              name="New", slug="new")
+    data = campaign_form_data(
+        acme.campaign, organization=acme.organization.pk, rater_pools=[globex.pool.pk], name="New", slug="new"
+    )
     data = {k: v for k, v in data.items() if not k.startswith("competitors-")}
     data.update({"competitors-TOTAL_FORMS": 0, "competitors-INITIAL_FORMS": 0})
     response = dana_client.post(reverse("admin:battles_campaign_add"), data)
@@ -61,10 +71,16 @@ def test_new_campaign_takes_only_pools_of_its_organisation(acme, globex, dana_cl
 def test_invitation_cannot_point_at_another_tenants_pool(acme, globex, alice, dana_client):
     invitation = services.invitation_create(pool=acme.pool, actor=alice)
     expires = timezone.localtime(timezone.now() + timedelta(days=3))
-    response = dana_client.post(reverse("admin:raters_invitation_change", args=[invitation.pk]), {
-        "pool": globex.pool.pk, "email": "", "max_uses": 5,
-        "expires_at_0": expires.date().isoformat(), "expires_at_1": expires.strftime("%H:%M:%S"),
-    })
+    response = dana_client.post(
+        reverse("admin:raters_invitation_change", args=[invitation.pk]),
+        {
+            "pool": globex.pool.pk,
+            "email": "",
+            "max_uses": 5,
+            "expires_at_0": expires.date().isoformat(),
+            "expires_at_1": expires.strftime("%H:%M:%S"),
+        },
+    )
     assert response.status_code == 200
     assert "must belong to the invitation's organisation" in form_errors(response)
     invitation.refresh_from_db()
@@ -73,30 +89,47 @@ def test_invitation_cannot_point_at_another_tenants_pool(acme, globex, alice, da
 
 def test_new_invitation_belongs_to_its_pools_organisation(acme, globex, dana_client):
     expires = timezone.localtime(timezone.now() + timedelta(days=3))
-    response = dana_client.post(reverse("admin:raters_invitation_add"), {
-        "pool": globex.pool.pk, "email": "", "max_uses": 5,
-        "expires_at_0": expires.date().isoformat(), "expires_at_1": expires.strftime("%H:%M:%S"),
-    })
+    response = dana_client.post(
+        reverse("admin:raters_invitation_add"),
+        {
+            "pool": globex.pool.pk,
+            "email": "",
+            "max_uses": 5,
+            "expires_at_0": expires.date().isoformat(),
+            "expires_at_1": expires.strftime("%H:%M:%S"),
+        },
+    )
     assert response.status_code == 302, form_errors(response)
     assert Invitation.objects.get(pool=globex.pool).organization == globex.organization
 
 
 def test_flagged_rater_must_be_a_member_of_the_flags_organisation(acme, globex, bob, charlie, dana_client):
-    response = dana_client.post(reverse("admin:raters_raterflag_add"), {
-        "organization": acme.organization.pk, "rater": charlie.pk, "reason": "script",
-    })
+    response = dana_client.post(
+        reverse("admin:raters_raterflag_add"),
+        {
+            "organization": acme.organization.pk,
+            "rater": charlie.pk,
+            "reason": "script",
+        },
+    )
     assert response.status_code == 200
     assert "Only a member of the organisation" in form_errors(response)
     assert not RaterFlag.objects.exists()
-    response = dana_client.post(reverse("admin:raters_raterflag_add"), {
-        "organization": acme.organization.pk, "rater": bob.pk, "reason": "script",
-    })
+    response = dana_client.post(
+        reverse("admin:raters_raterflag_add"),
+        {
+            "organization": acme.organization.pk,
+            "rater": bob.pk,
+            "reason": "script",
+        },
+    )
     assert response.status_code == 302, form_errors(response)
     assert RaterFlag.objects.get().organization == acme.organization
 
 
-def test_pool_members_must_already_belong_to_the_pools_organisation(acme, globex, alice, bob, charlie, dana,
-                                                                    dana_client):
+def test_pool_members_must_already_belong_to_the_pools_organisation(
+    acme, globex, alice, bob, charlie, dana, dana_client
+):
     url = reverse("admin:raters_raterpool_change", args=[acme.pool.pk])
     base = {"name": acme.pool.name, "kind": acme.pool.kind}
     response = dana_client.post(url, {**base, "members": [bob.pk, charlie.pk]})
@@ -116,10 +149,16 @@ def test_pool_members_must_already_belong_to_the_pools_organisation(acme, globex
 def test_prompt_cannot_move_to_another_tenants_campaign(acme, globex, dana_client):
     prompt = acme.campaign.prompts.first()
     assert prompt is not None
-    response = dana_client.post(reverse("admin:battles_prompt_change", args=[prompt.pk]), {
-        "campaign": globex.campaign.pk, "text": prompt.text, "category": prompt.category,
-        "language": prompt.language, "active": "on",
-    })
+    response = dana_client.post(
+        reverse("admin:battles_prompt_change", args=[prompt.pk]),
+        {
+            "campaign": globex.campaign.pk,
+            "text": prompt.text,
+            "category": prompt.category,
+            "language": prompt.language,
+            "active": "on",
+        },
+    )
     assert response.status_code == 200
     assert "must belong to the prompt's organisation" in form_errors(response)
     prompt.refresh_from_db()

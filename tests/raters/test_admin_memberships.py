@@ -75,8 +75,9 @@ def test_owner_hands_over_then_steps_down(acme, alice, dave, alice_client):
     response = change(alice_client, membership(alice, acme), Role.MANAGER)
     assert response.status_code == 302, form_errors(response)
     assert membership(dave, acme).role == Role.OWNER and membership(alice, acme).role == Role.MANAGER
-    assert AuditEvent.objects.filter(organization=acme.organization, action="membership.changed",
-                                     actor=alice).count() == 2
+    assert (
+        AuditEvent.objects.filter(organization=acme.organization, action="membership.changed", actor=alice).count() == 2
+    )
 
 
 def test_owner_removes_a_rater_from_the_organisation_and_its_pools(acme, alice, bob, alice_client):

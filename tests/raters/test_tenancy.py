@@ -23,14 +23,17 @@ def test_outsider_cannot_see_campaign_list_entry(acme, globex, charlie_client):
     assert acme.campaign.name not in html
 
 
-@pytest.mark.parametrize("method,name,args", [
-    ("get", "battles:campaign", ["campaign"]),
-    ("post", "battles:next", ["campaign"]),
-    ("get", "battles:battle", ["battle"]),
-    ("post", "battles:vote", ["battle"]),
-    ("get", "api:votes", ["campaign", "jsonl"]),
-    ("get", "api:votes", ["campaign", "csv"]),
-])
+@pytest.mark.parametrize(
+    "method,name,args",
+    [
+        ("get", "battles:campaign", ["campaign"]),
+        ("post", "battles:next", ["campaign"]),
+        ("get", "battles:battle", ["battle"]),
+        ("post", "battles:vote", ["battle"]),
+        ("get", "api:votes", ["campaign", "jsonl"]),
+        ("get", "api:votes", ["campaign", "csv"]),
+    ],
+)
 @pytest.mark.triton
 def test_outsider_gets_404_on_every_view(acme, globex, acme_battle, charlie_client, method, name, args, triton_server):
     ids = {"campaign": acme.campaign.pk, "battle": acme_battle.pk}
@@ -43,18 +46,27 @@ def test_outsider_gets_404_on_every_view(acme, globex, acme_battle, charlie_clie
     assert Battle.objects.filter(rater__email="charlie@globex.test").count() == 0
 
 
-@pytest.mark.parametrize("name,row", [
-    ("admin:battles_campaign_change", "campaign"),
-    ("admin:battles_battle_change", "battle"),
-    ("admin:raters_raterpool_change", "pool"),
-    ("admin:serving_modelendpoint_change", "endpoint"),
-    ("admin:raters_organization_change", "org"),
-])
+@pytest.mark.parametrize(
+    "name,row",
+    [
+        ("admin:battles_campaign_change", "campaign"),
+        ("admin:battles_battle_change", "battle"),
+        ("admin:raters_raterpool_change", "pool"),
+        ("admin:serving_modelendpoint_change", "endpoint"),
+        ("admin:raters_organization_change", "org"),
+    ],
+)
 @pytest.mark.triton
-def test_outsider_manager_cannot_open_other_tenants_rows_in_admin(acme, globex, acme_battle, charlie_client, name, row,
-                                                                  triton_server):
-    ids = {"campaign": acme.campaign.pk, "battle": acme_battle.pk, "pool": acme.pool.pk,
-           "endpoint": acme.left.endpoint.pk, "org": acme.organization.pk}
+def test_outsider_manager_cannot_open_other_tenants_rows_in_admin(
+    acme, globex, acme_battle, charlie_client, name, row, triton_server
+):
+    ids = {
+        "campaign": acme.campaign.pk,
+        "battle": acme_battle.pk,
+        "pool": acme.pool.pk,
+        "endpoint": acme.left.endpoint.pk,
+        "org": acme.organization.pk,
+    }
     url = reverse(name, args=[ids[row]])
     response = charlie_client.get(url, follow=True)
     # The admin answers a row outside the queryset with a redirect to its index and a "doesn't exist"
@@ -81,24 +93,37 @@ def test_admin_foreign_key_choices_are_scoped(acme, globex, charlie_client):
 
 def test_outsider_cannot_attach_other_tenants_pool_via_admin_post(acme, globex, charlie_client):
     # A saved campaign's organisation is read-only: a posted one is ignored.
-    response = charlie_client.post(reverse("admin:battles_campaign_change", args=[globex.campaign.pk]), {
-        "organization": acme.organization.pk, "name": "hijack", "slug": "hijack",
-    })
+    response = charlie_client.post(
+        reverse("admin:battles_campaign_change", args=[globex.campaign.pk]),
+        {
+            "organization": acme.organization.pk,
+            "name": "hijack",
+            "slug": "hijack",
+        },
+    )
     assert response.status_code == 200  # the form comes back with an error
     globex.campaign.refresh_from_db()
     assert globex.campaign.organization == globex.organization
     # On a new campaign the organisation is a choice, among the user's own only.
-    response = charlie_client.post(reverse("admin:battles_campaign_add"), {
-        "organization": acme.organization.pk, "name": "hijack", "slug": "hijack",
-    })
+    response = charlie_client.post(
+        reverse("admin:battles_campaign_add"),
+        {
+            "organization": acme.organization.pk,
+            "name": "hijack",
+            "slug": "hijack",
+        },
+    )
     assert response.status_code == 200
     assert "Select a valid choice" in response.content.decode()
     assert not acme.organization.campaigns.filter(slug="hijack").exists()
 
 
 def test_rater_cannot_reach_the_admin(acme, bob_client):
-    for path in (reverse("admin:index"), reverse("admin:battles_campaign_changelist"),
-                 reverse("admin:battles_campaign_change", args=[acme.campaign.pk])):
+    for path in (
+        reverse("admin:index"),
+        reverse("admin:battles_campaign_changelist"),
+        reverse("admin:battles_campaign_change", args=[acme.campaign.pk]),
+    ):
         response = bob_client.get(path, follow=True)
         assert response.request["PATH_INFO"] == reverse("battles:campaigns")  # back to the rater's campaigns
         assert "Campaign console" not in response.content.decode()

@@ -43,17 +43,28 @@ def test_pool_save_sets_members_and_audits_each_change(acme, alice, bob):
     assert set(pool.members.all()) == {alice, bob}
     services.pool_save(pool=pool, members=[bob], actor=alice, changed=["members"])
     events = list(AuditEvent.objects.filter(object_id=str(pool.pk)).order_by("id").values_list("action", "data"))
-    assert [a for a, _ in events] == ["pool.created", "pool.member_added", "pool.member_added", "pool.changed",
-                                      "pool.member_removed"]
+    assert [a for a, _ in events] == [
+        "pool.created",
+        "pool.member_added",
+        "pool.member_added",
+        "pool.changed",
+        "pool.member_removed",
+    ]
     assert events[-1][1] == {"user": alice.pk}
 
 
 def test_invitation_created_in_the_console_goes_through_the_service(acme, alice, alice_client):
     expires = timezone.localtime(timezone.now() + timedelta(days=3))
-    response = alice_client.post(reverse("admin:raters_invitation_add"), {
-        "pool": acme.pool.pk, "email": "erin@acme.test", "max_uses": 5,
-        "expires_at_0": expires.date().isoformat(), "expires_at_1": expires.strftime("%H:%M:%S"),
-    })
+    response = alice_client.post(
+        reverse("admin:raters_invitation_add"),
+        {
+            "pool": acme.pool.pk,
+            "email": "erin@acme.test",
+            "max_uses": 5,
+            "expires_at_0": expires.date().isoformat(),
+            "expires_at_1": expires.strftime("%H:%M:%S"),
+        },
+    )
     assert response.status_code == 302, form_errors(response)
     invitation = Invitation.objects.get()
     assert invitation.created_by == alice and invitation.organization == acme.organization
@@ -64,8 +75,10 @@ def test_invitation_created_in_the_console_goes_through_the_service(acme, alice,
 
 
 def test_generic_console_saves_write_an_enumerated_audit_action(acme, alice, alice_client):
-    response = alice_client.post(reverse("admin:raters_raterpool_add"), {
-        "organization": acme.organization.pk, "name": "Vendors", "kind": RaterPool.Kind.CROWD})
+    response = alice_client.post(
+        reverse("admin:raters_raterpool_add"),
+        {"organization": acme.organization.pk, "name": "Vendors", "kind": RaterPool.Kind.CROWD},
+    )
     assert response.status_code == 302, form_errors(response)
     pool = RaterPool.objects.get(name="Vendors")
     assert AuditEvent.objects.filter(action=AuditAction.POOL_CREATED, object_id=str(pool.pk), actor=alice).exists()
@@ -82,8 +95,15 @@ def test_audit_action_of_a_model_the_enumeration_does_not_know_is_an_error(acme)
 
 
 def test_deleting_a_row_still_in_use_is_a_conflict_shown_in_the_console(acme, bob, alice_client):
-    Battle.objects.create(organization=acme.organization, campaign=acme.campaign, rater=bob, pool=acme.pool,
-                          prompt=acme.campaign.prompts.first(), left=acme.left, right=acme.right)
+    Battle.objects.create(
+        organization=acme.organization,
+        campaign=acme.campaign,
+        rater=bob,
+        pool=acme.pool,
+        prompt=acme.campaign.prompts.first(),
+        left=acme.left,
+        right=acme.right,
+    )
     with pytest.raises(Conflict, match="still in use"):
         services.tenant_row_delete(obj=acme.pool, actor=None)
     # The console's own delete page already names what protects the pool, and refuses.
@@ -99,10 +119,18 @@ def test_the_migration_renames_the_consoles_old_free_text_actions(acme):
     from django.apps import apps
 
     migration = importlib.import_module("raters.migrations.0005_audit_action_choices")
-    old = AuditEvent.objects.create(organization=acme.organization, action="raterpool.created",
-                                    object_type="raters.raterpool", object_id=str(acme.pool.pk))
-    kept = AuditEvent.objects.create(organization=acme.organization, action="campaign.opened",
-                                     object_type="battles.campaign", object_id=str(acme.campaign.pk))
+    old = AuditEvent.objects.create(
+        organization=acme.organization,
+        action="raterpool.created",
+        object_type="raters.raterpool",
+        object_id=str(acme.pool.pk),
+    )
+    kept = AuditEvent.objects.create(
+        organization=acme.organization,
+        action="campaign.opened",
+        object_type="battles.campaign",
+        object_id=str(acme.campaign.pk),
+    )
     migration.forward(apps, None)
     old.refresh_from_db()
     kept.refresh_from_db()

@@ -63,9 +63,7 @@ def test_generate_sends_every_parameter(triton_server, protocol):
 
 def test_empty_system_prompt_is_not_sent(triton_server):
     params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=8)
-    assert (
-        _echo(generate(_endpoint(triton_server, "grpc", "delay-fast"), "x", params))["system_prompt"] is None
-    )
+    assert _echo(generate(_endpoint(triton_server, "grpc", "delay-fast"), "x", params))["system_prompt"] is None
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -125,9 +123,7 @@ def test_missing_token_count_and_finish_reason_fall_back_to_words(triton_server,
 @pytest.mark.parametrize("prompt", ["refuse", "raise"])
 def test_failing_model_becomes_an_error_result(triton_server, protocol, prompt):
     expected = "raised on purpose" if prompt == "raise" else "refuses on purpose"
-    _assert_error(
-        generate(_endpoint(triton_server, protocol, "failing"), prompt, PARAMS), "failing", expected
-    )
+    _assert_error(generate(_endpoint(triton_server, protocol, "failing"), prompt, PARAMS), "failing", expected)
 
 
 def test_bad_protocol_becomes_an_error_result(triton_server):

@@ -39,9 +39,7 @@ def test_same_seed_and_prompt_give_identical_answers(triton_server, model, proto
 
 @pytest.mark.parametrize("model", CONTESTANTS)
 def test_both_protocols_serve_the_same_answer(triton_server, model):
-    assert (
-        _call(triton_server, model, protocol="grpc").text == _call(triton_server, model, protocol="http").text
-    )
+    assert _call(triton_server, model, protocol="grpc").text == _call(triton_server, model, protocol="http").text
 
 
 @pytest.mark.parametrize("model", CONTESTANTS)
@@ -128,8 +126,13 @@ def test_zero_max_tokens_is_a_clear_error_not_a_crash(triton_server):
 def test_styles_differ_between_contestants(triton_server):
     """Through Triton, over a few prompts (markup is a tendency, not a fixed layout; the rates are
     measured over 200 prompts in test_ngram_signatures.py)."""
-    prompts = [PROMPT, "Explain binary search in sorted lists", "How do I write a good commit message?",
-               "What causes the seasons on Earth?", "Describe the water cycle."]
+    prompts = [
+        PROMPT,
+        "Explain binary search in sorted lists",
+        "How do I write a good commit message?",
+        "What causes the seasons on Earth?",
+        "Describe the water cycle.",
+    ]
     markdown = "\n\n".join(_call(triton_server, "docs-markdown", prompt=p).text for p in prompts)
     assert re.search(r"^## \S", markdown, re.MULTILINE)
     assert re.search(r"^- \S", markdown, re.MULTILINE)

@@ -42,8 +42,14 @@ def chatty_server() -> Iterator[str]:
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_a_server_that_is_not_triton_is_reported_without_its_answer(chatty_server: str, protocol: str) -> None:
-    problem = model_readiness(EndpointSpec(url=chatty_server, protocol=protocol,  # type: ignore[arg-type]
-                                           model_name="zen-bigram", timeout_s=2.0))
+    problem = model_readiness(
+        EndpointSpec(
+            url=chatty_server,
+            protocol=protocol,  # type: ignore[arg-type]
+            model_name="zen-bigram",
+            timeout_s=2.0,
+        )
+    )
     assert problem and SECRET not in problem
     assert problem.startswith(f"zen-bigram at {protocol}://{chatty_server}: ")
 

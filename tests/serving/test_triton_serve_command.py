@@ -36,7 +36,11 @@ def test_triton_serve_command_serves_and_stops_cleanly():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "arena.settings.local", "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, "manage.py", "triton_serve", "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         assert process.stdout is not None

@@ -35,15 +35,19 @@ class Command(BaseCommand):
         parser.add_argument("--addr", default="127.0.0.1", help="Address for the web server.")
         parser.add_argument("--port", type=int, default=8000, help="Port for the web server.")
         parser.add_argument("--seed-only", action="store_true", help="Seed and exit (no servers).")
-        parser.add_argument("--debug", action="store_true",
-                            help="Run with DEBUG on (Django's debug pages, with tracebacks and settings).")
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            help="Run with DEBUG on (Django's debug pages, with tracebacks and settings).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         repository = Path(settings.ARENA_MODEL_REPOSITORY)
         server = TritonServer(
             model_repositories=[repository],
-            http_port=settings.ARENA_TRITON_HTTP_PORT, grpc_port=settings.ARENA_TRITON_GRPC_PORT,
+            http_port=settings.ARENA_TRITON_HTTP_PORT,
+            grpc_port=settings.ARENA_TRITON_GRPC_PORT,
             environment=settings.ARENA_TRITON_ENV,
         )
         world = demo_seed(triton_grpc_url=server.grpc_url, model_repository=repository)
@@ -60,11 +64,13 @@ class Command(BaseCommand):
             demo_debug_off()
         with server:
             address = f"http://{options['addr']}:{options['port']}/"
-            self.stdout.write(self.style.SUCCESS(
-                "\nArena is running at " + address + "\n"
-                f"  rater:   {DEMO_RATER} / {DEMO_PASSWORD}   (vote at {address})\n"
-                f"  manager: {DEMO_MANAGER} / {DEMO_PASSWORD}   (console at {address}admin/)\n"
-                f"  Triton:  grpc {server.grpc_url}, http {server.http_url}\n"
-                "Stop with Ctrl-C.\n"
-            ))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    "\nArena is running at " + address + "\n"
+                    f"  rater:   {DEMO_RATER} / {DEMO_PASSWORD}   (vote at {address})\n"
+                    f"  manager: {DEMO_MANAGER} / {DEMO_PASSWORD}   (console at {address}admin/)\n"
+                    f"  Triton:  grpc {server.grpc_url}, http {server.http_url}\n"
+                    "Stop with Ctrl-C.\n"
+                )
+            )
             call_command("runserver", f"{options['addr']}:{options['port']}", use_reloader=False)

@@ -20,17 +20,29 @@ class Command(BaseCommand):
     help = "Serve the model repository with a local Triton server until interrupted."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--model-repository", action="append", type=Path,
-                            help="Repeatable; default: the shipped serving/model_repository.")
+        parser.add_argument(
+            "--model-repository",
+            action="append",
+            type=Path,
+            help="Repeatable; default: the shipped serving/model_repository.",
+        )
         parser.add_argument("--http-port", type=int, default=settings.ARENA_TRITON_HTTP_PORT)
         parser.add_argument("--grpc-port", type=int, default=settings.ARENA_TRITON_GRPC_PORT)
-        parser.add_argument("--environment", type=Path, default=settings.ARENA_TRITON_ENV,
-                            help="The Triton virtual environment; default: ARENA_TRITON_ENV, else .venv-triton.")
+        parser.add_argument(
+            "--environment",
+            type=Path,
+            default=settings.ARENA_TRITON_ENV,
+            help="The Triton virtual environment; default: ARENA_TRITON_ENV, else .venv-triton.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         repositories = options["model_repository"] or [Path(settings.ARENA_MODEL_REPOSITORY)]
-        server = TritonServer(repositories, http_port=options["http_port"], grpc_port=options["grpc_port"],
-                              environment=options["environment"])
+        server = TritonServer(
+            repositories,
+            http_port=options["http_port"],
+            grpc_port=options["grpc_port"],
+            environment=options["environment"],
+        )
         # Ctrl-C and SIGTERM only set a flag: whenever they arrive (even while the server is still
         # starting), the `with` below is what stops the server, never an exception from a random line.
         stop = threading.Event()
@@ -38,8 +50,11 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stop.set())
         try:
             with server:
-                self.stdout.write(self.style.SUCCESS(
-                    f"Triton ready: grpc {server.grpc_url}, http {server.http_url} (Ctrl-C stops it)"))
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"Triton ready: grpc {server.grpc_url}, http {server.http_url} (Ctrl-C stops it)"
+                    )
+                )
                 while not stop.is_set() and server.is_running():
                     stop.wait(0.5)
                 if stop.is_set():

@@ -10,9 +10,7 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests: list[Any]) -> list[Any]:
-        prompts = [
-            pb_utils.get_input_tensor_by_name(r, "text_input").as_numpy().reshape(-1)[0] for r in requests
-        ]
+        prompts = [pb_utils.get_input_tensor_by_name(r, "text_input").as_numpy().reshape(-1)[0] for r in requests]
         if b"raise" in prompts:
             raise RuntimeError("failing model raised on purpose")
         return [
