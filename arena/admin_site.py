@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django.contrib import admin
@@ -35,7 +35,7 @@ class ArenaAdminSite(admin.AdminSite):
         # ModelAdmin narrows every query to the organisations they manage.
         return user_manages_anything(request.user)
 
-    def login(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:  # type: ignore[override]
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         if request.user.is_authenticated:
             return redirect("battles:campaigns")
         return redirect("/accounts/login/?" + urlencode({"next": request.GET.get("next", "/admin/")}))

@@ -1,6 +1,6 @@
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery, Task
 from django.db import transaction
@@ -8,7 +8,13 @@ from django.db import transaction
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings.local")
 
 
-class TransactionAwareTask(Task):  # type: ignore[misc]
+if TYPE_CHECKING:
+    _TaskBase = Task[Any, Any]  # celery-types' Task is generic; celery's own class is not subscriptable
+else:
+    _TaskBase = Task
+
+
+class TransactionAwareTask(_TaskBase):
     """A task queued from inside a transaction is sent when that transaction commits, not before
     (pretix's ``TransactionAwareTask``): a worker never starts on rows it cannot see yet, and a
     rolled-back change queues nothing. Outside a transaction it is sent at once.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -21,8 +21,19 @@ from . import services
 from .models import Battle, Campaign, Competitor, Generation, Prompt, Vote
 from .prompting import prompt_validate
 
+# django-stubs makes these classes generic; Django's own are not subscriptable at run time.
+if TYPE_CHECKING:
+    _CompetitorModelForm = forms.ModelForm[Competitor]
+    _CampaignModelForm = forms.ModelForm[Campaign]
+    _PromptModelForm = forms.ModelForm[Prompt]
+    _CompetitorTabularInline = admin.TabularInline[Competitor, Campaign]
+    _GenerationTabularInline = admin.TabularInline[Generation, Battle]
+else:
+    _CompetitorModelForm = _CampaignModelForm = _PromptModelForm = forms.ModelForm
+    _CompetitorTabularInline = _GenerationTabularInline = admin.TabularInline
 
-class CompetitorForm(forms.ModelForm):
+
+class CompetitorForm(_CompetitorModelForm):
     """A competitor that has fought is history: its votes were cast for that endpoint at that version,
     so neither can change any more; a new version is a new competitor.
 
@@ -59,14 +70,14 @@ class CompetitorForm(forms.ModelForm):
         return cleaned
 
 
-class CompetitorInline(TenantInlineMixin, admin.TabularInline):
+class CompetitorInline(TenantInlineMixin, _CompetitorTabularInline):
     model = Competitor
     form = CompetitorForm
     extra = 0
     fields = ("endpoint", "version_label", "active")
 
 
-class CampaignForm(forms.ModelForm):
+class CampaignForm(_CampaignModelForm):
     new_prompts = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 6}),
@@ -166,7 +177,7 @@ class CampaignAdmin(TenantAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
-        return (
+        queryset: models.QuerySet[Any] = (
             super()
             .get_queryset(request)
             .annotate(
@@ -175,18 +186,22 @@ class CampaignAdmin(TenantAdmin):
                 n_votes=models.Count("votes", distinct=True),
             )
         )
+        return queryset
 
     @admin.display(description="Competitors", ordering="n_competitors")
     def competitor_count(self, obj: Any) -> int:
-        return obj.n_competitors
+        count: int = obj.n_competitors  # annotated by get_queryset
+        return count
 
     @admin.display(description="Prompts", ordering="n_prompts")
     def prompt_count(self, obj: Any) -> int:
-        return obj.n_prompts
+        count: int = obj.n_prompts  # annotated by get_queryset
+        return count
 
     @admin.display(description="Votes", ordering="n_votes")
     def vote_count(self, obj: Any) -> int:
-        return obj.n_votes
+        count: int = obj.n_votes  # annotated by get_queryset
+        return count
 
     @admin.display(description="Leaderboard")
     def leaderboard_link(self, obj: Campaign) -> str:
@@ -258,7 +273,7 @@ class CampaignAdmin(TenantAdmin):
             messages.success(request, f"{campaign.name} is closed.")
 
 
-class PromptForm(forms.ModelForm):
+class PromptForm(_PromptModelForm):
     class Meta:
         model = Prompt
         fields = ("campaign", "text", "category", "language", "active")
@@ -287,7 +302,7 @@ class PromptAdmin(TenantAdmin):
         services.prompt_save(prompt=obj, actor=admin_user(request), changed=list(form.changed_data))
 
 
-class GenerationInline(TenantInlineMixin, admin.TabularInline):
+class GenerationInline(TenantInlineMixin, _GenerationTabularInline):
     model = Generation
     extra = 0
     can_delete = False

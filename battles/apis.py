@@ -8,9 +8,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.http import Http404, StreamingHttpResponse
 from rest_framework.request import Request
 from rest_framework.views import APIView
+
+from raters.authentication import ApiKeyPrincipal
 
 from . import selectors
 from .models import Vote
@@ -97,7 +100,10 @@ class VoteLogExportApi(APIView):
     in memory. Owners, managers and viewers of the campaign's organisation only; anyone else gets 404."""
 
     def get(self, request: Request, campaign_id: int, kind: str) -> StreamingHttpResponse:
-        campaign = selectors.campaign_viewable_by(user=request.user, campaign_id=campaign_id)
+        user = request.user
+        # IsAuthenticated, the API's default permission, lets only a signed-in user or an API key through.
+        assert isinstance(user, (User, ApiKeyPrincipal))
+        campaign = selectors.campaign_viewable_by(user=user, campaign_id=campaign_id)
         if campaign is None:
             raise Http404("No such campaign.")
         votes = selectors.votes_for_export(campaign=campaign)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -30,6 +33,16 @@ def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
         },
         status=429,
     )
+
+
+_View = TypeVar("_View", bound=Callable[..., HttpResponse])
+
+
+def _ratelimit(*, key: str, rate: Callable[[str, HttpRequest], str], block: bool) -> Callable[[_View], _View]:
+    """django-ratelimit's ``ratelimit`` with a type: it wraps a view (``functools.wraps``) and keeps
+    its signature; the package ships no type information."""
+    decorator: Callable[[_View], _View] = ratelimit(key=key, rate=rate, block=block)
+    return decorator
 
 
 def _vote_rate(group: str, request: HttpRequest) -> str:
@@ -99,7 +112,7 @@ def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> Http
 
 @require_POST
 @login_required
-@ratelimit(key="user", rate=_battle_rate, block=True)
+@_ratelimit(key="user", rate=_battle_rate, block=True)
 def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
     campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
     if campaign is None:
@@ -191,7 +204,7 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
 
 @require_POST
 @login_required
-@ratelimit(key="user", rate=_vote_rate, block=True)
+@_ratelimit(key="user", rate=_vote_rate, block=True)
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     try:
         services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.models import User
 from django.http import Http404
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
@@ -11,24 +14,28 @@ from rest_framework.views import APIView
 
 from battles.models import Campaign
 from battles.selectors import campaign_viewable_by
+from raters.authentication import ApiKeyPrincipal
 
 from . import selectors
 from .models import LeaderboardSnapshot
 
 
 def _campaign(request: Request, campaign_id: int) -> Campaign:
-    campaign = campaign_viewable_by(user=request.user, campaign_id=campaign_id)
+    user = request.user
+    # IsAuthenticated, the API's default permission, lets only a signed-in user or an API key through.
+    assert isinstance(user, (User, ApiKeyPrincipal))
+    campaign = campaign_viewable_by(user=user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")
     return campaign
 
 
-class SelectionInput(serializers.Serializer):
+class SelectionInput(serializers.Serializer[Any]):
     category = serializers.CharField(required=False, allow_blank=True, default="")
     view = serializers.ChoiceField(choices=LeaderboardSnapshot.View.values, required=False, default="raw")
 
 
-class SnapshotOutput(serializers.ModelSerializer):
+class SnapshotOutput(serializers.ModelSerializer[LeaderboardSnapshot]):
     class Meta:
         model = LeaderboardSnapshot
         fields = (
@@ -50,7 +57,7 @@ class SnapshotOutput(serializers.ModelSerializer):
         )
 
 
-class SnapshotSummaryOutput(serializers.ModelSerializer):
+class SnapshotSummaryOutput(serializers.ModelSerializer[LeaderboardSnapshot]):
     class Meta:
         model = LeaderboardSnapshot
         fields = ("version", "created_at", "last_vote_id", "votes_total", "votes_used")

@@ -64,7 +64,9 @@ def dense_index(votes: VoteArrays, competitor_ids: NDArray[np.int64]) -> tuple[N
     return np.searchsorted(competitor_ids, votes.left), np.searchsorted(competitor_ids, votes.right)
 
 
-def _counts(a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int64], n: int) -> dict[str, NDArray]:
+def _counts(
+    a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int64], n: int
+) -> dict[str, NDArray[np.float64]]:
     def both(mask: NDArray[np.bool_]) -> NDArray[np.float64]:
         return (np.bincount(a[mask], minlength=n) + np.bincount(b[mask], minlength=n)).astype(np.float64)
 
@@ -327,7 +329,11 @@ def _rank_ranges_by_component(
 
 
 def _row_counts(
-    i: int, competitor_ids: NDArray[np.int64], labels: dict[int, str], counts: dict[str, NDArray], method: Method
+    i: int,
+    competitor_ids: NDArray[np.int64],
+    labels: dict[int, str],
+    counts: dict[str, NDArray[np.float64]],
+    method: Method,
 ) -> dict[str, Any]:
     """Votes, wins, ties and rates of one competitor. Win rate counts ties as half; under the "drop"
     rule both-bad battles are left out of it, under "tie" they count as ties."""

@@ -46,7 +46,8 @@ def cumcount(groups: NDArray[np.int64]) -> NDArray[np.int64]:
     """0 for a group's first vote, 1 for its second, ... in log order."""
     if groups.size == 0:
         return np.zeros(0, dtype=np.int64)
-    return pd.Series(groups).groupby(groups, sort=False).cumcount().to_numpy(dtype=np.int64)
+    counts: NDArray[np.int64] = pd.Series(groups).groupby(groups, sort=False).cumcount().to_numpy(dtype=np.int64)
+    return counts
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from django.db import connection
 from django.db.models import Max, QuerySet
+from numpy.typing import NDArray
 
 from battles.models import Campaign, Vote
 from raters.models import RaterFlag
@@ -68,8 +69,9 @@ def vote_arrays(*, campaign_id: int) -> VoteArrays:
     prompt_codes, _ = pd.factorize(frame["prompt_hash"].astype(str), sort=False)
     category_codes, categories = pd.factorize(frame["category"].astype(str), sort=True)
 
-    def ints(name: str) -> np.ndarray:
-        return frame[name].to_numpy(dtype=np.int64)
+    def ints(name: str) -> NDArray[np.int64]:
+        values: NDArray[np.int64] = frame[name].to_numpy(dtype=np.int64)
+        return values
 
     return VoteArrays(
         vote_id=ints("id"),

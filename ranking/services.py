@@ -164,7 +164,7 @@ def leaderboards_schedule(*, campaign_id: int, countdown: int | None = None) -> 
 
 
 def _organization_of(campaign_id: int) -> int:
-    return Campaign.objects.values_list("organization_id", flat=True).get(pk=campaign_id)  # type: ignore[no-any-return]
+    return Campaign.objects.values_list("organization_id", flat=True).get(pk=campaign_id)
 
 
 @contextmanager

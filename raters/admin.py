@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -17,6 +17,14 @@ from . import services
 from .errors import DomainError
 from .models import ApiKey, AuditEvent, Invitation, Membership, Organization, RaterFlag, RaterPool
 from .selectors import organizations_managed_by, user_manages_anything
+
+# django-stubs makes these classes generic; Django's own are not subscriptable at run time.
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Any]  # TenantAdmin is the base of every model's admin
+    _MembershipModelForm = forms.ModelForm[Membership]
+else:
+    _ModelAdmin = admin.ModelAdmin
+    _MembershipModelForm = forms.ModelForm
 
 
 class TenantScopedChoices:
@@ -86,7 +94,7 @@ class TenantInlineMixin(TenantScopedChoices):
         return self._may_manage(request, obj)
 
 
-class TenantAdmin(TenantScopedChoices, admin.ModelAdmin):
+class TenantAdmin(TenantScopedChoices, _ModelAdmin):
     """Base for every admin of tenant-owned rows.
 
     Querysets, foreign-key choices and permissions are all derived from the organisations the user
@@ -236,7 +244,7 @@ class OrganizationAdmin(TenantAdmin):
         return request.user.is_superuser
 
 
-class MembershipForm(forms.ModelForm):
+class MembershipForm(_MembershipModelForm):
     """Role changes are checked here by the service's own rule, so a refused change is a form error;
     ``services.membership_set`` checks it again, under the organisation's lock, when it writes."""
 

@@ -49,14 +49,15 @@ TENANT_DIMENSION = "organization"
 _M = TypeVar("_M", bound=models.Model)
 
 
-class UnscopedQuerySet(DisabledQuerySet):
+class UnscopedQuerySet(DisabledQuerySet):  # type: ignore[misc]  # django-scopes ships no types
     """What a tenant model's manager hands out while no scope is open: every read, write and filter
     raises ``ScopeError``. Unlike django-scopes' own, ``.all()`` may be chained (it still raises once
     evaluated), so that a form can declare a model choice field at import time and get its real
     queryset at request time (the admin does exactly this for every foreign key)."""
 
-    def all(self) -> UnscopedQuerySet:  # type: ignore[override]
-        return self._chain()  # type: ignore[return-value]
+    def all(self) -> UnscopedQuerySet:
+        chained: UnscopedQuerySet = self._chain()
+        return chained
 
 
 class TenantManager(models.Manager[_M]):
@@ -112,7 +113,8 @@ def principal_organization_ids(principal: Any) -> ScopeValue:
 
 
 def principal_scope(principal: Any) -> AbstractContextManager[None]:
-    return scope(**{TENANT_DIMENSION: principal_organization_ids(principal)})
+    manager: AbstractContextManager[None] = scope(**{TENANT_DIMENSION: principal_organization_ids(principal)})
+    return manager
 
 
 def organization_scope(organization_id: int | Iterable[int]) -> AbstractContextManager[None]:
@@ -120,7 +122,8 @@ def organization_scope(organization_id: int | Iterable[int]) -> AbstractContextM
         value: list[int] = [organization_id]
     else:
         value = list(organization_id)
-    return scope(**{TENANT_DIMENSION: value})
+    manager: AbstractContextManager[None] = scope(**{TENANT_DIMENSION: value})
+    return manager
 
 
 def scoped_iterator(content: Iterable[Any], value: ScopeValue) -> Iterator[Any]:

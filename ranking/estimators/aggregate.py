@@ -38,7 +38,7 @@ _DENSE_KEY_LIMIT = 1 << 23
 def weighted_bincount(index: ArrayLike, weights: ArrayLike, minlength: int = 0) -> NDArray[np.float64]:
     """``np.bincount`` with weights, always float64 (numpy returns int64 for empty input, and its stubs
     declare an int result)."""
-    out = np.bincount(index, weights, minlength=minlength)  # type: ignore[arg-type]
+    out = np.bincount(index, weights, minlength=minlength)
     return out.astype(np.float64, copy=False)
 
 

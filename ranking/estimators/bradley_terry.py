@@ -181,7 +181,8 @@ def normalisation_matrix(
     if reference is not None:
         members = components == components[reference]
         norm[members] -= norm[reference]
-    return norm
+    out: NDArray[np.float64] = norm
+    return out
 
 
 def normalise(
@@ -217,13 +218,15 @@ def one_class(cells: Cells, design: PairDesign) -> NDArray[np.bool_]:
     for code, (mask_lo, mask_hi) in enumerate(((y == 1.0, y == 0.0), (y == 0.0, y == 1.0), (y == 0.5, y == 0.5))):
         classes[lo[mask_lo], code] = True
         classes[hi[mask_hi], code] = True
-    return classes.sum(axis=1) == 1
+    single: NDArray[np.bool_] = classes.sum(axis=1) == 1
+    return single
 
 
 def _null_projector(components: NDArray[np.int64]) -> NDArray[np.float64]:
     """J = sum over components of 1_c 1_c^T / |c|: fills the Laplacian's null space, not a ridge."""
     same = components[:, None] == components[None, :]
-    return same / same.sum(axis=1)[:, None]
+    projector: NDArray[np.float64] = same / same.sum(axis=1)[:, None]
+    return projector
 
 
 def softplus(x: NDArray[np.float64]) -> NDArray[np.float64]:

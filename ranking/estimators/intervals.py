@@ -190,7 +190,8 @@ class _RoundSolver:
             size = float(np.abs(delta).max())
             if size <= _ROUND_TOL:
                 self.iterations += it + 1
-                return theta + delta
+                step: NDArray[np.float64] = theta + delta
+                return step
             if size > _CONTRACTION * previous and it >= 2:
                 break
             previous = size
@@ -540,7 +541,8 @@ def _one_class_pairs(cells: Cells, fit: BTResult, idx: NDArray[np.int64]) -> NDA
     distinct = classes - np.maximum(both - 1, 0)
     sym = distinct + distinct.T
     sub = sym[np.ix_(idx, idx)]
-    return sub == 1
+    single: NDArray[np.bool_] = sub == 1
+    return single
 
 
 def difference_intervals(

@@ -296,7 +296,10 @@ def confidence_sequence(
 
     def log_m(p0: NDArray[np.float64]) -> NDArray[np.float64]:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return base - np.where(s > 0, s * np.log(p0), 0.0) - np.where(f > 0, f * np.log1p(-p0), 0.0)
+            out: NDArray[np.float64] = (
+                base - np.where(s > 0, s * np.log(p0), 0.0) - np.where(f > 0, f * np.log1p(-p0), 0.0)
+            )
+            return out
 
     def end(outside: NDArray[np.float64]) -> NDArray[np.float64]:
         inside = centre.copy()
