@@ -5,6 +5,8 @@ Each is a ``DjangoModelFactory[Model]``: ``XFactory.create(...)`` is then typed 
 
 from __future__ import annotations
 
+from typing import Any
+
 import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
@@ -34,7 +36,7 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
     username = factory.LazyAttribute(lambda o: o.email)
 
     @factory.post_generation
-    def password(obj, create, extracted, **kwargs):  # type: ignore[no-untyped-def]
+    def password(obj: User, create: bool, extracted: str | None, **kwargs: Any) -> None:
         obj.set_password(extracted or PASSWORD)
         if create:
             obj.save()

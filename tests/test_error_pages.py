@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.urls import reverse
 
-from battles import views as battle_views
+from battles import selectors as battle_selectors
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +46,7 @@ def test_403_is_the_sites_page(alice_client: Client, monkeypatch: pytest.MonkeyP
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionDenied("secret-detail")
 
-    monkeypatch.setattr(battle_views.selectors, "campaigns_for_rater", refuse)
+    monkeypatch.setattr(battle_selectors, "campaigns_for_rater", refuse)
     response = alice_client.get(reverse("battles:campaigns"))
     assert response.status_code == 403
     html = response.content.decode()
@@ -68,7 +68,7 @@ def test_500_is_the_sites_page_and_needs_no_request(alice, monkeypatch: pytest.M
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("secret-detail")
 
-    monkeypatch.setattr(battle_views.selectors, "campaigns_for_rater", crash)
+    monkeypatch.setattr(battle_selectors, "campaigns_for_rater", crash)
     client = Client(raise_request_exception=False)
     client.force_login(alice)
     response = client.get(reverse("battles:campaigns"))

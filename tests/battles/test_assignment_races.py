@@ -77,7 +77,9 @@ def test_crash_during_generation_voids_instead_of_leaving_it_generating(acme, bo
     monkeypatch.setattr(services, "generate_pair", explode)
     assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
     assert assignment.battle.status == Battle.Status.VOID
-    assert "client library bug" in assignment.battle.generations.first().error
+    generation = assignment.battle.generations.first()
+    assert generation is not None
+    assert "client library bug" in generation.error
 
 
 @pytest.mark.django_db

@@ -165,7 +165,7 @@ def test_prompt_hash_cap_applies_across_raters(acme, bob_client, triton_server):
     Prompt.objects.filter(campaign=acme.campaign).exclude(pk=only.pk).delete()
     Campaign.objects.filter(pk=acme.campaign.pk).update(prompt_hash_cap=1)
     _vote_n(bob_client, acme.campaign, 1)
-    other = UserFactory()
+    other = UserFactory.create()
     MembershipFactory(user=other, organization=acme.organization, role="rater")
     acme.pool.members.add(other)
     response = login(other).post(reverse("battles:next", args=[acme.campaign.pk]))

@@ -65,7 +65,7 @@ def test_csv_export_matches_jsonl(acme, voted, alice_client):
 
 
 def test_viewer_may_export_but_rater_may_not(acme, voted, bob_client):
-    viewer = UserFactory()
+    viewer = UserFactory.create()
     MembershipFactory(user=viewer, organization=acme.organization, role=Role.VIEWER)
     assert login(viewer).get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])).status_code == 200
     assert bob_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])).status_code == 404

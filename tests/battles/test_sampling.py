@@ -32,7 +32,7 @@ def test_active_weights_favour_undecided_pairs_and_new_competitors():
 @pytest.mark.django_db
 def test_active_campaign_samples_by_the_latest_leaderboard(acme):
     campaign = acme.campaign
-    far = CompetitorFactory(campaign=campaign, endpoint=ModelEndpointFactory(organization=acme.organization))
+    far = CompetitorFactory.create(campaign=campaign, endpoint=ModelEndpointFactory(organization=acme.organization))
     rows = [
         {"competitor_id": acme.left.pk, "lower": 990.0, "upper": 1010.0, "hidden": False, "component": 0},
         {"competitor_id": acme.right.pk, "lower": 995.0, "upper": 1015.0, "hidden": False, "component": 0},
@@ -67,7 +67,11 @@ def test_active_campaign_samples_by_the_latest_leaderboard(acme):
 
     Campaign.objects.filter(pk=campaign.pk).update(sampling=Campaign.Sampling.UNIFORM)
     campaign.refresh_from_db()
-    uniform = Counter(frozenset(c.pk for c in pair_pick(campaign=campaign, rng=rng)) for _ in range(1500))
+    uniform: Counter[frozenset[int]] = Counter()
+    for _ in range(1500):
+        pair = pair_pick(campaign=campaign, rng=rng)
+        assert pair is not None
+        uniform[frozenset(c.pk for c in pair)] += 1
     assert all(350 < n < 650 for n in uniform.values()) and len(uniform) == 3
 
 

@@ -180,7 +180,8 @@ def test_linked_one_sided_pair_gets_a_likelihood_difference_interval() -> None:
     path through C bounds it above), but the A-B cell cannot vary, so the difference interval is the
     union with its profile-likelihood interval, never narrower than it."""
     from ranking.estimators import difference_intervals
-    from ranking.estimators.intervals import bt_likelihood, damped_newton, profile_bounds
+    from ranking.estimators.intervals import bt_likelihood
+    from ranking.estimators.profile import damped_newton, profile_bounds
 
     a = np.array([0] * 30 + [0] * 20 + [2] * 20 + [1] * 20 + [2] * 20)
     b = np.array([1] * 30 + [2] * 20 + [0] * 20 + [2] * 20 + [1] * 20)

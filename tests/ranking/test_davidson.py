@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ranking.estimators import SCALE, aggregate_cells, fit_bradley_terry
+from ranking.estimators import SCALE, Cells, aggregate_cells, fit_bradley_terry
 from ranking.estimators.davidson import fit_davidson, simulate_davidson
 from ranking.estimators.synthetic import random_pairs as random_pairs_for_tests
 
 
-def _board(seed: int, nu: float, m: int = 3000, n: int = 6) -> tuple[np.ndarray, object]:
+def _board(seed: int, nu: float, m: int = 3000, n: int = 6) -> tuple[np.ndarray, Cells]:
     rng = np.random.default_rng(seed)
     theta = np.linspace(-0.8, 0.8, n)
     a, b = random_pairs_for_tests(rng, n, m)

@@ -31,9 +31,9 @@ def board(acme, bob):  # type: ignore[no-untyped-def]
     competitors = [acme.left, acme.right]
     for k in range(2):
         endpoint = ModelEndpointFactory(organization=acme.organization, name=f"extra-{k}")
-        competitors.append(CompetitorFactory(campaign=campaign, endpoint=endpoint, version_label="1"))
+        competitors.append(CompetitorFactory.create(campaign=campaign, endpoint=endpoint, version_label="1"))
     prompts = list(Prompt.objects.filter(campaign=campaign))
-    raters = [bob] + [UserFactory() for _ in range(5)]
+    raters = [bob] + [UserFactory.create() for _ in range(5)]
     votes_write(
         campaign=campaign,
         pool=acme.pool,
@@ -45,7 +45,7 @@ def board(acme, bob):  # type: ignore[no-untyped-def]
         seed=1,
         categories=("coding", "writing"),
     )
-    rare = CompetitorFactory(
+    rare = CompetitorFactory.create(
         campaign=campaign, endpoint=ModelEndpointFactory(organization=acme.organization, name="rare"), version_label="1"
     )
     votes_write(
@@ -166,7 +166,7 @@ def test_leaderboard_page_for_managers_and_viewers_only(board, acme, alice_clien
     style_url = reverse("ranking:leaderboard", args=[campaign.pk]) + "?view=style&category=coding"
     style_html = alice_client.get(style_url).content.decode()
     assert "Style coefficients" in style_html
-    viewer = UserFactory()
+    viewer = UserFactory.create()
     MembershipFactory(user=viewer, organization=acme.organization, role=Role.VIEWER)
     assert login(viewer).get(reverse("ranking:leaderboard", args=[campaign.pk])).status_code == 200
     assert bob_client.get(reverse("ranking:leaderboard", args=[campaign.pk])).status_code == 404
@@ -238,7 +238,7 @@ def test_anchor_from_another_campaign_is_refused(board, acme):
 
     campaign, _, _ = board
     other = CampaignFactory(organization=acme.organization)
-    stranger = CompetitorFactory(campaign=other, endpoint=ModelEndpointFactory(organization=acme.organization))
+    stranger = CompetitorFactory.create(campaign=other, endpoint=ModelEndpointFactory(organization=acme.organization))
     campaign.ranking_anchor = stranger
     with pytest.raises(ValidationError):
         campaign.full_clean(exclude=["rater_pools"])
@@ -247,7 +247,6 @@ def test_anchor_from_another_campaign_is_refused(board, acme):
 def test_a_recompute_over_older_votes_never_replaces_a_newer_snapshot(board, acme, bob, monkeypatch):
     """Two recomputes overlap: the one that read the log first must not commit as the newest version."""
     campaign, competitors, _ = board
-    import ranking.services as ranking_services
     from ranking import selectors as ranking_selectors
 
     real = ranking_selectors.vote_arrays
@@ -264,7 +263,7 @@ def test_a_recompute_over_older_votes_never_replaces_a_newer_snapshot(board, acm
         seed=9,
     )
     assert leaderboards_recompute(campaign_id=campaign.pk)  # the newer one commits first
-    monkeypatch.setattr(ranking_services.selectors, "vote_arrays", lambda campaign_id: stale)
+    monkeypatch.setattr(ranking_selectors, "vote_arrays", lambda campaign_id: stale)
     assert leaderboards_recompute(campaign_id=campaign.pk) == []
     latest = LeaderboardSnapshot.objects.filter(campaign=campaign, category="", view="raw").order_by("-version")[0]
     assert latest.votes_total == 625
@@ -316,7 +315,7 @@ def test_rank_ranges_stay_within_a_connected_group(acme, bob):
     from ranking.selectors import vote_arrays
 
     extra = [
-        CompetitorFactory(
+        CompetitorFactory.create(
             campaign=acme.campaign, endpoint=ModelEndpointFactory(organization=acme.organization, name=f"iso-{k}")
         )
         for k in range(2)
@@ -422,7 +421,9 @@ def test_pairwise_cells_carry_their_wilson_interval(board):
 
 def test_page_reports_intransitive_triads(acme, bob, alice_client):
     """Rock-paper-scissors among three competitors: the page says a single score cannot order them."""
-    third = CompetitorFactory(campaign=acme.campaign, endpoint=ModelEndpointFactory(organization=acme.organization))
+    third = CompetitorFactory.create(
+        campaign=acme.campaign, endpoint=ModelEndpointFactory(organization=acme.organization)
+    )
     prompts = list(Prompt.objects.filter(campaign=acme.campaign))
     for winner, loser, seed in ((acme.left, acme.right, 1), (acme.right, third, 2), (third, acme.left, 3)):
         votes_write(

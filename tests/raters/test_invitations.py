@@ -47,7 +47,7 @@ def test_logged_out_invitee_with_an_account_logs_in_and_joins(acme, alice):
     from django.test import Client
 
     invitation = invitation_create(pool=acme.pool, actor=alice)
-    dana = UserFactory(email="dana@acme.test")
+    dana = UserFactory.create(email="dana@acme.test")
     client = Client()
     chosen = client.post(invitation.path, {"then": "login"})
     assert chosen["Location"] == reverse("account_login") + "?next=%2F"
@@ -63,7 +63,7 @@ def test_a_link_preview_or_a_mere_visit_joins_nobody(acme, alice):
     from django.test import Client
 
     invitation = invitation_create(pool=acme.pool, actor=alice)
-    dana = UserFactory(email="dana@acme.test")
+    dana = UserFactory.create(email="dana@acme.test")
     client = Client()
     client.get(invitation.path)
     client.post(reverse("account_login"), {"login": dana.email, "password": PASSWORD})
@@ -91,7 +91,7 @@ def test_an_invitation_for_another_address_is_refused_at_login_with_a_message(ac
     from django.test import Client
 
     invitation = invitation_create(pool=acme.pool, actor=alice, email="someone@acme.test")
-    dana = UserFactory(email="dana@acme.test")
+    dana = UserFactory.create(email="dana@acme.test")
     client = Client()
     client.post(invitation.path, {"then": "login"})
     response = client.post(reverse("account_login"), {"login": dana.email, "password": PASSWORD}, follow=True)
@@ -103,7 +103,7 @@ def test_logged_in_invitee_still_confirms_with_a_post(acme, alice):
     from tests.conftest import login
 
     invitation = invitation_create(pool=acme.pool, actor=alice)
-    dana = UserFactory(email="dana@acme.test")
+    dana = UserFactory.create(email="dana@acme.test")
     client = login(dana)
     assert "Join as a rater" in client.get(invitation.path).content.decode()  # GET never joins
     assert not acme.pool.members.filter(pk=dana.pk).exists()
@@ -115,7 +115,7 @@ def test_used_up_expired_and_wrong_email_invitations_are_refused(acme, alice):
     from tests.conftest import login
 
     used = invitation_create(pool=acme.pool, actor=alice, max_uses=1)
-    first, second = UserFactory(), UserFactory()
+    first, second = UserFactory.create(), UserFactory.create()
     login(first).post(used.path)
     response = login(second).post(used.path)
     assert response.status_code == 400 and "already been used" in response.content.decode()

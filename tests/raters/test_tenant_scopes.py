@@ -10,6 +10,7 @@ from django.apps import apps
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import models
+from django.http import StreamingHttpResponse
 from django.urls import reverse
 
 from battles.demo import demo_seed
@@ -165,6 +166,7 @@ def test_an_api_key_request_is_scoped_to_the_keys_organisation_also_while_stream
     url = reverse("api:votes", kwargs={"campaign_id": acme.campaign.pk, "kind": "jsonl"})
     response = client.get(url)
     assert response.status_code == 200
+    assert isinstance(response, StreamingHttpResponse)
     lines = b"".join(response.streaming_content).decode().splitlines()  # evaluated after the view returned
     assert len(lines) == 1 and str(battle.pk) in lines[0]
     assert Client(HTTP_AUTHORIZATION=f"Api-Key {foreign}").get(url).status_code == 404
