@@ -1,0 +1,223 @@
+"""Isolation sweep generated from the URL configuration and the admin registry, so that a new route
+cannot be forgotten: every page and API route, and every console page of every registered model,
+asked for Acme's objects by
+
+- charlie, who owns Globex (a fully privileged user of the wrong tenant): 404 or the console's
+  "does not exist" redirect, never a page with Acme's data, never a change;
+- an anonymous visitor: sent to log in (or 401/403/404), never data;
+- bob, Acme's rater, on the managers' pages (leaderboards, API, console): refused;
+- a read-only API key writing to any API route: refused, nothing changed.
+
+A route with a URL parameter the sweep does not know fails the test: add how to fill it below."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import User
+from django.db import models
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from battles.models import Battle, Vote
+from ranking.models import LeaderboardSnapshot
+from ranking.services import leaderboards_recompute
+from raters.models import AuditEvent, Invitation
+from raters.services import api_key_create, invitation_create
+from tests.conftest import Tenant, login, start_battle
+
+pytestmark = [pytest.mark.django_db, pytest.mark.triton]  # one real battle gives every route an object
+
+SKIPPED_NAMESPACES = {"admin"}  # swept model by model below, from the admin registry
+SKIPPED_PREFIXES = ("accounts/",)  # allauth's own pages: not tenant data
+PUBLIC_ROUTES = {"battles:campaigns"}  # the home page: lists only the visitor's own campaigns
+# The read API's leaderboard routes are not namespaced (ranking/api_urls.py).
+MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard")
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str  # namespaced
+    params: tuple[str, ...]
+
+
+def _routes(patterns: list[Any], namespace: str = "", prefix: str = "") -> Iterator[Route]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            ns = pattern.namespace or ""
+            route_prefix = prefix + str(pattern.pattern)
+            if ns in SKIPPED_NAMESPACES or route_prefix.startswith(SKIPPED_PREFIXES):
+                continue
+            yield from _routes(pattern.url_patterns, f"{namespace}{ns}:" if ns else namespace, route_prefix)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            params = tuple(pattern.pattern.regex.groupindex)
+            yield Route(namespace + pattern.name, params)
+
+
+def all_routes() -> list[Route]:
+    return list(_routes(get_resolver().url_patterns))
+
+
+@dataclass
+class World:
+    acme: Tenant
+    battle: Battle
+    invitation: Invitation
+    version: int
+
+
+def _value(world: World, route: Route, param: str) -> list[Any]:
+    """The values to try for a URL parameter (every allowed format, for instance)."""
+    values: dict[str, list[Any]] = {
+        "campaign_id": [world.acme.campaign.pk],
+        "battle_id": [world.battle.pk],
+        "version": [world.version],
+        "kind": ["jsonl", "csv"],
+        "fmt": ["json", "csv"],
+        "token": [world.invitation.token],
+    }
+    if param not in values:
+        pytest.fail(f"the isolation sweep does not know how to fill {param!r} of {route.name}: add it to _value")
+    return values[param]
+
+
+def _urls(world: World, route: Route) -> list[str]:
+    urls = [{}]  # type: list[dict[str, Any]]
+    for param in route.params:
+        urls = [{**u, param: v} for u in urls for v in _value(world, route, param)]
+    return [reverse(route.name, kwargs=kwargs) for kwargs in urls]
+
+
+def _body(response: Any) -> bytes:
+    return b"".join(response.streaming_content) if getattr(response, "streaming", False) else response.content
+
+
+@pytest.fixture
+def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client) -> World:
+    battle, _ = start_battle(bob_client, acme.campaign)
+    assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"}).status_code == 302
+    leaderboards_recompute(campaign_id=acme.campaign.pk)  # tests queue to a broker nobody serves
+    snapshot = LeaderboardSnapshot.objects.filter(campaign=acme.campaign).order_by("-version").first()
+    assert snapshot is not None
+    invitation = invitation_create(pool=acme.pool, actor=acme.organization.memberships.first().user)  # type: ignore[union-attr]
+    # A battle waiting for bob, so the battle routes are reached with an open one too.
+    start_battle(bob_client, acme.campaign)
+    return World(acme, battle, invitation, snapshot.version)
+
+
+def _state() -> tuple[int, int, int, int]:
+    return (
+        Vote.objects.count(),
+        Battle.objects.count(),
+        AuditEvent.objects.count(),
+        LeaderboardSnapshot.objects.count(),
+    )
+
+
+def test_the_sweep_knows_every_route():
+    names = {route.name for route in all_routes()}
+    assert {"battles:campaign", "battles:vote", "api:votes", "ranking:leaderboard", "raters:invitation"} <= names
+
+
+def test_an_outsider_gets_nothing_of_acme_from_any_route(world: World, charlie_client: Client):
+    secret = world.acme.campaign.name.encode()
+    before = _state()
+    for route in all_routes():
+        if route.name in PUBLIC_ROUTES:
+            body = charlie_client.get(reverse(route.name)).content
+            assert secret not in body, route.name
+            continue
+        for url in _urls(world, route):
+            if route.name == "raters:invitation":
+                # The link is the credential: whoever holds it sees what it is for and may join with a
+                # POST (tested in test_invitations.py); charlie is never handed Acme's link, so here only
+                # its page, which names no campaign.
+                response = charlie_client.get(url)
+                assert response.status_code == 200 and secret not in response.content, url
+                continue
+            for method in ("get", "post"):
+                response = getattr(charlie_client, method)(url, {"choice": "left"} if method == "post" else None)
+                assert response.status_code in (404, 405), (url, method, response.status_code)
+                assert secret not in _body(response), (url, method)
+    assert _state() == before
+
+
+def test_an_anonymous_visitor_is_sent_to_log_in_and_sees_no_data(world: World):
+    client = Client()
+    secret = world.acme.campaign.name.encode()
+    for route in all_routes():
+        if route.name == "raters:invitation":
+            continue  # the invitation page shows a logged-out invitee what they are invited to
+        for url in _urls(world, route) if route.params else [reverse(route.name)]:
+            for method in ("get", "post"):
+                response = getattr(client, method)(url)
+                assert response.status_code in (302, 401, 403, 404, 405), (url, method, response.status_code)
+                if response.status_code == 302:
+                    assert reverse("account_login") in response["Location"], (url, method)
+                assert secret not in _body(response), (url, method)
+
+
+def test_a_rater_is_refused_every_managers_page(world: World, bob: User):
+    client = login(bob)
+    for route in all_routes():
+        if not route.name.startswith(MANAGER_ROUTES_PREFIXES):
+            continue
+        for url in _urls(world, route):
+            assert client.get(url).status_code == 404, url
+
+
+def test_a_read_only_key_cannot_write_through_any_api_route(world: World, alice: User):
+    _, key = api_key_create(organization=world.acme.organization, name="read", scope="read", actor=alice)
+    client = Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    before = _state()
+    api_routes = [route for route in all_routes() if route.name.startswith(("api:", "leaderboard"))]
+    assert api_routes
+    for route in api_routes:
+        for url in _urls(world, route):
+            assert client.get(url).status_code == 200, url  # the key reads its own organisation
+            for method in ("post", "put", "patch", "delete"):
+                response = getattr(client, method)(url, data="{}", content_type="application/json")
+                assert response.status_code in (403, 405), (url, method, response.status_code)
+    assert _state() == before
+
+
+def _acme_object(model: type[models.Model], world: World) -> models.Model | None:
+    organization = world.acme.organization
+    if model._meta.label == "raters.Organization":
+        return organization
+    manager = model._default_manager
+    for path in ("organization", "battle__organization"):
+        try:
+            found = manager.filter(**{path: organization}).order_by("pk").first()
+        except Exception:  # the model has no such path
+            continue
+        return found
+    return None
+
+
+def test_the_console_shows_an_outsider_nothing_of_acme_for_any_registered_model(world: World, charlie_client: Client):
+    before = _state()
+    swept = 0
+    for model in admin.site._registry:
+        obj = _acme_object(model, world)
+        info = (model._meta.app_label, model._meta.model_name)
+        changelist = charlie_client.get(reverse(f"admin:{info[0]}_{info[1]}_changelist"))
+        assert changelist.status_code in (200, 302, 403), (model, changelist.status_code)
+        if obj is None:
+            continue
+        swept += 1
+        assert f"/{obj.pk}/change/".encode() not in changelist.content, model
+        for view in ("change", "delete", "history"):
+            url = reverse(f"admin:{info[0]}_{info[1]}_{view}", args=[obj.pk])
+            for method in ("get", "post"):
+                response = getattr(charlie_client, method)(url, {"post": "yes"} if method == "post" else None)
+                assert response.status_code in (302, 403, 404), (url, method, response.status_code)
+                if response.status_code == 302:
+                    assert "change" not in response["Location"] or str(obj.pk) not in response["Location"], url
+                assert str(world.acme.campaign.name).encode() not in response.content, (url, method)
+    assert swept >= 8
+    assert _state()[:2] == before[:2]
