@@ -142,12 +142,14 @@ def _running_key(campaign_id: int) -> str:
     return f"ranking:recompute-running:{campaign_id}"
 
 
-def leaderboards_schedule(*, campaign_id: int, countdown: int | None = None) -> bool:
+def leaderboards_schedule(
+    *, campaign_id: int, countdown: int | None = None, organization_id: int | None = None
+) -> bool:
     """Debounced: the first new vote after a recompute schedules one ``ARENA_RANKING_DEBOUNCE_S`` later
     (or ``countdown`` seconds); votes arriving meanwhile ride along. Returns whether a recompute was
     scheduled. Call it after the change has committed (the receivers run on commit): the pending mark
     is set at once. Raises if the broker refuses the task, after clearing the mark so the next vote
-    retries."""
+    retries. ``organization_id``: the campaign's, when the caller has it (else it is looked up)."""
     from .tasks import leaderboards_recompute_task
 
     delay = settings.ARENA_RANKING_DEBOUNCE_S if countdown is None else countdown
@@ -155,7 +157,9 @@ def leaderboards_schedule(*, campaign_id: int, countdown: int | None = None) -> 
         return False
     try:
         leaderboards_recompute_task.apply_async(
-            args=[campaign_id], kwargs={"organization_id": _organization_of(campaign_id)}, countdown=delay
+            args=[campaign_id],
+            kwargs={"organization_id": organization_id or _organization_of(campaign_id)},
+            countdown=delay,
         )
     except Exception:
         cache.delete(_pending_key(campaign_id))
@@ -216,7 +220,7 @@ def leaderboards_schedule_open_campaigns() -> int:
             seen = snapshots.aggregate(v=Max("last_vote_id"))["v"] or 0
             if not newest or newest <= seen or cache.get(_running_key(campaign_id)) is not None:
                 continue
-            if leaderboards_schedule(campaign_id=campaign_id, countdown=0):
+            if leaderboards_schedule(campaign_id=campaign_id, countdown=0, organization_id=organization_id):
                 count += 1
     return count
 
