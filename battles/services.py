@@ -12,17 +12,21 @@ import random
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
 
 from raters.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
 from raters.hooks import send_on_commit
 from raters.models import AuditAction, RaterPool
 from raters.services import audit_record
+from raters.tenancy import scopes_disabled
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
 from serving.models import ModelEndpoint
 from serving.triton.client import GenerationResult, SamplingParams, generate_pair
@@ -77,6 +81,7 @@ def campaign_open(*, campaign: Campaign, actor: User | AnonymousUser | None) -> 
     Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.OPEN, opened_at=timezone.now())
     campaign.refresh_from_db()
     audit_record(organization=campaign.organization, actor=actor, action=AuditAction.CAMPAIGN_OPENED, obj=campaign)
+    buffer_refill_request(campaign=campaign)  # sent on commit: the first raters find battles ready
     return campaign
 
 
@@ -208,6 +213,7 @@ def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | Non
             Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)),
             "A competitor was withdrawn before the vote.",
         )
+        buffer_refill_request(campaign=competitor.campaign)  # replace what was voided
     audit_record(
         organization=competitor.organization,
         actor=actor,
@@ -354,7 +360,9 @@ def _check_caps(*, campaign: Campaign, user: User, session_key: str) -> None:
 
 
 def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_text: str | None = None) -> Assignment:
-    """Give the rater a battle: the pending one if there is one, else a new one, generated now.
+    """Give the rater a battle: the pending one if there is one; else, for a pool prompt, one claimed
+    from the campaign's buffer of battles generated ahead; else one prepared for this rater now, by a
+    worker (the page says "preparing" and polls until it is ready: no web worker waits on a model).
 
     ``prompt_text`` is a rater-typed prompt (only where the campaign allows it)."""
     if campaign.status != Campaign.Status.OPEN:
@@ -382,6 +390,18 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_te
                 "This prompt has already been rated as often as the campaign allows. Please write a different one."
             )
     else:
+        try:
+            claimed = battle_claim(campaign=campaign, user=user, pool=pool, session_key=session_key)
+        except IntegrityError:
+            # Another request of this rater (a second tab) got an open battle first: the database allows
+            # one per rater and campaign. Hand out that one.
+            pending = _pending_or_none(campaign=campaign, user=user)
+            if pending is None:
+                raise
+            return Assignment(battle=pending, resumed=True)
+        if claimed is not None:
+            buffer_refill_request(campaign=campaign)
+            return Assignment(battle=claimed, resumed=False)
         picked = selectors.prompt_pick(campaign=campaign, user=user, rng=_rng)
         if picked is None:
             raise NothingToRate("There are no more prompts for you to rate in this campaign right now.")
@@ -389,29 +409,47 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_te
 
     pair = selectors.pair_pick(campaign=campaign, rng=_rng)
     if pair is None:
-        raise NothingToRate("This campaign has fewer than two active competitors.")
+        raise NothingToRate("Not enough models of this campaign are available right now. Try again in a while.")
     try:
         battle = _battle_create(
             campaign=campaign, user=user, pool=pool, prompt=prompt, pair=pair, session_key=session_key
         )
     except IntegrityError:
-        # Another request of this rater (a second tab) created the open battle first: the database
-        # allows one per rater and campaign. Hand out that one.
         pending = _pending_or_none(campaign=campaign, user=user)
         if pending is None:
             raise
         return Assignment(battle=pending, resumed=True)
-    battle_generate(battle=battle)
+    _generation_queue(battle)
+    if prompt_text is None:
+        buffer_refill_request(campaign=campaign)
     battle.refresh_from_db()
     return Assignment(battle=battle, resumed=False)
 
 
-# A battle still "generating" this long after its creation lost its request (a killed worker): the
-# endpoints' timeouts are capped at 110 s, so nothing can still be coming.
+def _generation_queue(battle: Battle) -> None:
+    """Generate the battle in a worker of the generation queue (sent when the current transaction
+    commits; where tasks run eagerly, as in a demo without a broker, right here)."""
+    from .tasks import battle_generate_task
+
+    try:
+        battle_generate_task.delay(str(battle.pk), organization_id=battle.organization_id)
+    except (KombuOperationalError, RedisError):
+        if transaction.get_connection().in_atomic_block:
+            raise  # not sent yet (on commit); the caller's transaction decides
+        # The broker is down: rather than leave the rater on "preparing" until it is back, this one
+        # battle is generated in the request (a web worker waits on the models, for the outage only).
+        logger.error("generation queue unreachable: battle %s generated in the web request", battle.pk)
+        battle_generate_queued(battle_id=str(battle.pk))
+
+
+# A battle still "generating" this long after its creation lost its worker: the endpoints' timeouts
+# are capped at 110 s, so nothing can still be coming.
 STALE_GENERATION_S = 150
 
 
 def _pending_or_none(*, campaign: Campaign, user: User) -> Battle | None:
+    """The rater's open battle: ready, or being prepared (the page polls), or None. One whose worker
+    was lost is voided (its prompt is not used up) and the rater gets a new one."""
     pending = selectors.battle_pending_for_rater(campaign=campaign, user=user)
     if pending is None or pending.status == Battle.Status.READY:
         return pending
@@ -420,7 +458,7 @@ def _pending_or_none(*, campaign: Campaign, user: User) -> Battle | None:
             status=Battle.Status.VOID, void_reason="The answers were never completed."
         )
         return None
-    raise NothingToRate("Your current battle is still being generated. Reload in a moment.")
+    return pending
 
 
 @transaction.atomic
@@ -447,6 +485,7 @@ def _battle_create(
             right=pair[1],
             params=params,
             session_key=session_key,
+            claimed_at=timezone.now(),
         )
 
 
@@ -463,6 +502,173 @@ def battle_generate(*, battle: Battle) -> Battle:
         failed = GenerationResult("", 0, "error", 0.0, f"generation failed: {type(exc).__name__}: {exc}", "error")
         left_result = right_result = failed
     return battle_generations_record(battle=battle, left=left_result, right=right_result)
+
+
+def battle_generate_queued(*, battle_id: str) -> Battle | None:
+    """The generation queue's work on one battle: generate it unless it was voided meanwhile (a
+    withdrawn competitor, a closed campaign) or another delivery of the same task took it (late
+    acknowledgement redelivers a task whose worker died): the conditional update on
+    ``generation_started_at`` lets exactly one delivery call the models. A battle whose worker died
+    after that is voided by the buffer's maintenance once it is stale, never generated twice."""
+    started = Battle.objects.filter(
+        pk=battle_id, status=Battle.Status.GENERATING, generation_started_at__isnull=True
+    ).update(generation_started_at=timezone.now())
+    battle = (
+        Battle.objects.select_related("prompt", "left__endpoint", "right__endpoint", "campaign")
+        .filter(pk=battle_id)
+        .first()
+    )
+    if not started or battle is None:
+        return battle
+    return battle_generate(battle=battle)
+
+
+# --- The buffer: battles generated ahead for pool prompts, claimed by raters ------------------------
+
+
+def _buffer(campaign_id: int) -> models.QuerySet[Battle]:
+    return Battle.objects.filter(
+        campaign_id=campaign_id, rater__isnull=True, status__in=(Battle.Status.GENERATING, Battle.Status.READY)
+    )
+
+
+def buffer_refill_request(*, campaign: Campaign) -> None:
+    """Ask a generation worker to top the campaign's buffer up (cheap when it is full)."""
+    if campaign.buffer_size == 0 or campaign.status != Campaign.Status.OPEN:
+        return
+    from .tasks import buffer_fill_task
+
+    buffer_fill_task.delay(campaign.pk, organization_id=campaign.organization_id)
+
+
+def buffer_fill(*, campaign_id: int) -> list[Battle]:
+    """Top the campaign's buffer up to ``buffer_size`` battles: for each, a pool prompt (the least
+    rated of a random handful, under the prompt-hash cap, not one already waiting) and a pair under
+    the campaign's sampling policy, the side shown left a coin flip; each is queued for generation.
+    Concurrent fillers count each other's battles: the campaign's row is locked while they are counted
+    and created, so the buffer never overfills. A closed campaign gets none."""
+    with transaction.atomic():
+        campaign = Campaign.objects.select_for_update().filter(pk=campaign_id).first()
+        if campaign is None or campaign.status != Campaign.Status.OPEN or campaign.buffer_size == 0:
+            return []
+        waiting = _buffer(campaign.pk)
+        deficit = campaign.buffer_size - waiting.count()
+        if deficit <= 0:
+            return []
+        taken = set(waiting.values_list("prompt_id", flat=True))
+        created: list[Battle] = []
+        for _ in range(deficit):
+            prompt = selectors.buffer_prompt_pick(campaign=campaign, exclude=taken, rng=_rng)
+            pair = selectors.pair_pick(campaign=campaign, rng=_rng) if prompt is not None else None
+            if prompt is None or pair is None:
+                break
+            taken.add(prompt.pk)
+            created.append(
+                Battle.objects.create(
+                    organization_id=campaign.organization_id,
+                    campaign=campaign,
+                    prompt=prompt,
+                    left=pair[0],
+                    right=pair[1],
+                    params={**campaign.sampling_params(), "seed": secrets.randbits(31)},
+                )
+            )
+        for battle in created:
+            _generation_queue(battle)  # sent when this transaction commits
+    return created
+
+
+def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key: str) -> Battle | None:
+    """Hand the rater the oldest ready battle of the buffer that they may rate, or None.
+
+    Checked at claim time, since the buffer was filled without knowing who would rate: the prompt is
+    not one the rater has seen (by normalised text), its hash is under the campaign's cap, both
+    competitors are still available, the battle is younger than the buffer's age limit. The claim is a
+    conditional update (``rater IS NULL``): of two raters racing for one battle, one gets it and the
+    other the next. A rater who already holds an open battle (a second tab) makes the database refuse
+    (IntegrityError: one open battle per rater and campaign), which the caller turns into that battle."""
+    now = timezone.now()
+    seen = (
+        Battle.objects.filter(campaign=campaign, rater=user)
+        .exclude(status=Battle.Status.VOID)
+        .values("prompt__text_hash")
+    )
+    available = set(selectors.competitors_available(campaign=campaign).values_list("pk", flat=True))
+    candidates = (
+        Battle.objects.filter(
+            campaign=campaign,
+            rater__isnull=True,
+            status=Battle.Status.READY,
+            created_at__gte=now - timedelta(seconds=campaign.buffer_max_age_s),
+        )
+        .exclude(prompt__text_hash__in=seen)
+        .select_related("prompt")
+        .order_by("created_at")
+    )
+    for candidate in candidates[:CLAIM_CANDIDATES]:
+        if candidate.left_id not in available or candidate.right_id not in available:
+            continue
+        if (
+            campaign.prompt_hash_cap is not None
+            and selectors.votes_on_prompt_hash(campaign=campaign, text_hash=candidate.prompt.text_hash)
+            >= campaign.prompt_hash_cap
+        ):
+            continue
+        with transaction.atomic():  # a savepoint: the one-open-battle constraint may refuse the update
+            won = Battle.objects.filter(pk=candidate.pk, rater__isnull=True, status=Battle.Status.READY).update(
+                rater=user, pool=pool, session_key=session_key, claimed_at=now
+            )
+        if won:
+            candidate.refresh_from_db()
+            return candidate
+    return None
+
+
+def buffer_maintain_schedule_open_campaigns() -> int:
+    """Beat's safety net: queue the buffer's maintenance for every open campaign that keeps one, each in
+    its organisation's scope."""
+    from .tasks import buffer_maintain_task
+
+    with scopes_disabled():  # the one listing across organisations
+        open_campaigns = list(
+            Campaign.objects.filter(status=Campaign.Status.OPEN, buffer_size__gt=0).values_list("pk", "organization_id")
+        )
+    for campaign_id, organization_id in open_campaigns:
+        buffer_maintain_task.delay(campaign_id, organization_id=organization_id)
+    return len(open_campaigns)
+
+
+# How many of the buffer's oldest battles a claim looks at before preparing one for the rater instead.
+CLAIM_CANDIDATES = 16
+
+
+def buffer_maintain(*, campaign_id: int) -> int:
+    """Void what the buffer must not hand out, then top it up: battles unclaimed for longer than the
+    campaign's age limit, battles of a competitor that is unavailable (down, or withdrawn), and battles
+    whose worker was lost (generating for longer than any model may take). Returns how many were voided."""
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        return 0
+    now = timezone.now()
+    voided = (
+        _buffer(campaign.pk)
+        .filter(created_at__lt=now - timedelta(seconds=campaign.buffer_max_age_s))
+        .update(status=Battle.Status.VOID, void_reason="Not claimed within the campaign's buffer age; replaced.")
+    )
+    available = selectors.competitors_available(campaign=campaign).values("pk")
+    voided += (
+        _buffer(campaign.pk)
+        .filter(models.Q(~models.Q(left__in=available)) | models.Q(~models.Q(right__in=available)))
+        .update(status=Battle.Status.VOID, void_reason="A competitor became unavailable before a rater got it.")
+    )
+    voided += Battle.objects.filter(
+        campaign=campaign,
+        status=Battle.Status.GENERATING,
+        created_at__lt=now - timedelta(seconds=STALE_GENERATION_S),
+    ).update(status=Battle.Status.VOID, void_reason="The answers were never completed.")
+    if campaign.status == Campaign.Status.OPEN:
+        buffer_fill(campaign_id=campaign.pk)
+    return voided
 
 
 _FAILURE_PHRASES = {
@@ -533,6 +739,8 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
         raise VoteRejected("You are no longer in a rater pool of this campaign; this vote was not stored.")
     if battle.status != Battle.Status.READY or battle.shown_at is None:
         raise VoteRejected("This battle has not been shown yet; open it before voting.")
+    pool_id = battle.pool_id
+    assert pool_id is not None  # set with the rater (battle_for_rater found it by its rater)
 
     now = timezone.now()
     # The database settles races: of two concurrent submissions only one flips READY to VOTED.
@@ -552,7 +760,7 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
                 battle=battle,
                 created_at=now,
                 rater=user,
-                pool_id=battle.pool_id,
+                pool_id=pool_id,
                 prompt=battle.prompt,
                 prompt_hash=battle.prompt.text_hash,
                 category=battle.prompt.category,

@@ -8,7 +8,7 @@ from typing import TypeVar
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.decorators import ratelimit
@@ -186,7 +186,10 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         "position": selectors.battle_position_in_session(battle) if battle.status != Battle.Status.VOID else None,
         "progress": selectors.rater_progress(campaign=campaign, user=request.user, session_key=_session_key(request)),
         "prompt_max_chars": PROMPT_MAX_CHARS,
-        "prompt_draft": _prompt_draft(request, campaign.pk) if battle.status != Battle.Status.READY else "",
+        "prompt_draft": _prompt_draft(request, campaign.pk)
+        if battle.status not in (Battle.Status.READY, Battle.Status.GENERATING)
+        else "",
+        "preparing": battle.status == Battle.Status.GENERATING and not battle.live,
     }
 
 
@@ -198,6 +201,18 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
         raise Http404("No such battle.")
     battle = services.battle_mark_shown(battle=battle)
     response = render(request, "battles/battle.html", _battle_context(request, battle))
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+@login_required
+def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonResponse:
+    """What the "preparing" page polls: the battle's state only (generating, ready, void, voted)."""
+    battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+    if battle is None:
+        raise Http404("No such battle.")
+    response = JsonResponse({"status": battle.status})
     response["Cache-Control"] = "no-store"
     return response
 

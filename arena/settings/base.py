@@ -143,6 +143,8 @@ if CELERY_VISIBILITY_TIMEOUT <= ARENA_RANKING_DEBOUNCE_S + CELERY_TASK_TIME_LIMI
     )
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
 CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to the database
+# How often beat checks every open campaign's battle buffer (stale battles voided, deficits refilled).
+ARENA_BUFFER_SCHEDULE_S = env_int("ARENA_BUFFER_SCHEDULE_S", 30, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "leaderboards-recompute-open": {
         "task": "ranking.tasks.leaderboards_recompute_open_task",
@@ -150,6 +152,18 @@ CELERY_BEAT_SCHEDULE = {
         # A tick nobody ran before the next one is dropped, not piled up behind a long recompute.
         "options": {"expires": float(ARENA_RANKING_SCHEDULE_S)},
     },
+}
+# Model calls take seconds: they run on their own queue and workers (`celery worker -Q generation`), so
+# a crowd's battles never wait behind a leaderboard recompute, nor the other way round.
+CELERY_TASK_ROUTES = {
+    "battles.tasks.battle_generate_task": {"queue": "generation"},
+    "battles.tasks.buffer_fill_task": {"queue": "generation"},
+    "battles.tasks.buffer_maintain_task": {"queue": "generation"},
+}
+CELERY_BEAT_SCHEDULE["battle-buffers-maintain"] = {
+    "task": "battles.tasks.buffer_maintain_open_task",
+    "schedule": float(ARENA_BUFFER_SCHEDULE_S),
+    "options": {"expires": float(ARENA_BUFFER_SCHEDULE_S)},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -1,0 +1,34 @@
+"""Celery tasks: take ids, call one service. Generation has its own queue (``generation``, see
+CELERY_TASK_ROUTES): model calls take seconds and must not queue behind, or ahead of, leaderboards."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from arena.celery import TransactionAwareTask
+from raters.tenancy import TenantTask
+
+from . import services
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def battle_generate_task(battle_id: str, *, organization_id: int) -> str:
+    battle = services.battle_generate_queued(battle_id=battle_id)
+    return battle.status if battle is not None else "missing"
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def buffer_fill_task(campaign_id: int, *, organization_id: int) -> int:
+    return len(services.buffer_fill(campaign_id=campaign_id))
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def buffer_maintain_task(campaign_id: int, *, organization_id: int) -> int:
+    return services.buffer_maintain(campaign_id=campaign_id)
+
+
+@shared_task(base=TransactionAwareTask)
+def buffer_maintain_open_task() -> int:
+    """Beat's safety net, across organisations: each open campaign's buffer is checked in its own
+    organisation's scope (the service lists them unscoped on purpose)."""
+    return services.buffer_maintain_schedule_open_campaigns()
