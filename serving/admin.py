@@ -12,8 +12,18 @@ from .models import ModelEndpoint
 
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(TenantAdmin):
-    list_display = ("name", "organization", "url", "protocol", "model_name", "model_version", "timeout_s")
-    list_filter = ("protocol",)
+    list_display = (
+        "name",
+        "organization",
+        "url",
+        "protocol",
+        "contract",
+        "prompt_format",
+        "model_name",
+        "model_version",
+        "timeout_s",
+    )
+    list_filter = ("protocol", "contract")
     search_fields = ("name", "model_name")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
