@@ -74,12 +74,14 @@ class ModelEndpoint(models.Model):
         max_length=8,
         choices=Contract.choices,
         default=Contract.ARENA,
+        blank=True,  # left out of a form (or an older API client): the default
         help_text="What the server expects: the project's models, Triton's vLLM backend or a TensorRT-LLM ensemble.",
     )
     prompt_format = models.CharField(
         max_length=8,
         choices=PromptFormat.choices,
         default=PromptFormat.RAW,
+        blank=True,
         help_text="How the system prompt and the conversation become the model's text input (its chat template).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -95,6 +97,8 @@ class ModelEndpoint(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        self.contract = self.contract or self.Contract.ARENA
+        self.prompt_format = self.prompt_format or self.PromptFormat.RAW
         if self.contract != self.Contract.ARENA and self.protocol != self.Protocol.GRPC:
             # Both GPU backends are decoupled models, which Triton serves over the gRPC stream only.
             raise ValidationError({"protocol": "The vLLM and TensorRT-LLM contracts need gRPC."})
