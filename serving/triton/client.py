@@ -483,7 +483,13 @@ class _Call:
                 enable_empty_final_response=True,
             )
         except Exception as exc:
-            return _failure(exc, endpoint, time.perf_counter() - started)
+            # A stream that failed at once (nothing listening) reports why through the callback; the send
+            # then only says the stream is no longer valid.
+            try:
+                _, reported, _ = arrivals.get(timeout=min(1.0, max(0.0, deadline - time.perf_counter())))
+            except queue.Empty:
+                reported = None
+            return _failure(reported or exc, endpoint, time.perf_counter() - started)
         parts: list[str] = []
         tokens: list[int | None] = []
         finish: str | None = None

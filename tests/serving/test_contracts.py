@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import socket
 import sys
 import threading
 import time
@@ -345,6 +346,19 @@ def test_a_well_formed_stream_of_the_broken_model_is_fine(triton_server):
     endpoint = _endpoint(triton_server, "stream-broken", contract="vllm")
     result = generate(endpoint, "ok", PARAMS)
     assert (result.text, result.output_tokens, result.finish_reason) == ("fine print", 2, "stop")
+
+
+@pytest.mark.parametrize("contract", ["vllm", "trtllm"])
+def test_server_down_is_unreachable(contract):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    endpoint = EndpointSpec(f"127.0.0.1:{port}", "grpc", "vllm-standin", timeout_s=5.0, contract=contract)  # type: ignore[arg-type]
+    _assert_error(generate(endpoint, PROMPT, PARAMS), "unreachable", "server unreachable")
+    recorder = Recorder()
+    down, _ = stream_pair(endpoint, endpoint, PROMPT, PROMPT, PARAMS, recorder)
+    _assert_error(down, "unreachable")
+    assert sum(e.done for e in recorder.events) == 2
 
 
 def test_unknown_gpu_model_is_not_served(triton_server):
