@@ -33,7 +33,9 @@ An endpoint names its wire contract (`EndpointSpec.contract`):
   `python/openai/openai_frontend/engine/utils/triton.py`); outputs `text_output` BYTES and
   `num_output_tokens` INT32 (per response, as that frontend sums them). No finish reason: "length"
   when the token count reached `max_tokens`. Older ensembles (`random_seed`, UINT32 `max_tokens`) are
-  not supported. Over the gRPC stream too, since a streaming deployment is decoupled.
+  not supported. Over the gRPC stream too, since a streaming deployment is decoupled. Streamed text is
+  what the ensemble's postprocessing decodes per response (tensorrtllm_backend issue #332: word-initial
+  spaces are lost with SentencePiece tokenizers); the client joins it as it comes.
 
 Both GPU contracts take raw text: a system prompt or a multi-turn conversation is rendered with the
 endpoint's `prompt_format` (`templates.py`). Every streamed call asks for an empty final response

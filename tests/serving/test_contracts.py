@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import socket
 import sys
 import threading
@@ -218,6 +219,23 @@ def test_stream_pair_streams_both_contracts_and_the_deltas_reassemble_the_answer
     vllm, trtllm = results
     assert 0.14 <= vllm.ttft_s < 0.4 and 0.09 <= trtllm.ttft_s < 0.35
     assert vllm.latency_s >= 0.15 + 0.03 * (PARAMS.max_tokens - 1) - 0.02
+
+
+def test_each_side_logs_its_timings(triton_server, caplog):
+    caplog.set_level(logging.INFO, logger="serving.triton.client")
+    vllm, trtllm = stream_pair(
+        _endpoint(triton_server, "vllm-standin"),
+        _endpoint(triton_server, "trtllm-standin"),
+        PROMPT,
+        PROMPT,
+        PARAMS,
+        Recorder(),
+    )
+    lines = [r.getMessage() for r in caplog.records if r.name == "serving.triton.client"]
+    for name, result in (("vllm-standin", vllm), ("trtllm-standin", trtllm)):
+        (line,) = [line for line in lines if line.startswith(f"{name} at grpc://")]
+        assert f"ttft {result.ttft_s:.3f} s, latency {result.latency_s:.3f} s" in line
+        assert f"{result.output_tokens} output tokens, {result.tokens_per_s:.1f} tokens/s, finish length" in line
 
 
 def test_a_slow_first_token_shows_as_time_to_first_token(triton_server):
