@@ -22,8 +22,8 @@ An endpoint names its wire contract (`EndpointSpec.contract`):
   outputs `text_output` BYTES, `finish_reason` BYTES ("None" until the last response) and
   `num_output_tokens` UINT32, both per response. The model is decoupled, so every call goes over the
   gRPC stream, with `stream` false for one final answer. Streamed `text_output` is the *delta* since
-  the previous response (`output.text[prev_len:]`); releases before r24.12 streamed cumulative text
-  and are not supported.
+  the previous response (`output.text[prev_len:]`). Releases before r24.12 lack the `return_*`
+  inputs, and earlier ones streamed the text so far instead of the delta: not supported.
 - `trtllm`, the TensorRT-LLM `ensemble` (NVIDIA/TensorRT-LLM,
   `triton_backend/all_models/inflight_batcher_llm/ensemble/config.pbtxt`, the former
   triton-inference-server/tensorrtllm_backend): `text_input` BYTES, `max_tokens` INT32,
