@@ -255,6 +255,16 @@ def competitor_exposure(*, campaign: Campaign, now: datetime | None = None) -> d
     return exposure
 
 
+def competitors_unavailable(
+    *, campaign: Campaign, now: datetime | None = None
+) -> list[tuple[Competitor, CompetitorExposure]]:
+    """The campaign's competitors that were kept out of new battles for a while (an outage overlapped
+    the open period), with their exposure, by id: the leaderboard's note."""
+    exposure = competitor_exposure(campaign=campaign, now=now)
+    competitors = Competitor.objects.filter(pk__in=[pk for pk, e in exposure.items() if e.outages])
+    return [(c, exposure[c.pk]) for c in competitors.select_related("endpoint").order_by("id")]
+
+
 def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
     """A pair of available competitors (``competitors_available``: active, endpoint not down) under the
     campaign's sampling policy; which one is shown left is a coin flip either way. None where fewer than

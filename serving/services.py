@@ -82,7 +82,9 @@ def endpoint_health_record(*, endpoint: ModelEndpoint, detail: str, now: datetim
     now = now or timezone.now()
     detail = " ".join(detail.split())[:DETAIL_MAX]
     with transaction.atomic():
-        stored = ModelEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        stored = ModelEndpoint.objects.select_for_update().filter(pk=endpoint.pk).first()
+        if stored is None:  # deleted while it was being checked
+            return ""
         if stored.health_checked_at is not None and stored.health_checked_at > now:
             return ""
         change = ""

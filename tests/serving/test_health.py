@@ -474,3 +474,30 @@ def test_against_triton_a_competitor_comes_back_by_itself_when_its_model_is_read
     assert fresh(endpoint).health == Health.READY
     assert EndpointOutage.objects.get(endpoint=endpoint).ended_at is not None
     assert selectors.pair_pick(campaign=acme.campaign, rng=random.Random(1)) is not None
+
+
+def test_the_leaderboard_notes_how_long_a_competitor_was_unavailable(acme: Tenant, bob, alice_client: Client) -> None:  # type: ignore[no-untyped-def]
+    from ranking.services import leaderboards_recompute
+
+    now = timezone.now()
+    Campaign.objects.filter(pk=acme.campaign.pk).update(opened_at=now - timedelta(hours=1))
+    Competitor.objects.filter(campaign=acme.campaign).update(created_at=now - timedelta(hours=2))
+    EndpointOutage.objects.create(
+        organization=acme.organization,
+        endpoint=acme.left.endpoint,
+        started_at=now - timedelta(minutes=30),
+        first_failed_at=now - timedelta(minutes=30),
+        ended_at=now - timedelta(minutes=18),
+        reason=FAIL,
+    )
+    leaderboards_recompute(campaign_id=acme.campaign.pk)
+    html = alice_client.get(reverse("ranking:leaderboard", args=[acme.campaign.pk])).content.decode()
+    assert f"{acme.left} for 12 min in 1 outage." in " ".join(html.split())
+    assert f"{acme.right} for" not in html
+
+
+def test_an_endpoint_deleted_while_it_was_checked_is_no_error(acme: Tenant) -> None:
+    endpoint = endpoint_for(acme, model="zen-bigram", url=MODEL_SERVER_URL)
+    ModelEndpoint.objects.filter(pk=endpoint.pk).delete()
+    assert services.endpoint_health_record(endpoint=endpoint, detail=FAIL) == ""
+    assert not EndpointOutage.objects.exists()
