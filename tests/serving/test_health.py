@@ -28,6 +28,7 @@ from serving.tasks import endpoints_health_check_open_task
 from serving.triton.server import TritonServer
 from tests.conftest import MODEL_SERVER_URL, Tenant, endpoint_for
 from tests.factories import CompetitorFactory
+from tests.ranking.test_celery_worker import worker  # noqa: F401  (the real worker fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -501,3 +502,24 @@ def test_an_endpoint_deleted_while_it_was_checked_is_no_error(acme: Tenant) -> N
     ModelEndpoint.objects.filter(pk=endpoint.pk).delete()
     assert services.endpoint_health_record(endpoint=endpoint, detail=FAIL) == ""
     assert not EndpointOutage.objects.exists()
+
+
+def test_a_real_worker_runs_the_beat_tick_and_the_rounds_through_redis(worker, acme: Tenant, globex: Tenant) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """As beat sends it: the tick goes through Redis, the worker lists the organisations and queues each
+    its round (keyword organization_id, JSON, an expiry), and the rounds record their checks."""
+    if connection.vendor != "postgresql":
+        pytest.fail("the worker shares the test database: run on PostgreSQL (scripts/test)")
+    endpoints_health_check_open_task.delay()
+    ids = [t.endpoint.pk for t in (acme.left, acme.right, globex.left, globex.right)]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if ModelEndpoint.objects.filter(pk__in=ids, health_failures__gte=1).count() == len(ids):
+            break
+        if worker.poll() is not None:
+            pytest.fail("worker exited:\n" + (worker.stdout.read() if worker.stdout else ""))
+        time.sleep(0.5)
+    else:
+        pytest.fail("the rounds did not run")
+    # The worker runs the local settings, whose allow-list has only the demo's Triton ports: the outbound
+    # rule refuses loopback:9 before connecting.
+    assert "address refused" in ModelEndpoint.objects.get(pk=ids[0]).health_detail
