@@ -48,7 +48,14 @@ def endpoint_save(*, endpoint: ModelEndpoint, actor: User | AnonymousUser | None
                 "silently move to another model. Create a new endpoint and a new competitor instead."
             )
     endpoint.full_clean()
-    endpoint.save()
+    if created:
+        endpoint.save()
+    else:
+        # The health fields belong to the readiness check: a manager's save must not write back what the
+        # form's instance held when it was loaded.
+        endpoint.save(
+            update_fields=[f.name for f in ModelEndpoint._meta.concrete_fields if f.editable and not f.primary_key]
+        )
     audit_record(
         organization=endpoint.organization,
         actor=actor,
@@ -94,21 +101,22 @@ def endpoint_health_record(*, endpoint: ModelEndpoint, detail: str, now: datetim
             if stored.health != Health.READY:
                 update.update(health=Health.READY, health_since=now)
                 change = "ready"
-            if stored.health == Health.DOWN:
-                EndpointOutage.objects.filter(endpoint_id=stored.pk, ended_at__isnull=True).update(ended_at=now)
+            # Whatever the state said: the outage table is what exposure is computed from.
+            EndpointOutage.objects.filter(endpoint_id=stored.pk, ended_at__isnull=True).update(ended_at=now)
         else:
             failures = stored.health_failures + 1
             failing_since = stored.health_failing_since or now
             update.update(health_failures=failures, health_failing_since=failing_since, health_detail=detail)
             if stored.health != Health.DOWN and failures >= settings.ARENA_HEALTH_DOWN_AFTER:
                 update.update(health=Health.DOWN, health_since=now)
-                EndpointOutage.objects.create(
-                    organization_id=stored.organization_id,
-                    endpoint_id=stored.pk,
-                    started_at=now,
-                    first_failed_at=failing_since,
-                    reason=detail,
-                )
+                if not EndpointOutage.objects.filter(endpoint_id=stored.pk, ended_at__isnull=True).exists():
+                    EndpointOutage.objects.create(
+                        organization_id=stored.organization_id,
+                        endpoint_id=stored.pk,
+                        started_at=now,
+                        first_failed_at=failing_since,
+                        reason=detail,
+                    )
                 change = "down"
         ModelEndpoint.objects.filter(pk=stored.pk).update(**update)
     for name, value in update.items():

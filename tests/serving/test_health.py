@@ -523,3 +523,15 @@ def test_a_real_worker_runs_the_beat_tick_and_the_rounds_through_redis(worker, a
     # The worker runs the local settings, whose allow-list has only the demo's Triton ports: the outbound
     # rule refuses loopback:9 before connecting.
     assert "address refused" in ModelEndpoint.objects.get(pk=ids[0]).health_detail
+
+
+def test_a_managers_save_does_not_write_back_a_stale_health_state(acme: Tenant) -> None:
+    stale = fresh(acme.left.endpoint)  # as the console's form loaded it
+    record(acme.left.endpoint, 0, FAIL)
+    record(acme.left.endpoint, 1, FAIL)
+    stale.timeout_s = 30.0
+    services.endpoint_save(endpoint=stale, actor=None, changed=["timeout_s"])
+    stored = fresh(acme.left.endpoint)
+    assert (stored.timeout_s, stored.health, stored.health_failures) == (30.0, Health.DOWN, 2)
+    assert record(acme.left.endpoint, 2) == "ready"
+    assert EndpointOutage.objects.get().ended_at == at(2)
