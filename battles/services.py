@@ -588,31 +588,27 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
     other the next. A rater who already holds an open battle (a second tab) makes the database refuse
     (IntegrityError: one open battle per rater and campaign), which the caller turns into that battle."""
     now = timezone.now()
-    seen = (
-        Battle.objects.filter(campaign=campaign, rater=user)
-        .exclude(status=Battle.Status.VOID)
-        .values("prompt__text_hash")
-    )
-    available = set(selectors.competitors_available(campaign=campaign).values_list("pk", flat=True))
-    candidates = (
+    candidates = list(
         Battle.objects.filter(
             campaign=campaign,
             rater__isnull=True,
             status=Battle.Status.READY,
             created_at__gte=now - timedelta(seconds=campaign.buffer_max_age_s),
         )
-        .exclude(prompt__text_hash__in=seen)
         .select_related("prompt")
-        .order_by("created_at")
+        .order_by("created_at")[:CLAIM_CANDIDATES]
     )
-    for candidate in candidates[:CLAIM_CANDIDATES]:
-        if candidate.left_id not in available or candidate.right_id not in available:
+    if not candidates:
+        return None
+    # The rules, for these few candidates only (never over the rater's whole history or the whole log).
+    hashes = {candidate.prompt.text_hash for candidate in candidates}
+    seen = selectors.hashes_rated_by(campaign=campaign, user=user, hashes=hashes)
+    full = selectors.hashes_at_cap(campaign=campaign, hashes=hashes)
+    available = set(selectors.competitors_available(campaign=campaign).values_list("pk", flat=True))
+    for candidate in candidates:
+        if candidate.prompt.text_hash in seen or candidate.prompt.text_hash in full:
             continue
-        if (
-            campaign.prompt_hash_cap is not None
-            and selectors.votes_on_prompt_hash(campaign=campaign, text_hash=candidate.prompt.text_hash)
-            >= campaign.prompt_hash_cap
-        ):
+        if candidate.left_id not in available or candidate.right_id not in available:
             continue
         with transaction.atomic():  # a savepoint: the one-open-battle constraint may refuse the update
             won = Battle.objects.filter(pk=candidate.pk, rater__isnull=True, status=Battle.Status.READY).update(

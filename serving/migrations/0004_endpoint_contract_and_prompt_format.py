@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('serving', '0002_battle_open_and_endpoint_checks'),
+        ('serving', '0003_endpoint_health_and_outages'),
     ]
 
     operations = [
