@@ -215,6 +215,10 @@ ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
 ARENA_TRITON_HTTP_PORT = env_int("ARENA_TRITON_HTTP_PORT", 8500, minimum=1)
 ARENA_TRITON_GRPC_PORT = env_int("ARENA_TRITON_GRPC_PORT", 8501, minimum=1)
 ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
+# Opt-in real small LLMs (llama.cpp, vLLM-backend contract), installed into the Triton environment by
+# `ARENA_REAL_MODELS=1 scripts/bootstrap`; the demo serves them too when ARENA_REAL_MODELS is on.
+ARENA_LLM_MODEL_REPOSITORY = BASE_DIR / "serving" / "llm_model_repository"
+ARENA_REAL_MODELS = env_bool("ARENA_REAL_MODELS", False)
 # The Triton server's own virtual environment (nvidia-pytriton, numpy<2), made by scripts/bootstrap.
 ARENA_TRITON_ENV = Path(env_str("ARENA_TRITON_ENV", "") or BASE_DIR / ".venv-triton").expanduser()
 # Which internal model servers a tenant's endpoint may name (arena/outbound.py): host names, addresses
