@@ -151,7 +151,7 @@ def llm_triton_server() -> Iterator[TritonServer]:
     server = TritonServer(
         model_repositories=[Path(settings.ARENA_LLM_MODEL_REPOSITORY)],
         environment=settings.ARENA_TRITON_ENV,
-        startup_timeout_s=180.0,
+        startup_timeout_s=120.0,
     )
     server.start()
     try:

@@ -36,13 +36,14 @@ def test_real_models_seed_a_second_open_campaign_between_the_two_models():
     assert again.campaign.pk == real.campaign.pk != plain.campaign.pk
     assert real.campaign.slug == REAL_MODELS_CAMPAIGN and real.organization == plain.organization
     assert Prompt.objects.filter(campaign=real.campaign).count() == len(DEMO_PROMPTS)
-    assert sorted(
-        Competitor.objects.filter(campaign=real.campaign).values_list("endpoint__model_name", flat=True)
-    ) == ["gemma3-270m", "smollm2-135m-instruct"]
+    assert sorted(Competitor.objects.filter(campaign=real.campaign).values_list("endpoint__model_name", flat=True)) == [
+        "gemma3-270m",
+        "smollm2-135m-instruct",
+    ]
     endpoint = ModelEndpoint.objects.get(organization=real.organization, model_name="smollm2-135m-instruct")
     assert endpoint.url == URL and endpoint.timeout_s == 60.0
     if hasattr(endpoint, "contract"):  # the endpoint fields of the `contracts` work
-        assert (endpoint.contract, endpoint.prompt_format) == ("vllm", "chatml")
+        assert (endpoint.contract, endpoint.prompt_format) == ("vllm", "chatml")  # type: ignore[attr-defined]
 
     rater = Client()
     assert rater.post(reverse("account_login"), {"login": DEMO_RATER, "password": DEMO_PASSWORD}).status_code == 302

@@ -75,7 +75,6 @@ class Command(BaseCommand):
             http_port=settings.ARENA_TRITON_HTTP_PORT,
             grpc_port=settings.ARENA_TRITON_GRPC_PORT,
             environment=settings.ARENA_TRITON_ENV,
-            startup_timeout_s=180.0 if options["real_models"] else 60.0,
         )
         world = demo_seed(triton_grpc_url=server.grpc_url, model_repository=repository)
         endpoints = list(world.endpoints)
