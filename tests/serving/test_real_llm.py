@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from serving.triton.server import TritonServer
-from tests.conftest import REAL_LLM_MODELS
+from tests.conftest import REAL_LLM_MODELS, make_real_llm_tenant
 
 pytestmark = [pytest.mark.triton, pytest.mark.real_llm]
 
@@ -192,3 +192,17 @@ def test_both_models_at_once_neither_prompt_stalls(llm_triton_server, record_pro
         assert streamed.error is None, streamed.error
         assert sum(streamed.token_counts) == 64
         _report(record_property, f"{model}-concurrent", streamed)
+
+
+@pytest.mark.django_db
+def test_real_llm_tenant_pits_the_two_models_against_each_other(llm_triton_server, alice, bob):
+    """The helper the battle-path tests build on."""
+    tenant = make_real_llm_tenant(owner=alice, rater=bob, server=llm_triton_server, name="Initech")
+    endpoints = [tenant.left.endpoint, tenant.right.endpoint]
+    assert [e.model_name for e in endpoints] == list(REAL_LLM_MODELS)
+    assert {e.url for e in endpoints} == {llm_triton_server.grpc_url}
+    for endpoint in endpoints:
+        endpoint.refresh_from_db()
+        if hasattr(endpoint, "contract"):  # the endpoint fields of the `contracts` work
+            assert endpoint.contract == "vllm"
+            assert endpoint.prompt_format == REAL_LLM_MODELS[endpoint.model_name]  # type: ignore[attr-defined]
