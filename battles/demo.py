@@ -1,4 +1,5 @@
-"""Demo data: one organisation, a manager and a rater, the shipped local models, an open campaign.
+"""Demo data: one organisation, a manager and a rater, the shipped local models, an open campaign;
+with the opt-in real models (`scripts/demo --real-models`) a second open campaign between them.
 
 Idempotent: running it again keeps existing rows and points the endpoints at the given Triton server.
 """
@@ -133,3 +134,69 @@ def _demo_seed_organization(
             prompt_build(campaign=campaign, text=text, source=Prompt.Source.POOL) for text in DEMO_PROMPTS
         )
     return DemoWorld(organization=organization, campaign=campaign, endpoints=endpoints)
+
+
+# The opt-in real LLMs (serving/llm_model_repository/) and how the client must format their prompt:
+# SmolLM2-135M-Instruct is a chat model (ChatML), Gemma 3 270M a base model (plain text to continue).
+REAL_MODELS = (("smollm2-135m-instruct", "chatml"), ("gemma3-270m", "raw"))
+REAL_MODELS_CAMPAIGN = "real-models"
+
+
+def endpoint_contract_fields(*, contract: str, prompt_format: str) -> dict[str, str]:
+    """The wire contract and prompt format of an endpoint, for the ModelEndpoint fields of those names
+    where the model has them (they come with the `contracts` work); empty where it does not, and the
+    endpoint then speaks the default contract."""
+    names = {f.name for f in ModelEndpoint._meta.get_fields()}
+    if {"contract", "prompt_format"} <= names:
+        return {"contract": contract, "prompt_format": prompt_format}
+    return {}
+
+
+@transaction.atomic
+def demo_seed_real_models(*, triton_grpc_url: str) -> DemoWorld:
+    """A second open campaign in the demo organisation, between the two real models (served by the
+    same Triton, vLLM-backend contract). Run after `demo_seed`, which creates the organisation, the
+    people and the pool."""
+    organization = Organization.objects.get(slug="demo-lab")
+    with organization_scope(organization.pk):
+        pool = RaterPool.objects.get(organization=organization, name="Staff raters")
+        campaign, created = Campaign.objects.get_or_create(
+            organization=organization,
+            slug=REAL_MODELS_CAMPAIGN,
+            defaults={
+                "name": "Real small LLMs: which answer is better?",
+                "description": "SmolLM2-135M-Instruct (a chat model) against Gemma 3 270M (a base model, which "
+                "continues the text it is given), both run on this machine's CPU. Judge which answer is more "
+                "relevant, readable and useful.",
+                "status": Campaign.Status.OPEN,
+                "allow_rater_prompts": True,
+                "max_tokens": 120,
+                "temperature": 0.8,
+                "top_p": 0.95,
+                "min_decision_ms": 1500,
+                "ranking_min_votes": 5,
+            },
+        )
+        campaign.rater_pools.add(pool)
+        endpoints = []
+        for model, prompt_format in REAL_MODELS:
+            endpoint, _ = ModelEndpoint.objects.update_or_create(
+                organization=organization,
+                name=model,
+                defaults={
+                    "url": triton_grpc_url,
+                    "protocol": ModelEndpoint.Protocol.GRPC,
+                    "model_name": model,
+                    "timeout_s": 60.0,
+                    **endpoint_contract_fields(contract="vllm", prompt_format=prompt_format),
+                },
+            )
+            endpoints.append(endpoint)
+            Competitor.objects.get_or_create(
+                organization=organization, campaign=campaign, endpoint=endpoint, version_label="1"
+            )
+        if created:
+            Prompt.objects.bulk_create(
+                prompt_build(campaign=campaign, text=text, source=Prompt.Source.POOL) for text in DEMO_PROMPTS
+            )
+        return DemoWorld(organization=organization, campaign=campaign, endpoints=endpoints)

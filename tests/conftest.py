@@ -7,11 +7,16 @@ never see anything of Acme's (healthchecks' alice/bob/charlie).
 The base world needs no model server: the tenants' endpoints point at MODEL_SERVER_URL, where nothing
 listens. A test that generates answers requests `triton_server` (which starts one real Triton for the
 session) and carries the `triton` marker; then the tenants' endpoints point at that server. The
-marker is enforced at collection, so `pytest -m "not triton"` never starts Triton."""
+marker is enforced at collection, so `pytest -m "not triton"` never starts Triton.
+
+The real small LLMs (opt-in, serving/llm_model_repository/) get a Triton of their own,
+`llm_triton_server`, for tests marked both `triton` and `real_llm`; see that fixture for when a missing
+install fails and when it skips."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +56,9 @@ TEST_MODEL_REPOSITORY = Path(__file__).parent / "serving" / "model_repository"
 # generates answers without the Triton server fails at once (a voided battle), not after a timeout.
 MODEL_SERVER_URL = "127.0.0.1:9"
 TRITON_FIXTURE = "triton_server"
+LLM_TRITON_FIXTURE = "llm_triton_server"
+# The real models and the prompt format their endpoints need (the client applies the template).
+REAL_LLM_MODELS = {"smollm2-135m-instruct": "chatml", "gemma3-270m": "raw"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects anything: every collected test is checked
@@ -60,6 +68,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items
         if TRITON_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker("triton") is None
     ]
+    unmarked_llm = [
+        item.nodeid
+        for item in items
+        if LLM_TRITON_FIXTURE in getattr(item, "fixturenames", ())
+        and (item.get_closest_marker("triton") is None or item.get_closest_marker("real_llm") is None)
+    ]
+    if unmarked_llm:
+        raise pytest.UsageError(
+            f"these tests use the real-LLM Triton server (fixture {LLM_TRITON_FIXTURE!r}) but lack the `triton` "
+            "and `real_llm` markers, so a deselecting `-m` would still start it:\n  " + "\n  ".join(unmarked_llm)
+        )
     if unmarked:
         raise pytest.UsageError(
             f"these tests use the Triton server (fixture {TRITON_FIXTURE!r}) but lack the `triton` marker, "
@@ -100,6 +119,73 @@ def triton_server() -> Iterator[TritonServer]:
         yield server
     finally:
         server.stop()
+
+
+def real_models_requested() -> bool:
+    """ARENA_REAL_MODELS, as scripts/bootstrap reads it (CI sets it: .ci/run)."""
+    return os.environ.get("ARENA_REAL_MODELS", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def real_models_missing() -> str | None:
+    """Why the Triton environment cannot serve the real models (None when it can): asks its
+    interpreter, as the models will (`arena_llm.py check`)."""
+    python = Path(settings.ARENA_TRITON_ENV) / "bin" / "python"
+    script = Path(settings.ARENA_LLM_MODEL_REPOSITORY) / "arena_llm.py"
+    if not python.exists():
+        return f"no Triton environment at {settings.ARENA_TRITON_ENV}"
+    check = subprocess.run([str(python), "-I", str(script), "check"], capture_output=True, text=True, timeout=120)
+    return None if check.returncode == 0 else check.stderr.strip() or f"arena_llm.py check exited {check.returncode}"
+
+
+@pytest.fixture(scope="session")
+def llm_triton_server() -> Iterator[TritonServer]:
+    """A real Triton server with the real small LLMs (serving/llm_model_repository/) for the session,
+    apart from `triton_server` (whose suite must not need them). Only for tests marked `triton` and
+    `real_llm`.
+
+    When the models are not installed in the Triton environment the tests *fail* with the reason if
+    real models were asked for (ARENA_REAL_MODELS=1, as CI sets it: the install is then broken), and
+    are skipped with the reason otherwise (a plain `scripts/test` on a machine that never opted in).
+    `-m "not real_llm"` deselects them."""
+    missing = real_models_missing()
+    if missing is not None:
+        message = f"the real LLMs are not installed: {missing}"
+        if real_models_requested():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message + " (opt in: ARENA_REAL_MODELS=1 scripts/test)")
+    server = TritonServer(
+        model_repositories=[Path(settings.ARENA_LLM_MODEL_REPOSITORY)],
+        environment=settings.ARENA_TRITON_ENV,
+        startup_timeout_s=120.0,
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def make_real_llm_tenant(*, owner: User, rater: User, server: TritonServer, name: str, prompts: int = 4) -> Tenant:
+    """A tenant whose campaign pits the two real LLMs against each other (for tests marked `triton`
+    and `real_llm`, with `llm_triton_server`). The endpoints speak the vllm contract with their
+    prompt format where ModelEndpoint has those fields (branch `contracts`)."""
+    tenant = make_tenant(
+        owner=owner,
+        rater=rater,
+        model_server_url=server.grpc_url,
+        name=name,
+        prompts=prompts,
+        models=tuple(REAL_LLM_MODELS),  # type: ignore[arg-type]
+    )
+    field_names = {f.name for f in ModelEndpoint._meta.get_fields()}
+    for competitor in (tenant.left, tenant.right):
+        endpoint = competitor.endpoint
+        endpoint.timeout_s = 60.0
+        if {"contract", "prompt_format"} <= field_names:
+            endpoint.contract = "vllm"  # type: ignore[attr-defined]
+            endpoint.prompt_format = REAL_LLM_MODELS[endpoint.model_name]  # type: ignore[attr-defined]
+        endpoint.save()
+    return tenant
 
 
 @pytest.fixture

@@ -246,6 +246,10 @@ ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
 # CPU stand-ins for the GPU backends' contracts (Triton's vLLM backend, the TensorRT-LLM ensemble):
 # served next to the shipped models where a streamed battle or a contract test needs them.
 ARENA_STANDIN_REPOSITORY = BASE_DIR / "serving" / "standin_repository"
+# Opt-in real small LLMs (llama.cpp, vLLM-backend contract), installed into the Triton environment by
+# `ARENA_REAL_MODELS=1 scripts/bootstrap`; the demo serves them too when ARENA_REAL_MODELS is on.
+ARENA_LLM_MODEL_REPOSITORY = BASE_DIR / "serving" / "llm_model_repository"
+ARENA_REAL_MODELS = env_bool("ARENA_REAL_MODELS", False)
 # The Triton server's own virtual environment (nvidia-pytriton, numpy<2), made by scripts/bootstrap.
 ARENA_TRITON_ENV = Path(env_str("ARENA_TRITON_ENV", "") or BASE_DIR / ".venv-triton").expanduser()
 # Which internal model servers a tenant's endpoint may name (arena/outbound.py): host names, addresses

@@ -77,6 +77,7 @@ def _start(tmp_path: Path, *args: str) -> Iterator[Demo]:
     }
     env.pop("REDIS_URL", None)
     env.pop("DEBUG", None)
+    env.pop("ARENA_REAL_MODELS", None)  # CI sets it; this demo is the plain one
     process = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--port", str(web), *args],
         cwd=ROOT,

@@ -1,8 +1,10 @@
 """``manage.py demo``: migrate, seed the demo, start the local Triton server, serve the platform
-(DEBUG off unless ``--debug``)."""
+(DEBUG off unless ``--debug``). ``--real-models`` (or ARENA_REAL_MODELS=1) also serves the opt-in real
+LLMs from the same Triton and seeds a campaign between them."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +12,22 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed
+from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed, demo_seed_real_models
 from serving.triton.server import TritonEnvironment, TritonEnvironmentError, TritonServer
+
+
+def real_models_check(environment: Path, repository: Path) -> None:
+    """Raise CommandError, saying how to install them, unless the Triton environment can serve the
+    real models (asks its interpreter, as the models will: ``arena_llm.py check``)."""
+    python = environment / "bin" / "python"
+    try:
+        check = subprocess.run(
+            [str(python), "-I", str(repository / "arena_llm.py"), "check"], capture_output=True, text=True, timeout=120
+        )
+    except OSError as exc:
+        raise CommandError(f"the Triton environment's interpreter {python} failed: {exc}") from exc
+    if check.returncode != 0:
+        raise CommandError(f"the real models are not ready:\n{check.stderr.strip()}")
 
 
 def demo_debug_off() -> None:
@@ -36,6 +52,13 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="Port for the web server.")
         parser.add_argument("--seed-only", action="store_true", help="Seed and exit (no servers).")
         parser.add_argument(
+            "--real-models",
+            action="store_true",
+            default=settings.ARENA_REAL_MODELS,
+            help="Also serve the real small LLMs (installed by scripts/bootstrap --real-models) and seed a "
+            "campaign between them (default: ARENA_REAL_MODELS).",
+        )
+        parser.add_argument(
             "--debug",
             action="store_true",
             help="Run with DEBUG on (Django's debug pages, with tracebacks and settings).",
@@ -44,21 +67,33 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         repository = Path(settings.ARENA_MODEL_REPOSITORY)
+        repositories = [repository]
+        if options["real_models"]:
+            repositories.append(Path(settings.ARENA_LLM_MODEL_REPOSITORY))
         server = TritonServer(
-            model_repositories=[repository],
+            model_repositories=repositories,
             http_port=settings.ARENA_TRITON_HTTP_PORT,
             grpc_port=settings.ARENA_TRITON_GRPC_PORT,
             environment=settings.ARENA_TRITON_ENV,
         )
         world = demo_seed(triton_grpc_url=server.grpc_url, model_repository=repository)
+        endpoints = list(world.endpoints)
+        seeded = [world.campaign.name]
+        if options["real_models"]:
+            real = demo_seed_real_models(triton_grpc_url=server.grpc_url)
+            endpoints += real.endpoints
+            seeded.append(real.campaign.name)
         if options["seed_only"]:
-            self.stdout.write(f"Seeded {world.organization.name}: campaign {world.campaign.name!r}.")
+            names = ", ".join(repr(name) for name in seeded)
+            self.stdout.write(f"Seeded {world.organization.name}: campaign {names}.")
             return
         try:
             TritonEnvironment.locate(settings.ARENA_TRITON_ENV)
         except TritonEnvironmentError as exc:
             raise CommandError(str(exc)) from exc
-        models = ", ".join(e.name for e in world.endpoints)
+        if options["real_models"]:
+            real_models_check(Path(settings.ARENA_TRITON_ENV), Path(settings.ARENA_LLM_MODEL_REPOSITORY))
+        models = ", ".join(e.name for e in endpoints)
         self.stdout.write(f"Starting Triton (local models: {models}) ...")
         if not options["debug"]:
             demo_debug_off()

@@ -24,7 +24,8 @@ class Command(BaseCommand):
             "--model-repository",
             action="append",
             type=Path,
-            help="Repeatable; default: the shipped serving/model_repository.",
+            help="Repeatable; default: the shipped serving/model_repository (and serving/llm_model_repository "
+            "when ARENA_REAL_MODELS is on).",
         )
         parser.add_argument("--http-port", type=int, default=settings.ARENA_TRITON_HTTP_PORT)
         parser.add_argument("--grpc-port", type=int, default=settings.ARENA_TRITON_GRPC_PORT)
@@ -36,7 +37,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        repositories = options["model_repository"] or [Path(settings.ARENA_MODEL_REPOSITORY)]
+        default = [Path(settings.ARENA_MODEL_REPOSITORY)]
+        if settings.ARENA_REAL_MODELS:
+            default.append(Path(settings.ARENA_LLM_MODEL_REPOSITORY))
+        repositories = options["model_repository"] or default
         server = TritonServer(
             repositories,
             http_port=options["http_port"],
