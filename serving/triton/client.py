@@ -23,7 +23,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["EndpointSpec", "GenerationResult", "SamplingParams", "generate", "generate_pair", "model_readiness"]
+__all__ = [
+    "EndpointSpec",
+    "GenerationResult",
+    "SamplingParams",
+    "StreamEvent",
+    "generate",
+    "generate_pair",
+    "model_readiness",
+    "stream_pair",
+]
 
 Protocol = Literal["grpc", "http"]
 FINISH_REASONS = ("stop", "length")
@@ -65,6 +74,9 @@ class GenerationResult:
     # A fixed, model-free class of the failure ("timeout", "unreachable", "not_served", "malformed",
     # "error"), for messages that may reach a rater: `error` names the model and its server.
     error_kind: str = ""
+    # Seconds from the request to the first token (streaming); TEMPORARY (branch stream): the real
+    # streaming client (branch contracts) defines it; here it is the latency of the one chunk.
+    ttft_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -357,3 +369,74 @@ def model_readiness(endpoint: EndpointSpec) -> str:
             except Exception:
                 pass
     return "" if ready else f"{where}: the server is up but the model is not ready (not loaded?)"
+
+
+# --- TEMPORARY (branch `stream`): a stand-in for the streaming client of branch `contracts` -----------
+# Same interface as the real one (StreamEvent, stream_pair); replace this whole section with it at the
+# merge. It calls today's non-streaming `generate()` from two threads and emits each side's answer as
+# one chunk (with done=True) when it arrives, so the live path runs end to end before the decoupled
+# gRPC stream exists.
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    side: int  # 0 = left, 1 = right
+    delta: str  # newly generated text ("" allowed on the final event)
+    t: float  # seconds since both requests left (common clock)
+    done: bool  # last event of this side
+    result: GenerationResult | None = None  # on done
+
+
+def stream_pair(
+    left: EndpointSpec,
+    right: EndpointSpec,
+    left_input: str | list[dict[str, str]],
+    right_input: str | list[dict[str, str]],
+    params: SamplingParams,
+    on_event: Callable[[StreamEvent], None],
+) -> tuple[GenerationResult, GenerationResult]:
+    """TEMPORARY: both sides at once, each answer as a single chunk; see the section comment."""
+    results: list[GenerationResult | None] = [None, None]
+    barrier = threading.Barrier(2)
+    origin: list[float] = []
+    lock = threading.Lock()
+
+    def side(index: int, endpoint: EndpointSpec, prompt: str | list[dict[str, str]]) -> None:
+        text = prompt if isinstance(prompt, str) else "\n\n".join(m.get("content", "") for m in prompt)
+        call = _Call(endpoint, text, params)
+        try:
+            barrier.wait(timeout=max(endpoint.timeout_s, 1.0))
+        except threading.BrokenBarrierError:
+            pass
+        with lock:
+            if not origin:
+                origin.append(time.perf_counter())
+        try:
+            result = call.run()
+        except Exception as exc:  # never leave the caller without a done event
+            result = GenerationResult("", 0, "error", 0.0, f"{endpoint.model_name}: {type(exc).__name__}", "error")
+        finally:
+            call.close()
+        result = GenerationResult(
+            result.text,
+            result.output_tokens,
+            result.finish_reason,
+            result.latency_s,
+            result.error,
+            result.error_kind,
+            ttft_s=result.latency_s,
+        )
+        results[index] = result
+        on_event(StreamEvent(index, result.text, time.perf_counter() - origin[0], True, result))
+
+    threads = [
+        threading.Thread(target=side, args=(0, left, left_input), name="arena-stream-left", daemon=True),
+        threading.Thread(target=side, args=(1, right, right_input), name="arena-stream-right", daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    left_result, right_result = results
+    failed = GenerationResult("", 0, "error", 0.0, "generation thread failed unexpectedly", "error")
+    return left_result or failed, right_result or failed
