@@ -226,6 +226,8 @@ class Battle(models.Model):
     void_reason = models.TextField(blank=True)
     params = models.JSONField(default=dict, help_text="The one sampling parameter set used for both sides.")
     session_key = models.CharField(max_length=64, blank=True, db_index=True)
+    # Generated live (a rater-typed prompt) and streamed to the page (battles/live.py), not handed out ready.
+    streamed = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     ready_at = models.DateTimeField(null=True, blank=True)
     shown_at = models.DateTimeField(null=True, blank=True)
@@ -263,6 +265,9 @@ class Generation(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     finish_reason = models.CharField(max_length=16, blank=True)
     latency_s = models.FloatField(default=0.0)
+    # Streamed generations only (null otherwise); never shown before the vote, like the latency.
+    ttft_s = models.FloatField(null=True, blank=True, help_text="Seconds from the request to the first token.")
+    tokens_per_s = models.FloatField(null=True, blank=True, help_text="Output tokens / total generation time.")
     error = models.TextField(blank=True)
     style = models.JSONField(default=dict, help_text="Style counts from the markdown parser.")
     model_mentions = models.JSONField(default=list, help_text="Model or vendor names found in the answer.")

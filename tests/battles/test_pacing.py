@@ -55,6 +55,7 @@ def _arrived_units(timeline: SideTimeline, t: float) -> int:
 @given(timelines(), timelines(), st.lists(st.integers(0, 4000), max_size=12))
 def test_online_pacing_equals_offline(left: SideTimeline, right: SideTimeline, horizons: list[int]) -> None:
     offline, _ = pace(left, right, PERIOD)
+    assert left.done is not None and right.done is not None
     events = sorted(
         [(t, 0, i, d, False) for i, (t, d) in enumerate(left.arrivals)]
         + [(left.done, 0, 10**6, "", True)]
