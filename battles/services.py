@@ -531,13 +531,16 @@ GENERATION_QUEUE = "generation"
 def battle_start_live(*, battle: Battle) -> Battle:
     """Mark a new battle as streamed and queue its generation on the ``generation`` queue (sent when the
     surrounding transaction commits). The web request returns at once; the page reads the battle's live
-    channel (battles/live.py) and shows both answers at one pace."""
+    channel (battles/live.py) and shows both answers at one pace. With ``ARENA_LIVE_GENERATION`` "inline"
+    (no worker: tasks run eagerly) it is generated here instead, and the page shows it whole."""
     from .tasks import battle_generate_live_task
 
     Battle.objects.filter(pk=battle.pk).update(streamed=True)
     battle.streamed = True
-    args, kwargs = [str(battle.pk)], {"organization_id": battle.organization_id}
-    if settings.CELERY_TASK_ALWAYS_EAGER and settings.ARENA_GENERATION_IN_PROCESS:
+    args, kwargs = (str(battle.pk),), {"organization_id": battle.organization_id}
+    if settings.ARENA_LIVE_GENERATION == "inline":
+        battle_generate_live_task.apply(args=args, kwargs=kwargs)  # here, in the request (no worker)
+    elif settings.CELERY_TASK_ALWAYS_EAGER:
         # Tasks run eagerly (no Redis), but a generation worker runs in this process (manage.py demo,
         # battles/generation_worker.py): send it there through the broker, never generate in the request.
         transaction.on_commit(

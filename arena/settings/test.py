@@ -10,3 +10,6 @@ STORAGES = {
 }
 # The suite's own Triton runs on loopback at free ports: allow loopback (tests of the rule override it).
 ARENA_MODEL_HOSTS = ["127.0.0.0/8", "[::1]"]
+# Rater-typed prompts are generated inside the request, as without Redis, so tests of prompts, caps
+# and drafts need no worker; the streaming tests switch to "worker" (tests/battles/test_streaming.py).
+ARENA_LIVE_GENERATION = "inline"
