@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,51 @@ def sized_context(request: pytest.FixtureRequest, chromium: Browser) -> Iterator
         yield context
     finally:
         context.close()
+
+
+@dataclass
+class AsgiServer:
+    url: str
+
+
+@pytest.fixture
+def asgi_live_server(transactional_db: None) -> Iterator[AsgiServer]:
+    """The platform under ASGI as production serves it (uvicorn; arena.asgi's application), on the test
+    database, with a real Celery worker for the ``generation`` queue in this process (the one the demo
+    runs): a live battle's page streams server-sent events, which pytest-django's WSGI live server
+    cannot (it would collect the whole stream before sending any of it)."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+    from django.core.asgi import get_asgi_application
+    from django.db import connections
+
+    from battles.generation_worker import generation_worker
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(
+        ASGIStaticFilesHandler(get_asgi_application()),
+        host="127.0.0.1",
+        port=port,
+        lifespan="off",
+        log_level="warning",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="arena-asgi-test-server", daemon=True)
+    with generation_worker(concurrency=2):
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.05)
+        try:
+            yield AsgiServer(f"http://127.0.0.1:{port}")
+        finally:
+            server.should_exit = True
+            thread.join(10)
+    connections.close_all()
