@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import AbstractUser, User
 from django.db import connections
 from django.urls import reverse
 from playwright.sync_api import BrowserContext, Page, expect
@@ -146,7 +146,7 @@ def test_the_page_shows_both_answers_at_one_pace_in_plain_text_then_rendered(
 ) -> None:
     from tests.battles.test_streaming import live_battle
 
-    battle = live_battle(acme, bob)
+    battle = live_battle(acme, User.objects.get(pk=bob.pk))
     # Left: fast (every 20 ms from 0.2 s) and long, with markdown; right: slow (every 150 ms from 1.2 s).
     left_words = ["**Hash**"] + [f"word{i}" for i in range(29)] + ["<b>x</b>"]
     right_words = [f"slow{i}" for i in range(8)]
