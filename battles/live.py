@@ -306,11 +306,14 @@ async def live_frames(
     *,
     period: float = DEFAULT_PERIOD,
     heartbeat_s: float = 15.0,
+    recorded: bool = False,
 ) -> AsyncIterator[LiveOutput]:
     """Read the battle's channel from its first item and yield what the panes show, paced.
 
     Frames that fall due together (a backlog read at once after a reload) are sent as one: the latest.
-    Each connection starts with a reset frame holding everything shown so far."""
+    Each connection starts with a reset frame holding everything shown so far. ``recorded``: the battle
+    is recorded already; if its channel holds nothing (expired, or another process's), it is complete
+    at once (the page then gets the recorded texts)."""
     pacer = OnlinePacer(period)
     after = "0"
     last: LiveItem | None = None
@@ -323,7 +326,12 @@ async def live_frames(
         if pacer.all_done and last is not None and not pacer.finished:
             # Both texts are in: the rest is paced on the clock, tick by tick.
             wait = min(wait, period)
+        if recorded and last is None:
+            wait = min(wait, 0.2)
         items = await channel.read(battle_id, after, max(wait, 0.001))
+        if recorded and last is None and not items:
+            yield Complete()
+            return
         for entry_id, item in items:
             after = entry_id
             last = item

@@ -491,7 +491,7 @@ def _void_message(left: GenerationResult, right: GenerationResult) -> str:
 @transaction.atomic
 def battle_generations_record(*, battle: Battle, left: GenerationResult, right: GenerationResult) -> Battle:
     for side, competitor, result in ((Side.LEFT, battle.left, left), (Side.RIGHT, battle.right, right)):
-        timing = _streamed_timing(result) if battle.streamed else {}
+        timing = _streamed_timing(result) if result.ttft_s else {}  # a streamed result
         Generation.objects.create(
             **timing,
             battle=battle,
@@ -535,12 +535,14 @@ def battle_start_live(*, battle: Battle) -> Battle:
     (no worker: tasks run eagerly) it is generated here instead, and the page shows it whole."""
     from .tasks import battle_generate_live_task
 
-    Battle.objects.filter(pk=battle.pk).update(streamed=True)
-    battle.streamed = True
     args, kwargs = (str(battle.pk),), {"organization_id": battle.organization_id}
     if settings.ARENA_LIVE_GENERATION == "inline":
-        battle_generate_live_task.apply(args=args, kwargs=kwargs)  # here, in the request (no worker)
-    elif settings.CELERY_TASK_ALWAYS_EAGER:
+        # Here, in the request (no worker): the page then shows both answers whole, as for a pool battle.
+        battle_generate_live_task.apply(args=args, kwargs=kwargs)
+        return battle
+    Battle.objects.filter(pk=battle.pk).update(streamed=True)
+    battle.streamed = True
+    if settings.CELERY_TASK_ALWAYS_EAGER:
         # Tasks run eagerly (no Redis), but a generation worker runs in this process (manage.py demo,
         # battles/generation_worker.py): send it there through the broker, never generate in the request.
         transaction.on_commit(
@@ -604,6 +606,15 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
     finally:
         publisher.close()
     return battle
+
+
+def battle_streams(battle: Battle) -> bool:
+    """Whether the battle's page shows it through the live stream: a streamed battle not yet shown in
+    full. Also once it is recorded: a reload must not show the answers earlier than the paced stream
+    would (the longer answer's tail, paced at the slower model's rate, would tell who was faster)."""
+    return (
+        battle.streamed and battle.shown_at is None and battle.status in (Battle.Status.GENERATING, Battle.Status.READY)
+    )
 
 
 def battle_mark_shown(*, battle: Battle) -> Battle:

@@ -157,13 +157,14 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
 def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[str, object]:
     generations = {g.side: g for g in battle.generations.all()}
     revealed = battle.status == Battle.Status.VOTED
+    streaming = services.battle_streams(battle)  # the panes fill from the stream, at its pace
     panes = []
     for side, label in ((Side.LEFT, "A"), (Side.RIGHT, "B")):
         generation = generations.get(side)
         pane: dict[str, object] = {
             "label": label,
             "html": markdown_to_safe_html(generation.text)
-            if generation and battle.status != Battle.Status.VOID
+            if generation and battle.status != Battle.Status.VOID and not streaming
             else "",
         }
         if revealed and generation is not None:
@@ -179,7 +180,6 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
             )
         panes.append(pane)
     campaign = battle.campaign
-    streaming = battle.status == Battle.Status.GENERATING and battle.streamed
     return {
         "battle": battle,
         "streaming": streaming,
@@ -202,7 +202,8 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
     if battle is None:
         raise Http404("No such battle.")
-    battle = services.battle_mark_shown(battle=battle)
+    if not services.battle_streams(battle):  # a streamed battle is stamped when its stream completes
+        battle = services.battle_mark_shown(battle=battle)
     response = render(request, "battles/battle.html", _battle_context(request, battle))
     response["Cache-Control"] = "no-store"
     return response
@@ -255,13 +256,14 @@ async def _battle_events(battle: Battle) -> AsyncIterator[str]:
     if battle.status == Battle.Status.VOID:
         yield _sse("void", {"message": battle.void_reason})
         return
-    if not (battle.status == Battle.Status.GENERATING and battle.streamed):
-        # Recorded already (completed long ago, or never streamed): both full answers at once.
+    if not services.battle_streams(battle):
+        # Shown already, or never streamed: both full answers at once.
         yield _sse("complete", await sync_to_async(_battle_complete)(battle.pk))
         return
     channel = live_channel()
+    recorded = battle.status == Battle.Status.READY
     try:
-        async for output in live_frames(str(battle.pk), channel, heartbeat_s=HEARTBEAT_S):
+        async for output in live_frames(str(battle.pk), channel, heartbeat_s=HEARTBEAT_S, recorded=recorded):
             if isinstance(output, Paced):
                 yield _sse("frame", {"a": output.a, "b": output.b, "reset": output.reset})
             elif isinstance(output, Complete):

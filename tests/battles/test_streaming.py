@@ -359,3 +359,43 @@ def test_a_real_task_streams_two_triton_models_and_records_their_timing(
         assert generation.ttft_s is not None and generation.ttft_s > 0
         assert generation.tokens_per_s is not None and generation.tokens_per_s > 0
         assert generation.text in (first[1]["a"], first[1]["b"])
+
+
+def test_a_reload_after_both_models_finished_keeps_the_pace(channel_kind: str, acme: Tenant, bob: User) -> None:
+    """Both models are done and the battle recorded, but the fast model's longer answer is still being
+    paced at the slow model's rate: a reload must not show it whole (that would tell which was faster)."""
+    from django.test import Client
+
+    battle = live_battle(acme, bob)
+    left, right = steady(FAST, 0.0, 0.001), steady(SLOW[:3], 0.0, 0.1)  # paced to its end at 2.3 s
+    channel = live.live_channel()
+    items = sorted(
+        [(t, 0, d, False) for t, d in left.arrivals]
+        + [(left.done or 0.0, 0, "", True)]
+        + [(t, 1, d, False) for t, d in right.arrivals]
+        + [(right.done or 0.0, 1, "", True)],
+        key=lambda item: (item[0], item[1], item[3]),
+    )
+    last = -1.0
+    for t, side, delta, done in items:
+        last = max(t, last + 1e-6)
+        channel.publish(str(battle.pk), live.LiveItem(kind="chunk", t=last, side=side, delta=delta, done=done))
+    recorded = services.battle_generations_record(
+        battle=battle,
+        left=GenerationResult(" ".join(FAST), len(FAST), "stop", 0.03, ttft_s=0.001),
+        right=GenerationResult(" ".join(SLOW[:3]), 3, "stop", 0.2, ttft_s=0.001),
+    )
+    channel.publish(str(battle.pk), live.LiveItem(kind="end", t=last + 1e-3, status=recorded.status))
+    channel.close_publisher()
+    assert recorded.status == Battle.Status.READY
+
+    client = Client()
+    client.force_login(bob)
+    page = client.get(reverse("battles:battle", args=[battle.pk])).content.decode()
+    assert "data-stream=" in page and " ".join(FAST) not in page
+    started = time.monotonic()
+    stream = read_stream(bob, battle)
+    states = shown_states(stream)
+    assert len(states[0][0].split()) < 8  # where the pace is now, not the whole answer
+    assert states[-1] == (" ".join(FAST), " ".join(SLOW[:3]))
+    assert stream.events[-1][0] == "complete" and stream.events[-1][2] - started >= 1.5
