@@ -336,7 +336,10 @@ async def live_frames(
             after = entry_id
             last = item
             if item.kind == "chunk":
-                pacer.feed(item.side, item.t, item.delta, item.done)
+                try:
+                    pacer.feed(item.side, item.t, item.delta, item.done)
+                except ValueError:  # text after a side's end: never shown (the recorded text is final)
+                    pass
             elif item.kind == "end":
                 end_status = item.status
         if items:

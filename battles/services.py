@@ -358,7 +358,8 @@ def _check_caps(*, campaign: Campaign, user: User, session_key: str) -> None:
 def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_text: str | None = None) -> Assignment:
     """Give the rater a battle: the pending one if there is one, else a new one, generated now.
 
-    ``prompt_text`` is a rater-typed prompt (only where the campaign allows it)."""
+    ``prompt_text`` is a rater-typed prompt (only where the campaign allows it); its battle is generated
+    live by a worker and streamed to the page (``battle_start_live``)."""
     if campaign.status != Campaign.Status.OPEN:
         raise NotAllowed("This campaign is not open.")
     pool = selectors.pool_for_rater(campaign=campaign, user=user)

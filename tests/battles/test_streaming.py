@@ -399,3 +399,26 @@ def test_a_reload_after_both_models_finished_keeps_the_pace(channel_kind: str, a
     assert len(states[0][0].split()) < 8  # where the pace is now, not the whole answer
     assert states[-1] == (" ".join(FAST), " ".join(SLOW[:3]))
     assert stream.events[-1][0] == "complete" and stream.events[-1][2] - started >= 1.5
+
+
+@pytest.mark.tenant_scoped
+def test_the_stream_runs_in_the_raters_tenant_scope(acme: Tenant, bob: User) -> None:
+    """Without the suite's scopes_disabled(): the async view and its streamed body query the database
+    only through the scope the middleware opens (an unscoped query would raise ScopeError)."""
+    with scopes_disabled():
+        battle = live_battle(acme, bob)
+        channel = live.live_channel()
+        for t, side, delta, done in ((0.1, 0, "left answer", True), (0.2, 1, "right answer", True)):
+            channel.publish(str(battle.pk), live.LiveItem(kind="chunk", t=t, side=side, delta=delta, done=done))
+        services.battle_generations_record(
+            battle=battle,
+            left=GenerationResult("left answer", 2, "stop", 0.1, ttft_s=0.1),
+            right=GenerationResult("right answer", 2, "stop", 0.2, ttft_s=0.2),
+        )
+        channel.publish(str(battle.pk), live.LiveItem(kind="end", t=0.3, status="ready"))
+        channel.close_publisher()
+    stream = read_stream(bob, battle)
+    assert [event for event, _, _ in stream.events] == ["frame", "complete"]
+    assert stream.events[0][1] == {"a": "left answer", "b": "right answer", "reset": True}
+    with scopes_disabled():
+        assert Battle.objects.get(pk=battle.pk).shown_at is not None
