@@ -3,8 +3,8 @@
 For ``manage.py demo`` (and the browser tests): without Redis every task runs eagerly, which for a live
 battle would mean generating inside the rater's request, so the page could only show the finished
 answers. The demo instead runs this real Celery worker (Celery's own WorkController with the thread
-pool) on the in-memory broker, and live battles are sent to it (``ARENA_LIVE_GENERATION`` is "worker"
-while it runs: ``battles.services.battle_start_live`` then sends through the broker). It shares the process with
+pool) on the in-memory broker, and live battles are sent to it (``ARENA_LIVE_STREAMING`` is on while
+it runs: ``battles.services.battle_start_live`` then sends through the broker). It shares the process with
 the web server, so the in-process live channel (battles/live.py) connects the two.
 """
 
@@ -25,7 +25,7 @@ from .services import GENERATION_QUEUE
 @contextmanager
 def generation_worker(*, concurrency: int = 4, loglevel: str = "WARNING") -> Iterator[Any]:
     """Run a worker consuming ``generation`` while the block runs; live battles go to it meanwhile."""
-    previous = settings.ARENA_LIVE_GENERATION
+    previous = settings.ARENA_LIVE_STREAMING
     worker = app.WorkController(
         app=app,
         concurrency=concurrency,
@@ -39,10 +39,10 @@ def generation_worker(*, concurrency: int = 4, loglevel: str = "WARNING") -> Ite
     )
     thread = threading.Thread(target=worker.start, name="arena-generation-worker", daemon=True)
     thread.start()
-    settings.ARENA_LIVE_GENERATION = "worker"
+    settings.ARENA_LIVE_STREAMING = True
     try:
         yield worker
     finally:
-        settings.ARENA_LIVE_GENERATION = previous
+        settings.ARENA_LIVE_STREAMING = previous
         worker.stop(in_sighandler=False)
         thread.join(timeout=10)

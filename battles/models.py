@@ -53,6 +53,18 @@ class Campaign(models.Model):
     session_cap = models.PositiveIntegerField(
         default=20, validators=[MinValueValidator(1)], help_text="Battles per rater session."
     )
+    # Pool prompts are generated ahead by workers (the generation queue) and claimed by raters.
+    buffer_size = models.PositiveIntegerField(
+        default=4,
+        validators=[MaxValueValidator(500)],
+        help_text="Battles kept generated ahead, not yet assigned (pool prompts); 0: generate each battle when "
+        "a rater asks (the rater waits on a 'preparing' page).",
+    )
+    buffer_max_age_s = models.PositiveIntegerField(
+        default=6 * 3600,
+        validators=[MinValueValidator(60)],
+        help_text="A battle unclaimed this long (seconds) is voided and replaced.",
+    )
 
     # How the leaderboards are computed from the log (recorded in every snapshot).
     exclude_identity_leaks = models.BooleanField(
@@ -217,8 +229,11 @@ class Battle(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="battles")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="battles")
-    rater = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="battles")
-    pool = models.ForeignKey(RaterPool, on_delete=models.PROTECT, related_name="battles")
+    # Both empty while the battle waits in the campaign's buffer; set when a rater claims it.
+    rater = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="battles", null=True, blank=True
+    )
+    pool = models.ForeignKey(RaterPool, on_delete=models.PROTECT, related_name="battles", null=True, blank=True)
     prompt = models.ForeignKey(Prompt, on_delete=models.PROTECT, related_name="battles")
     left = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="+")
     right = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="+")
@@ -226,10 +241,13 @@ class Battle(models.Model):
     void_reason = models.TextField(blank=True)
     params = models.JSONField(default=dict, help_text="The one sampling parameter set used for both sides.")
     session_key = models.CharField(max_length=64, blank=True, db_index=True)
-    # Generated live (a rater-typed prompt) and streamed to the page (battles/live.py), not handed out ready.
-    streamed = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     ready_at = models.DateTimeField(null=True, blank=True)
+    generation_started_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True, help_text="When a rater got it (from the buffer or not).")
+    # Generated for its rater while they watch (typed prompts, later turns): streamed to the page at one
+    # pace for both sides. Otherwise generated ahead in a worker and shown whole.
+    live = models.BooleanField(default=False)
     shown_at = models.DateTimeField(null=True, blank=True)
     voted_at = models.DateTimeField(null=True, blank=True)
 
@@ -246,7 +264,15 @@ class Battle(models.Model):
                 name="battle_one_open_per_rater",
             ),
         ]
-        indexes = [models.Index(fields=["campaign", "rater", "status"])]
+        indexes = [
+            models.Index(fields=["campaign", "rater", "status"]),
+            # The buffer: unassigned battles of a campaign, oldest first (the claim's scan).
+            models.Index(
+                fields=["campaign", "status", "created_at"],
+                condition=models.Q(rater__isnull=True),
+                name="battle_buffer",
+            ),
+        ]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -345,7 +371,12 @@ class Vote(models.Model):
 
     class Meta:
         constraints = [models.CheckConstraint(condition=models.Q(choice__in=Choice.values), name="vote_known_choice")]
-        indexes = [models.Index(fields=["campaign", "created_at"])]
+        indexes = [
+            models.Index(fields=["campaign", "created_at"]),
+            # The checks a claim makes against a log of a million votes: the prompt-hash cap, the rater's cap.
+            models.Index(fields=["campaign", "prompt_hash"]),
+            models.Index(fields=["campaign", "rater"]),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:

@@ -183,12 +183,45 @@ def prompt_pick(*, campaign: Campaign, user: User, rng: random.Random) -> Prompt
     return Prompt.objects.get(pk=rng.choice(ids))
 
 
-def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
-    """A pair of active competitors under the campaign's sampling policy; which one is shown left is a
-    coin flip either way."""
-    competitors = list(
-        Competitor.objects.filter(campaign=campaign, active=True).select_related("endpoint").order_by("id")
+def buffer_prompt_pick(*, campaign: Campaign, exclude: set[int], rng: random.Random) -> Prompt | None:
+    """A pool prompt for a battle generated ahead (no rater known yet): of a random handful of active
+    pool prompts not in ``exclude`` and under the prompt-hash cap, the one with the fewest battles
+    (ties by chance), so that coverage stays even without counting battles over the whole pool."""
+    prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True).exclude(pk__in=exclude)
+    handful = list(prompts.order_by("?")[:BUFFER_PROMPT_CHOICES])
+    if campaign.prompt_hash_cap is not None and handful:
+        counts = dict(
+            Vote.objects.filter(campaign=campaign, prompt_hash__in=[p.text_hash for p in handful])
+            .values_list("prompt_hash")
+            .annotate(n=Count("id"))
+            .values_list("prompt_hash", "n")
+        )
+        handful = [p for p in handful if counts.get(p.text_hash, 0) < campaign.prompt_hash_cap]
+    if not handful:
+        return None
+    used = dict(
+        Battle.objects.filter(prompt__in=handful)
+        .exclude(status=Battle.Status.VOID)
+        .values_list("prompt_id")
+        .annotate(n=Count("id"))
+        .values_list("prompt_id", "n")
     )
+    rng.shuffle(handful)
+    return min(handful, key=lambda p: used.get(p.pk, 0))
+
+
+BUFFER_PROMPT_CHOICES = 16
+
+
+def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
+    """The competitors new battles may use: active ones."""
+    return Competitor.objects.filter(campaign=campaign, active=True)
+
+
+def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
+    """A pair of available competitors under the campaign's sampling policy; which one is shown left is a
+    coin flip either way."""
+    competitors = list(competitors_available(campaign=campaign).select_related("endpoint").order_by("id"))
     if len(competitors) < 2:
         return None
     if campaign.sampling == Campaign.Sampling.ACTIVE:

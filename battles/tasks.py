@@ -1,18 +1,42 @@
-"""Celery tasks: take ids, call one service."""
+"""Celery tasks: take ids, call one service. Generation has its own queue (``generation``, see
+CELERY_TASK_ROUTES): model calls take seconds and must not queue behind, or ahead of, leaderboards."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
+from arena.celery import TransactionAwareTask
 from raters.tenancy import TenantTask
 
 from . import services
 
 
-# Not acknowledged late: a generation redelivered after its worker died would find the battle voided as
-# stale, or recorded, and do nothing (the service checks), but it would hold a generation worker.
-@shared_task(base=TenantTask, acks_late=False)
+@shared_task(base=TenantTask, acks_late=True)
+def battle_generate_task(battle_id: str, *, organization_id: int) -> str:
+    battle = services.battle_generate_queued(battle_id=battle_id)
+    return battle.status if battle is not None else "missing"
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def buffer_fill_task(campaign_id: int, *, organization_id: int) -> int:
+    return len(services.buffer_fill(campaign_id=campaign_id))
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def buffer_maintain_task(campaign_id: int, *, organization_id: int) -> int:
+    return services.buffer_maintain(campaign_id=campaign_id)
+
+
+@shared_task(base=TransactionAwareTask)
+def buffer_maintain_open_task() -> int:
+    """Beat's safety net, across organisations: each open campaign's buffer is checked in its own
+    organisation's scope (the service lists them unscoped on purpose)."""
+    return services.buffer_maintain_schedule_open_campaigns()
+
+
+@shared_task(base=TenantTask, acks_late=True)
 def battle_generate_live_task(battle_id: str, *, organization_id: int) -> str:
-    """A live battle's two streams (``generation`` queue), inside ``organization_id``'s scope."""
+    """A live battle's two streams, published to its live channel (battles/live.py) as they arrive;
+    exactly once, like ``battle_generate_task`` (a redelivery finds the generation started)."""
     battle = services.battle_generate_live(battle_id=battle_id)
     return battle.status if battle is not None else "missing"

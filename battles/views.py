@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.decorators import ratelimit
@@ -192,7 +192,10 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         "position": selectors.battle_position_in_session(battle) if battle.status != Battle.Status.VOID else None,
         "progress": selectors.rater_progress(campaign=campaign, user=request.user, session_key=_session_key(request)),
         "prompt_max_chars": PROMPT_MAX_CHARS,
-        "prompt_draft": _prompt_draft(request, campaign.pk) if battle.status != Battle.Status.READY else "",
+        "prompt_draft": _prompt_draft(request, campaign.pk)
+        if battle.status not in (Battle.Status.READY, Battle.Status.GENERATING)
+        else "",
+        "preparing": battle.status == Battle.Status.GENERATING and not battle.live,
     }
 
 
@@ -205,6 +208,18 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
     if not services.battle_streams(battle):  # a streamed battle is stamped when its stream completes
         battle = services.battle_mark_shown(battle=battle)
     response = render(request, "battles/battle.html", _battle_context(request, battle))
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+@login_required
+def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonResponse:
+    """What the "preparing" page polls: the battle's state only (generating, ready, void, voted)."""
+    battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+    if battle is None:
+        raise Http404("No such battle.")
+    response = JsonResponse({"status": battle.status})
     response["Cache-Control"] = "no-store"
     return response
 

@@ -25,7 +25,7 @@ from hypothesis import settings as hypothesis_settings
 
 from battles.models import Campaign, Competitor
 from raters.models import Organization, RaterPool, Role
-from raters.tenancy import scopes_disabled
+from raters.tenancy import organization_scope, scopes_disabled
 from serving.models import ModelEndpoint
 from serving.triton.server import TritonServer
 
@@ -199,12 +199,34 @@ def endpoint_for(
     )
 
 
+def generation_worker_run() -> int:
+    """Do what the generation queue's workers do with the battles queued so far: run the task's body
+    (``battles.services.battle_generate_queued``) for each, here, in the test's transaction (a worker
+    process could not see the test's uncommitted rows; tests/battles/test_generation_worker.py runs the
+    real worker process). Returns how many battles it generated."""
+    from battles import services
+    from battles.models import Battle
+
+    with scopes_disabled():
+        queued = list(
+            Battle.objects.filter(status=Battle.Status.GENERATING, generation_started_at__isnull=True)
+            .order_by("created_at")
+            .values_list("pk", "organization_id")
+        )
+    for battle_id, organization_id in queued:
+        with organization_scope(organization_id):
+            services.battle_generate_queued(battle_id=str(battle_id))
+    return len(queued)
+
+
 def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped-def]
-    """Ask for the next battle as a rater does and open it (which stamps 'shown')."""
+    """Ask for the next battle as a rater does, let the generation worker prepare it, and open it
+    (which stamps 'shown')."""
     from battles.models import Battle
 
     response = client.post(reverse("battles:next", args=[campaign.pk]))
     assert response.status_code == 302, response.content.decode()[:2000]
+    generation_worker_run()
     page = client.get(response["Location"])
     assert page.status_code == 200
     battle_id = resolve(response["Location"]).kwargs["battle_id"]

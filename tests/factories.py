@@ -83,6 +83,9 @@ class CampaignFactory(factory.django.DjangoModelFactory[Campaign]):
     slug = factory.Sequence(lambda n: f"campaign-{n}")
     status = Campaign.Status.OPEN
     max_tokens = 48
+    # No battles generated ahead unless a test asks for a buffer (tests/battles/test_buffer.py): each
+    # battle is then prepared for its rater, which is what most tests look at.
+    buffer_size = 0
     min_decision_ms = 0
 
 

@@ -32,3 +32,22 @@
     setTimeout(function () { announcer.textContent = message; }, 150);
   }
 })();
+
+// A battle being prepared: ask for its state every second and reload once it is ready (or voided).
+(function () {
+  var box = document.getElementById("preparing");
+  var url = box && box.getAttribute("data-poll");
+  if (!url) return;
+  var delay = 1000;
+  function poll() {
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin", cache: "no-store" })
+      .then(function (response) { return response.ok ? response.json() : { status: "generating" }; })
+      .then(function (state) {
+        if (state.status !== "generating") { window.location.reload(); return; }
+        delay = Math.min(delay * 1.25, 4000);
+        setTimeout(poll, delay);
+      })
+      .catch(function () { delay = Math.min(delay * 2, 8000); setTimeout(poll, delay); });
+  }
+  setTimeout(poll, delay);
+})();

@@ -13,7 +13,7 @@ from django.utils import timezone
 from battles import services
 from battles.models import Battle, Vote
 from raters.tenancy import principal_scope
-from tests.conftest import start_battle
+from tests.conftest import generation_worker_run, start_battle
 
 
 @pytest.mark.django_db(transaction=True)
@@ -62,11 +62,13 @@ def test_stale_generating_battle_is_voided_and_replaced(acme, bob, bob_client, t
 
 @pytest.mark.django_db
 @pytest.mark.triton
-def test_recent_generating_battle_asks_to_wait(acme, bob, bob_client, triton_server):
+def test_recent_generating_battle_is_handed_out_again_as_preparing(acme, bob, bob_client, triton_server):
     stuck, _ = start_battle(bob_client, acme.campaign)
     Battle.objects.filter(pk=stuck.pk).update(status=Battle.Status.GENERATING)
     response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
-    assert response.status_code == 409 and "still being generated" in response.content.decode()
+    assert response.status_code == 302 and response["Location"] == reverse("battles:battle", args=[stuck.pk])
+    page = bob_client.get(response["Location"]).content.decode()
+    assert "Preparing your next battle" in page and 'name="choice"' not in page
 
 
 @pytest.mark.django_db
@@ -76,6 +78,9 @@ def test_crash_during_generation_voids_instead_of_leaving_it_generating(acme, bo
 
     monkeypatch.setattr(services, "generate_pair", explode)
     assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
+    assert assignment.battle.status == Battle.Status.GENERATING  # queued for a generation worker
+    assert generation_worker_run() == 1
+    assignment.battle.refresh_from_db()
     assert assignment.battle.status == Battle.Status.VOID
     generation = assignment.battle.generations.first()
     assert generation is not None

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from battles.models import Battle, Campaign, Prompt, Vote
 from battles.prompting import PROMPT_MAX_CHARS
-from tests.conftest import start_battle
+from tests.conftest import generation_worker_run, start_battle
 
 pytestmark = pytest.mark.django_db
 
@@ -177,6 +177,7 @@ def test_rater_typed_prompt_over_the_hash_cap_is_refused(acme, bob_client, trito
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True, prompt_hash_cap=1)
     next_url = reverse("battles:next", args=[acme.campaign.pk])
     assert bob_client.post(next_url, {"prompt": "What is a monad?"}).status_code == 302
+    generation_worker_run()
     battle = Battle.objects.get()
     bob_client.get(reverse("battles:battle", args=[battle.pk]))
     assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie"}).status_code == 302

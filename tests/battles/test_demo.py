@@ -12,6 +12,7 @@ from django.urls import reverse
 from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_PROMPTS, DEMO_RATER, demo_seed
 from battles.models import Battle, Prompt, Vote
 from ranking.models import LeaderboardSnapshot
+from tests.conftest import generation_worker_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
@@ -28,6 +29,8 @@ def test_demo_seed_gives_a_votable_campaign_and_a_leaderboard(triton_server):
     assert rater.post(reverse("account_login"), {"login": DEMO_RATER, "password": DEMO_PASSWORD}).status_code == 302
     assert world.campaign.name in rater.get(reverse("battles:campaigns")).content.decode()
     battle_url = rater.post(reverse("battles:next", args=[world.campaign.pk]))["Location"]
+    assert "Preparing your next battle" in rater.get(battle_url).content.decode()
+    generation_worker_run()
     assert "Answer A" in rater.get(battle_url).content.decode()
     battle = Battle.objects.get()
     assert battle.status == Battle.Status.READY

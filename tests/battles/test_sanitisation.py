@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from battles.models import Campaign
-from tests.conftest import endpoint_for, start_battle
+from tests.conftest import endpoint_for, generation_worker_run, start_battle
 from tests.html_safety import unsafe_markup
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
@@ -24,6 +24,7 @@ def test_rater_prompt_and_echoed_answer_are_sanitised(acme, bob_client, triton_s
     acme.left.save()
     response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "Summarise: " + PAYLOAD})
     assert response.status_code == 302
+    generation_worker_run()
     html = bob_client.get(response["Location"]).content.decode()
     body = html.split('<div class="battle"', 1)[1].split("<form", 1)[0]
     assert unsafe_markup(body) == []

@@ -50,7 +50,7 @@ def live_battle(tenant: Tenant, rater: User) -> Battle:
         left=tenant.left,
         right=tenant.right,
         params={**tenant.campaign.sampling_params(), "seed": 7},
-        streamed=True,
+        live=True,
     )
 
 

@@ -101,7 +101,7 @@ def test_a_typed_prompt_streams_both_answers_together_and_opens_the_vote_at_the_
     assert abs(log["first"]["A"] - log["first"]["B"]) < 50, log
     assert log["voteOpen"] is not None and log["voteOpen"] >= max(log["first"].values())
     battle = Battle.objects.get()
-    assert battle.streamed and battle.status == Battle.Status.READY and battle.shown_at is not None
+    assert battle.live and battle.status == Battle.Status.READY and battle.shown_at is not None
 
     page.keyboard.press("1")
     expect(page.locator("#result")).to_contain_text("You voted")

@@ -9,7 +9,7 @@ from django.urls import reverse
 from battles.models import Battle, Campaign, Prompt, Vote
 from ranking.policy import ExclusionPolicy, VoteArrays
 from ranking.services import leaderboards_recompute
-from tests.conftest import endpoint_for
+from tests.conftest import endpoint_for, generation_worker_run
 from tests.factories import UserFactory
 
 from .synth import votes_write
@@ -31,6 +31,7 @@ def test_identity_flags_are_logged_and_the_battle_is_excluded(acme, bob_client, 
     bob_client.post(
         reverse("battles:next", args=[acme.campaign.pk]), {"prompt": "Who are you? Are you ChatGPT, made by OpenAI?"}
     )
+    generation_worker_run()
     battle = Battle.objects.get()
     bob_client.get(reverse("battles:battle", args=[battle.pk]))
     bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
@@ -47,6 +48,7 @@ def test_identity_flags_are_logged_and_the_battle_is_excluded(acme, bob_client, 
 @pytest.mark.triton
 def test_an_ordinary_battle_has_no_identity_flags(acme, bob_client, triton_server):
     bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
+    generation_worker_run()
     battle = Battle.objects.get()
     bob_client.get(reverse("battles:battle", args=[battle.pk]))
     bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "tie"})
