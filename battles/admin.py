@@ -15,9 +15,9 @@ from arena.admin_site import admin_user
 from arena.http import AuthenticatedHttpRequest
 from raters.admin import ReadOnlyTenantAdmin, TenantAdmin, TenantInlineMixin
 from raters.errors import DomainError
-from serving.selectors import endpoints_not_ready
+from serving.selectors import endpoint_health_line, endpoints_not_ready
 
-from . import services
+from . import selectors, services
 from .models import Battle, Campaign, Competitor, Generation, Prompt, Vote
 from .prompting import prompt_validate
 
@@ -74,7 +74,24 @@ class CompetitorInline(TenantInlineMixin, _CompetitorTabularInline):
     model = Competitor
     form = CompetitorForm
     extra = 0
-    fields = ("endpoint", "version_label", "active")
+    fields = ("endpoint", "version_label", "active", "availability", "unavailable")
+    readonly_fields = ("availability", "unavailable")
+
+    @admin.display(description="Endpoint health")
+    def availability(self, obj: Competitor) -> str:
+        if obj.pk is None:
+            return "-"
+        return endpoint_health_line(obj.endpoint)
+
+    @admin.display(description="Skipped while down (this campaign)")
+    def unavailable(self, obj: Competitor) -> str:
+        if obj.pk is None:
+            return "-"
+        exposure = selectors.competitor_exposure(campaign=obj.campaign).get(obj.pk)
+        if exposure is None or exposure.outages == 0:
+            return "never"
+        outages = "outage" if exposure.outages == 1 else "outages"
+        return f"{exposure.unavailable_min} min in {exposure.outages} {outages}"
 
 
 class CampaignForm(_CampaignModelForm):

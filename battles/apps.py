@@ -9,6 +9,8 @@ class BattlesConfig(AppConfig):
 
     def ready(self) -> None:
         # Whether an endpoint served battles is this app's knowledge; serving asks through its hook.
-        from . import services  # models are loaded only now
+        from . import selectors, services  # models are loaded only now
 
         serving_hooks.endpoint_usage_register(services.endpoint_has_battles)
+        # Which endpoints the health check watches: those of open campaigns' active competitors.
+        serving_hooks.endpoint_watch_register(selectors.endpoints_watched)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db.models import Count, QuerySet
+from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterPool
 from raters.selectors import organizations_managed_by, organizations_viewable_by
+from serving.models import Health
+from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
 from . import hooks
 from .models import Battle, Campaign, Competitor, Prompt, Vote
@@ -214,13 +218,87 @@ BUFFER_PROMPT_CHOICES = 16
 
 
 def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
-    """The competitors new battles may use: active ones."""
-    return Competitor.objects.filter(campaign=campaign, active=True)
+    """The competitors new battles may use: active ones whose endpoint the health check has not found
+    down (never checked counts as available). The one rule for everything that picks competitors for
+    new battles (``pair_pick``, a pre-generating buffer); a queryset, so it can be a subquery.
+
+    A battle already assigned to a rater when a competitor goes down stays valid: its answers exist, so
+    it is shown and voted on as usual; one still generating voids if its model fails."""
+    return Competitor.objects.filter(campaign=campaign, active=True).exclude(endpoint__health=Health.DOWN)
+
+
+def endpoints_watched() -> QuerySet[Competitor, int]:
+    """The endpoint ids the health check watches (serving.hooks): those of open campaigns' active
+    competitors, in the current scope."""
+    return (
+        Competitor.objects.filter(active=True, campaign__status=Campaign.Status.OPEN)
+        .values_list("endpoint_id", flat=True)
+        .distinct()
+    )
+
+
+@dataclass(frozen=True)
+class CompetitorExposure:
+    """How long a competitor was kept out of new battles in its campaign because its endpoint was down:
+    the outages' overlap with the campaign's open period (from the competitor's creation, if later),
+    counted up to now for an outage still open."""
+
+    outages: int  # outages that overlap the period
+    unavailable_s: float
+    down_since: datetime | None  # the open outage's start, if the endpoint is down now
+
+    @property
+    def unavailable_min(self) -> int:
+        return round(self.unavailable_s / 60)
+
+
+def campaign_open_period(campaign: Campaign, *, now: datetime) -> tuple[datetime, datetime] | None:
+    """The campaign's (latest) open period: from ``opened_at`` to ``closed_at`` if it closed after that,
+    else to now; None for a campaign never opened."""
+    # An open campaign without an opening time was opened before the platform recorded it.
+    opened_at = campaign.opened_at or (campaign.created_at if campaign.status == Campaign.Status.OPEN else None)
+    if opened_at is None:
+        return None
+    if campaign.status != Campaign.Status.OPEN and campaign.closed_at is not None:
+        return opened_at, max(opened_at, campaign.closed_at)
+    return opened_at, max(opened_at, now)
+
+
+def competitor_exposure(*, campaign: Campaign, now: datetime | None = None) -> dict[int, CompetitorExposure]:
+    """Per competitor id of the campaign, its exposure (``CompetitorExposure``); for the console, the
+    leaderboard and the API."""
+    now = now or timezone.now()
+    competitors = list(Competitor.objects.filter(campaign=campaign).values_list("pk", "endpoint_id", "created_at"))
+    period = campaign_open_period(campaign, now=now)
+    if period is None:
+        return {pk: CompetitorExposure(0, 0.0, None) for pk, _, _ in competitors}
+    outages = endpoint_outage_periods(
+        endpoint_ids={endpoint_id for _, endpoint_id, _ in competitors}, since=period[0], until=period[1], now=now
+    )
+    exposure = {}
+    for pk, endpoint_id, created_at in competitors:
+        window = (max(period[0], created_at), period[1])
+        periods = [(start, end) for start, end, _ in outages.get(endpoint_id, [])]
+        overlapping = [p for p in periods if periods_overlap_s([p], window) > 0]
+        down_since = next((start for start, _, is_open in outages.get(endpoint_id, []) if is_open), None)
+        exposure[pk] = CompetitorExposure(len(overlapping), periods_overlap_s(periods, window), down_since)
+    return exposure
+
+
+def competitors_unavailable(
+    *, campaign: Campaign, now: datetime | None = None
+) -> list[tuple[Competitor, CompetitorExposure]]:
+    """The campaign's competitors that were kept out of new battles for a while (an outage overlapped
+    the open period), with their exposure, by id: the leaderboard's note."""
+    exposure = competitor_exposure(campaign=campaign, now=now)
+    competitors = Competitor.objects.filter(pk__in=[pk for pk, e in exposure.items() if e.outages])
+    return [(c, exposure[c.pk]) for c in competitors.select_related("endpoint").order_by("id")]
 
 
 def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
-    """A pair of available competitors under the campaign's sampling policy; which one is shown left is a
-    coin flip either way."""
+    """A pair of available competitors (``competitors_available``: active, endpoint not down) under the
+    campaign's sampling policy; which one is shown left is a coin flip either way. None where fewer than
+    two are available (the rater hears there is nothing to rate right now)."""
     competitors = list(competitors_available(campaign=campaign).select_related("endpoint").order_by("id"))
     if len(competitors) < 2:
         return None

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET
 
 from arena.http import AuthenticatedHttpRequest
 from battles.models import Campaign
-from battles.selectors import campaign_viewable_by
+from battles.selectors import campaign_viewable_by, competitors_unavailable
 
 from . import selectors
 from .models import LeaderboardSnapshot
@@ -210,6 +210,11 @@ def _render(
         "views": LeaderboardSnapshot.View.choices,
         "permalinked": permalinked,
         "legend": [{"value": v, "colour": _heat(v)} for v in LEGEND_STOPS],
+        # Live, not part of the snapshot: how long each competitor's model was down in this campaign.
+        "unavailable": [
+            {"label": str(c), "minutes": e.unavailable_min, "outages": e.outages}
+            for c, e in competitors_unavailable(campaign=campaign)
+        ],
     }
     if snapshot is not None:
         query = f"?category={category}&view={view}" if category else f"?view={view}"

@@ -1,7 +1,10 @@
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from arena.admin_site import admin_user
 from raters.admin import TenantAdmin
@@ -9,15 +12,65 @@ from raters.admin import TenantAdmin
 from . import selectors, services
 from .models import ModelEndpoint
 
+OUTAGES_SHOWN = 20
+
 
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(TenantAdmin):
-    list_display = ("name", "organization", "url", "protocol", "model_name", "model_version", "timeout_s")
-    list_filter = ("protocol",)
+    list_display = (
+        "name",
+        "organization",
+        "url",
+        "protocol",
+        "model_name",
+        "model_version",
+        "timeout_s",
+        "health_state",
+        "health_checked_at",
+    )
+    list_filter = ("protocol", "health")
     search_fields = ("name", "model_name")
+    actions = ("check_health",)
+
+    @admin.display(description="Health", ordering="health")
+    def health_state(self, obj: ModelEndpoint) -> str:
+        return selectors.endpoint_health_line(obj)
+
+    @admin.display(description="Outages (no new battles while down)")
+    def outages(self, obj: ModelEndpoint) -> SafeString:
+        # Shown as text, not an inline: the health check writes them, and an inline would be a formset
+        # every save of the endpoint must post.
+        rows = selectors.endpoint_outages_recent(obj, limit=OUTAGES_SHOWN)
+        if not rows:
+            return format_html("{}", "none")
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                "<li>{} to {}: {}</li>",
+                (
+                    (
+                        f"{o.started_at:%Y-%m-%d %H:%M:%S} UTC",
+                        f"{o.ended_at:%Y-%m-%d %H:%M:%S} UTC" if o.ended_at else "now (still down)",
+                        o.reason,
+                    )
+                    for o in rows
+                ),
+            ),
+        )
+
+    @admin.action(description="Check the selected endpoints' readiness now")
+    def check_health(self, request: HttpRequest, queryset: QuerySet[ModelEndpoint]) -> None:
+        endpoints = list(queryset)
+        services.endpoints_health_check(endpoints=endpoints)
+        for endpoint in endpoints:
+            level = messages.WARNING if endpoint.health == ModelEndpoint.Health.DOWN else messages.INFO
+            messages.add_message(request, level, f"{endpoint.name}: {selectors.endpoint_health_line(endpoint)}")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fields = tuple(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            fields += ("health_state", "health_checked_at", "outages")
         if obj is not None and services.endpoint_has_battles(obj):
             fields += services.FROZEN_WHEN_USED
         return fields

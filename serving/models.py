@@ -39,10 +39,18 @@ def endpoint_address_check(url: str) -> None:
     address_check(host, port, allowed=_model_hosts(tuple(settings.ARENA_MODEL_HOSTS)))
 
 
+class Health(models.TextChoices):
+    UNKNOWN = "unknown", "Unknown"  # never checked: treated as available (battles void if it fails)
+    READY = "ready", "Ready"
+    DOWN = "down", "Down"
+
+
 class ModelEndpoint(models.Model):
     class Protocol(models.TextChoices):
         GRPC = "grpc", "gRPC"
         HTTP = "http", "HTTP"
+
+    Health = Health
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="endpoints")
     name = models.CharField(max_length=120, help_text="The model's public name, revealed after the vote.")
@@ -58,6 +66,15 @@ class ModelEndpoint(models.Model):
     # request timeout (120 s in docker/), or a slow model would kill the worker instead of voiding.
     timeout_s = models.FloatField(default=60.0, validators=[MinValueValidator(0.1), MaxValueValidator(110.0)])
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # Written by the periodic readiness check only (services.endpoint_health_record), never by a form.
+    health = models.CharField(max_length=8, choices=Health.choices, default=Health.UNKNOWN, editable=False)
+    health_since = models.DateTimeField(null=True, blank=True, editable=False, help_text="When the state began.")
+    health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    health_detail = models.CharField(max_length=500, blank=True, editable=False)
+    # Failed checks in a row (hysteresis: the endpoint goes down at ARENA_HEALTH_DOWN_AFTER of them).
+    health_failures = models.PositiveIntegerField(default=0, editable=False)
+    health_failing_since = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = TenantManager()
 
@@ -91,3 +108,37 @@ class ModelEndpoint(models.Model):
             timeout_s=self.timeout_s,
             guard=endpoint_address_check,
         )
+
+
+class EndpointOutage(models.Model):
+    """A period in which the endpoint was down, so its competitors got no new battles: opened when the
+    readiness check declares it down, ended when a check finds it ready again. Rows are never deleted
+    or rewritten; the one change a row sees is its ``ended_at``, set once (a conditional update)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="endpoint_outages")
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.CASCADE, related_name="outages")
+    # From here on the endpoint's competitors were skipped (after the hysteresis' failed checks).
+    started_at = models.DateTimeField()
+    # The first failed check of the run that led to it (started_at minus the hysteresis delay).
+    first_failed_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(max_length=500, help_text="What the readiness check said when it went down.")
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            # One open outage per endpoint: two checkers racing to open one cannot both succeed.
+            models.UniqueConstraint(
+                fields=["endpoint"], condition=models.Q(ended_at__isnull=True), name="outage_one_open_per_endpoint"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(ended_at__isnull=True) | models.Q(ended_at__gte=models.F("started_at")),
+                name="outage_ends_after_start",
+            ),
+        ]
+        indexes = [models.Index(fields=["endpoint", "started_at"])]
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} down from {self.started_at:%Y-%m-%d %H:%M}"

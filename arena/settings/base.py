@@ -129,6 +129,14 @@ ARENA_RANKING_LEASE_S = env_int("ARENA_RANKING_LEASE_S", 10, minimum=1)
 # working on. Cheap (two indexed queries per open campaign), so frequent: with the lease it bounds how
 # stale a leaderboard gets after a worker died to about debounce + lease + this + the computation.
 ARENA_RANKING_SCHEDULE_S = env_int("ARENA_RANKING_SCHEDULE_S", 15, minimum=1)
+# Endpoint health (serving/tasks.py): every this many seconds beat asks Triton whether each model of an
+# open campaign's active competitors is ready, each check bounded by the timeout (all of an
+# organisation's endpoints at once, up to the concurrency). An endpoint goes down after this many failed
+# checks in a row (one blip does not pull a model) and is back at the first ready answer.
+ARENA_HEALTH_INTERVAL_S = env_int("ARENA_HEALTH_INTERVAL_S", 15, minimum=1)
+ARENA_HEALTH_TIMEOUT_S = env_int("ARENA_HEALTH_TIMEOUT_S", 3, minimum=1)
+ARENA_HEALTH_DOWN_AFTER = env_int("ARENA_HEALTH_DOWN_AFTER", 2, minimum=1)
+ARENA_HEALTH_CONCURRENCY = env_int("ARENA_HEALTH_CONCURRENCY", 16, minimum=1)
 CELERY_TASK_ACKS_LATE = True
 # A recompute that runs away is killed and not redelivered (acks on failure/timeout stay on).
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800, minimum=10)
@@ -151,6 +159,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(ARENA_RANKING_SCHEDULE_S),
         # A tick nobody ran before the next one is dropped, not piled up behind a long recompute.
         "options": {"expires": float(ARENA_RANKING_SCHEDULE_S)},
+    },
+    "endpoints-health-check": {
+        "task": "serving.tasks.endpoints_health_check_open_task",
+        "schedule": float(ARENA_HEALTH_INTERVAL_S),
+        # A late tick is dropped: the next one checks the same endpoints with fresher answers.
+        "options": {"expires": float(ARENA_HEALTH_INTERVAL_S)},
     },
 }
 # Model calls take seconds: they run on their own queue and workers (`celery worker -Q generation`), so

@@ -15,9 +15,12 @@ no Django: the platform's `ModelEndpoint` rows are turned into `EndpointSpec`s b
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,6 +34,7 @@ __all__ = [
     "generate",
     "generate_pair",
     "model_readiness",
+    "models_readiness",
     "stream_pair",
 ]
 
@@ -369,6 +373,31 @@ def model_readiness(endpoint: EndpointSpec) -> str:
             except Exception:
                 pass
     return "" if ready else f"{where}: the server is up but the model is not ready (not loaded?)"
+
+
+def models_readiness(endpoints: Sequence[EndpointSpec], *, timeout_s: float, max_workers: int = 16) -> list[str]:
+    """`model_readiness` of every endpoint at once (one thread each, up to `max_workers`), each bounded by
+    `timeout_s` (or its own timeout, if shorter), so that a dead host costs the others nothing. Answers in
+    the order given. An endpoint whose check has not returned by the deadline (a name that takes long to
+    resolve, say) is reported as not answering; its thread is left to finish on its own."""
+    if not endpoints:
+        return []
+    specs = [dataclasses.replace(e, timeout_s=min(e.timeout_s, timeout_s)) for e in endpoints]
+    executor = ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(specs))), thread_name_prefix="arena-ready")
+    try:
+        futures = [executor.submit(model_readiness, spec) for spec in specs]
+        # Queued checks wait for a free thread: the deadline covers every round of the pool.
+        rounds = -(-len(specs) // max(1, min(max_workers, len(specs))))
+        futures_wait(futures, timeout=rounds * timeout_s + 2.0)
+        answers = []
+        for spec, future in zip(specs, futures, strict=True):
+            if future.done() and not future.cancelled() and future.exception() is None:
+                answers.append(future.result())
+            else:
+                answers.append(f"{spec.model_name} at {spec.protocol}://{spec.url}: no answer within {timeout_s:g} s")
+        return answers
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
 
 
 # --- TEMPORARY (branch `stream`): a stand-in for the streaming client of branch `contracts` -----------

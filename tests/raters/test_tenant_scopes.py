@@ -28,6 +28,8 @@ from raters.tenancy import (
     principal_organization_ids,
     scopes_disabled,
 )
+from serving.models import ModelEndpoint
+from serving.tasks import endpoints_health_check_open_task, endpoints_health_check_task
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -64,6 +66,7 @@ def test_every_tenant_model_is_scoped():
         "Generation",
         "Vote",
         "LeaderboardSnapshot",
+        "EndpointOutage",
     }
     for model in tenant_models:
         assert isinstance(model._default_manager, TenantManager), model
@@ -205,6 +208,17 @@ def test_beat_safety_net_runs_without_a_scope(acme, bob_client):
 
 
 @pytest.mark.tenant_scoped
+def test_health_check_lister_runs_without_a_scope_and_its_rounds_are_tenant_tasks(acme, globex):
+    assert isinstance(endpoints_health_check_task._get_current_object(), TenantTask)  # type: ignore[attr-defined]
+    assert endpoints_health_check_open_task() == 2  # no ScopeError: it lists across tenants on purpose
+    # A round of one organisation sees only its own endpoints (nothing listens there: one failed check).
+    assert endpoints_health_check_task(organization_id=globex.organization.pk) == 2
+    with scopes_disabled():
+        failures = {e.organization_id: e.health_failures for e in ModelEndpoint.objects.all()}
+    assert failures[globex.organization.pk] >= 1 and failures[acme.organization.pk] == 0
+
+
+@pytest.mark.tenant_scoped
 def test_demo_seed_opens_its_own_scope():
     world = demo_seed(triton_grpc_url="127.0.0.1:1", model_repository=Path(settings.ARENA_MODEL_REPOSITORY))
     with organization_scope(world.organization.pk):
@@ -221,6 +235,7 @@ def test_votes_stay_append_only_through_the_scoped_manager(acme):
 CROSS_TENANT_TASKS = {
     "ranking.tasks.leaderboards_recompute_open_task",
     "battles.tasks.buffer_maintain_open_task",  # tests/battles/test_buffer.py runs it without a scope
+    "serving.tasks.endpoints_health_check_open_task",
 }
 
 
