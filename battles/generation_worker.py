@@ -23,8 +23,9 @@ from .services import GENERATION_QUEUE
 
 
 @contextmanager
-def generation_worker(*, concurrency: int = 4, loglevel: str = "WARNING") -> Iterator[Any]:
-    """Run a worker consuming ``generation`` while the block runs; live battles go to it meanwhile."""
+def generation_worker(*, concurrency: int = 4, loglevel: str = "WARNING", streaming: bool = True) -> Iterator[Any]:
+    """Run a worker consuming ``generation`` while the block runs; with ``streaming``, rater-typed prompts
+    go to it as live battles meanwhile (``ARENA_LIVE_STREAMING``)."""
     previous = settings.ARENA_LIVE_STREAMING
     worker = app.WorkController(
         app=app,
@@ -39,7 +40,7 @@ def generation_worker(*, concurrency: int = 4, loglevel: str = "WARNING") -> Ite
     )
     thread = threading.Thread(target=worker.start, name="arena-generation-worker", daemon=True)
     thread.start()
-    settings.ARENA_LIVE_STREAMING = True
+    settings.ARENA_LIVE_STREAMING = streaming
     try:
         yield worker
     finally:
