@@ -323,9 +323,10 @@ async def live_frames(
     idle_since = time.monotonic()
     while True:
         wait = heartbeat_s - (time.monotonic() - idle_since)
-        if pacer.all_done and last is not None and not pacer.finished:
-            # Both texts are in: the rest is paced on the clock, tick by tick.
-            wait = min(wait, period)
+        due = pacer.next_time
+        if pacer.all_done and last is not None and due is not None:
+            # Both texts are in: the rest is paced on the clock, woken for each tick.
+            wait = min(wait, due - (last.t + (await channel.clock() - last.published_at)))
         if recorded and last is None:
             wait = min(wait, 0.2)
         items = await channel.read(battle_id, after, max(wait, 0.001))

@@ -135,6 +135,14 @@ class OnlinePacer:
         return max(firsts[0], firsts[1])
 
     @property
+    def next_time(self) -> float | None:
+        """When the next frame is due (None: not started, or finished)."""
+        t0 = self.start
+        if t0 is None or self.finished:
+            return None
+        return t0 + self._tick * self.period
+
+    @property
     def all_done(self) -> bool:
         return all(s.done is not None for s in self._sides)
 
