@@ -21,7 +21,7 @@ import math
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -163,7 +163,7 @@ class MemoryChannel:
 
     def publish(self, battle_id: str, item: LiveItem) -> None:
         now = time.time()
-        stored = LiveItem(**{**item.__dict__, "published_at": now})
+        stored = replace(item, published_at=now)
         with self._lock:
             for stale in [b for b, at in self._touched.items() if now - at > LIVE_TTL_S]:
                 self._items.pop(stale, None)
