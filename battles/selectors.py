@@ -9,7 +9,7 @@ from datetime import datetime
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Max, Min, QuerySet
 from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
@@ -180,11 +180,56 @@ def prompt_candidates(*, campaign: Campaign, user: User) -> QuerySet[Prompt]:
     return prompts
 
 
+def hashes_rated_by(*, campaign: Campaign, user: User, hashes: set[str]) -> set[str]:
+    """Of these prompt hashes, those the rater has had in a battle that was not voided."""
+    same_text = Prompt.objects.filter(campaign=campaign, text_hash__in=hashes).values("pk")
+    return set(
+        Battle.objects.filter(campaign=campaign, rater=user, prompt__in=same_text)
+        .exclude(status=Battle.Status.VOID)
+        .values_list("prompt__text_hash", flat=True)
+    )
+
+
+def hashes_at_cap(*, campaign: Campaign, hashes: set[str]) -> set[str]:
+    """Of these prompt hashes, those with as many votes as the campaign's prompt-hash cap allows."""
+    if campaign.prompt_hash_cap is None or not hashes:
+        return set()
+    counts = (
+        Vote.objects.filter(campaign=campaign, prompt_hash__in=hashes)
+        .values_list("prompt_hash")
+        .annotate(n=Count("id"))
+        .values_list("prompt_hash", "n")
+    )
+    return {text_hash for text_hash, n in counts if n >= campaign.prompt_hash_cap}
+
+
+# How many random pool prompts a rater's pick draws before it falls back to listing every candidate.
+PROMPT_PICK_DRAWS = 32
+
+
 def prompt_pick(*, campaign: Campaign, user: User, rng: random.Random) -> Prompt | None:
-    ids = list(prompt_candidates(campaign=campaign, user=user).values_list("id", flat=True))
-    if not ids:
+    """A random pool prompt the rater may rate (not rated yet, by normalised text; under the hash cap).
+
+    Draws random ids in the pool's id range and checks the rules for those few only, so a pick costs a
+    handful of index reads whatever the size of the pool and the log; only when the draws find nothing
+    (a rater who has rated most of the pool, a small or sparse pool) are all candidates listed."""
+    pool = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True)
+    bounds = pool.aggregate(low=Min("id"), high=Max("id"))
+    if bounds["low"] is None:
         return None
-    return Prompt.objects.get(pk=rng.choice(ids))
+    ids = {rng.randint(bounds["low"], bounds["high"]) for _ in range(PROMPT_PICK_DRAWS)}
+    drawn = list(pool.filter(pk__in=ids))
+    hashes = {prompt.text_hash for prompt in drawn}
+    excluded = hashes_rated_by(campaign=campaign, user=user, hashes=hashes) | hashes_at_cap(
+        campaign=campaign, hashes=hashes
+    )
+    allowed = [prompt for prompt in drawn if prompt.text_hash not in excluded]
+    if allowed:
+        return rng.choice(sorted(allowed, key=lambda prompt: prompt.pk))
+    ids_left = list(prompt_candidates(campaign=campaign, user=user).values_list("id", flat=True))
+    if not ids_left:
+        return None
+    return Prompt.objects.get(pk=rng.choice(ids_left))
 
 
 def buffer_prompt_pick(*, campaign: Campaign, exclude: set[int], rng: random.Random) -> Prompt | None:

@@ -170,6 +170,7 @@ def _load(slug: str, n_votes: int, n_competitors: int, n_categories: int, rng: n
                 "void_reason": "",
                 "params": params,
                 "session_key": "",
+                "live": False,
                 "created_at": now,
                 "ready_at": now,
                 "shown_at": now,

@@ -22,13 +22,15 @@ class ModelEndpointAdmin(TenantAdmin):
         "organization",
         "url",
         "protocol",
+        "contract",
+        "prompt_format",
         "model_name",
         "model_version",
         "timeout_s",
         "health_state",
         "health_checked_at",
     )
-    list_filter = ("protocol", "health")
+    list_filter = ("protocol", "contract", "health")
     search_fields = ("name", "model_name")
     actions = ("check_health",)
 

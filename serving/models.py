@@ -52,6 +52,19 @@ class ModelEndpoint(models.Model):
 
     Health = Health
 
+    class Contract(models.TextChoices):
+        # The wire contracts of serving/triton/client.py (its docstring says what each sends).
+        ARENA = "arena", "Arena (text_input, typed parameters)"
+        VLLM = "vllm", "Triton vLLM backend (gRPC stream)"
+        TRTLLM = "trtllm", "TensorRT-LLM ensemble (gRPC stream)"
+
+    class PromptFormat(models.TextChoices):
+        # serving/triton/templates.py renders a conversation into the one text_input.
+        RAW = "raw", "Raw: the last user message (system prompt in its own tensor, arena contract only)"
+        CHATML = "chatml", "ChatML (SmolLM2, Qwen)"
+        GEMMA = "gemma", "Gemma (<start_of_turn>)"
+        LLAMA3 = "llama3", "Llama 3 Instruct"
+
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="endpoints")
     name = models.CharField(max_length=120, help_text="The model's public name, revealed after the vote.")
     url = models.CharField(
@@ -65,6 +78,20 @@ class ModelEndpoint(models.Model):
     # Battles are generated inside the rater's request: the timeout stays below the web server's own
     # request timeout (120 s in docker/), or a slow model would kill the worker instead of voiding.
     timeout_s = models.FloatField(default=60.0, validators=[MinValueValidator(0.1), MaxValueValidator(110.0)])
+    contract = models.CharField(
+        max_length=8,
+        choices=Contract.choices,
+        default=Contract.ARENA,
+        blank=True,  # left out of a form (or an older API client): the default
+        help_text="What the server expects: the project's models, Triton's vLLM backend or a TensorRT-LLM ensemble.",
+    )
+    prompt_format = models.CharField(
+        max_length=8,
+        choices=PromptFormat.choices,
+        default=PromptFormat.RAW,
+        blank=True,
+        help_text="How the system prompt and the conversation become the model's text input (its chat template).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     # Written by the periodic readiness check only (services.endpoint_health_record), never by a form.
@@ -87,6 +114,11 @@ class ModelEndpoint(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        self.contract = self.contract or self.Contract.ARENA
+        self.prompt_format = self.prompt_format or self.PromptFormat.RAW
+        if self.contract != self.Contract.ARENA and self.protocol != self.Protocol.GRPC:
+            # Both GPU backends are decoupled models, which Triton serves over the gRPC stream only.
+            raise ValidationError({"protocol": "The vLLM and TensorRT-LLM contracts need gRPC."})
         if re.match(URL_PATTERN, self.url or ""):  # otherwise the field's validator has said what is wrong
             try:
                 endpoint_address_check(self.url)
@@ -107,6 +139,8 @@ class ModelEndpoint(models.Model):
             model_version=self.model_version,
             timeout_s=self.timeout_s,
             guard=endpoint_address_check,
+            contract=self.contract,  # type: ignore[arg-type]
+            prompt_format=self.prompt_format,  # type: ignore[arg-type]
         )
 
 

@@ -22,9 +22,10 @@ from .triton.client import models_readiness
 
 logger = logging.getLogger(__name__)
 
-# What a vote's "model" means: once an endpoint has battles these cannot change (the server address
-# and timeout can: the same model moved to another host is the same competitor).
-FROZEN_WHEN_USED = ("name", "model_name", "model_version")
+# What a vote's "model" means: once an endpoint has battles these cannot change (the server address,
+# timeout and contract can: the same model moved to another host, or behind another backend, is the
+# same competitor; its chat template is not: the same weights prompted differently answer differently).
+FROZEN_WHEN_USED = ("name", "model_name", "model_version", "prompt_format")
 
 
 class EndpointInUse(Conflict):
@@ -66,6 +67,8 @@ def endpoint_save(*, endpoint: ModelEndpoint, actor: User | AnonymousUser | None
             "model_name": endpoint.model_name,
             "model_version": endpoint.model_version,
             "url": endpoint.url,
+            "contract": endpoint.contract,
+            "prompt_format": endpoint.prompt_format,
         },
     )
     return endpoint

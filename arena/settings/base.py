@@ -249,6 +249,9 @@ ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
 ARENA_TRITON_HTTP_PORT = env_int("ARENA_TRITON_HTTP_PORT", 8500, minimum=1)
 ARENA_TRITON_GRPC_PORT = env_int("ARENA_TRITON_GRPC_PORT", 8501, minimum=1)
 ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
+# CPU stand-ins for the GPU backends' contracts (Triton's vLLM backend, the TensorRT-LLM ensemble):
+# served next to the shipped models where a streamed battle or a contract test needs them.
+ARENA_STANDIN_REPOSITORY = BASE_DIR / "serving" / "standin_repository"
 # The Triton server's own virtual environment (nvidia-pytriton, numpy<2), made by scripts/bootstrap.
 ARENA_TRITON_ENV = Path(env_str("ARENA_TRITON_ENV", "") or BASE_DIR / ".venv-triton").expanduser()
 # Which internal model servers a tenant's endpoint may name (arena/outbound.py): host names, addresses

@@ -338,3 +338,43 @@ def test_a_second_tab_gets_the_claimed_battle_not_another(acme, bob, bob_client,
     second = login(bob).post(reverse("battles:next", args=[campaign.pk]))
     assert second["Location"] == reverse("battles:battle", args=[first.pk])
     assert Battle.objects.filter(rater=bob).count() == 1
+
+
+def test_prompt_pick_draws_at_random_but_never_a_rated_prompt(acme, bob):
+    import random
+
+    campaign = acme.campaign
+    PromptFactory.create_batch(60, campaign=campaign)
+    prompts = list(Prompt.objects.filter(campaign=campaign).order_by("pk"))
+    rated, left_over = prompts[:-3], prompts[-3:]
+    Battle.objects.bulk_create(
+        Battle(
+            organization=acme.organization,
+            campaign=campaign,
+            rater=bob,
+            pool=acme.pool,
+            prompt=prompt,
+            left=acme.left,
+            right=acme.right,
+            status=Battle.Status.VOTED,
+        )
+        for prompt in rated
+    )
+    # Most draws hit rated prompts; whatever the draws, only the three unrated ones come out (by the
+    # draws or by the fallback that lists every candidate), and each of them can.
+    picks = {selectors.prompt_pick(campaign=campaign, user=bob, rng=random.Random(seed)) for seed in range(40)}
+    assert picks == set(left_over)
+    Battle.objects.bulk_create(
+        Battle(
+            organization=acme.organization,
+            campaign=campaign,
+            rater=bob,
+            pool=acme.pool,
+            prompt=prompt,
+            left=acme.left,
+            right=acme.right,
+            status=Battle.Status.VOTED,
+        )
+        for prompt in left_over
+    )
+    assert selectors.prompt_pick(campaign=campaign, user=bob, rng=random.Random(1)) is None

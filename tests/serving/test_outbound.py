@@ -255,10 +255,13 @@ def not_triton() -> Iterator[tuple[int, int]]:
     raw.close()
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_failure_messages_never_carry_what_answered(not_triton, protocol):
+@pytest.mark.parametrize(
+    ("protocol", "contract"), [("http", "arena"), ("grpc", "arena"), ("grpc", "vllm"), ("grpc", "trtllm")]
+)
+def test_failure_messages_never_carry_what_answered(not_triton, protocol, contract):
     for port in not_triton:
-        result = generate(EndpointSpec(f"127.0.0.1:{port}", protocol, "m", timeout_s=3), "x", PARAMS)  # type: ignore[arg-type]
+        endpoint = EndpointSpec(f"127.0.0.1:{port}", protocol, "m", timeout_s=3, contract=contract)  # type: ignore[arg-type]
+        result = generate(endpoint, "x", PARAMS)
         assert not result.ok
         assert "SECRET" not in result.error and "abc123" not in result.error, result.error
         assert "frame type" not in result.error  # gRPC names the first byte it got: a fingerprint
