@@ -422,3 +422,44 @@ def test_the_stream_runs_in_the_raters_tenant_scope(acme: Tenant, bob: User) -> 
     assert stream.events[0][1] == {"a": "left answer", "b": "right answer", "reset": True}
     with scopes_disabled():
         assert Battle.objects.get(pk=battle.pk).shown_at is not None
+
+
+@pytest.mark.triton
+def test_two_streaming_models_are_shown_at_one_pace(
+    channel_kind: str, acme: Tenant, bob: User, triton_server: Any
+) -> None:
+    """The real path with decoupled models over the gRPC stream (the vLLM stand-ins: one starts at
+    150 ms and writes a word every 30 ms, the other starts at 400 ms and writes one every 10 ms): the
+    panes start together and always show the same number of words, until the shorter answer ends."""
+    from tests.factories import CompetitorFactory, ModelEndpointFactory
+
+    competitors = [
+        CompetitorFactory.create(
+            campaign=acme.campaign,
+            endpoint=ModelEndpointFactory.create(
+                organization=acme.organization, model_name=model, url=triton_server.grpc_url, contract="vllm"
+            ),
+        )
+        for model in ("vllm-standin", "vllm-standin-slow")
+    ]
+    acme.left, acme.right = competitors
+    battle = live_battle(acme, bob)
+    worker = threading.Thread(target=_run_task(battle), daemon=True)
+    worker.start()
+    stream = read_stream(bob, battle, timeout_s=60)
+    worker.join(60)
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.READY, battle.void_reason
+    texts = {g.side: g.text for g in Generation.objects.filter(battle=battle)}
+    full = (texts["left"], texts["right"])
+    states = shown_states(stream)
+    assert stream.events[-1][0] == "complete" and len(states) >= 3, states
+    assert states[0][0] and states[0][1]  # both panes start in the same frame
+    for shown_a, shown_b in states:
+        assert full[0].startswith(shown_a) and full[1].startswith(shown_b)
+        words = (len(shown_a.split()), len(shown_b.split()))
+        complete = (words[0] == len(full[0].split()), words[1] == len(full[1].split()))
+        assert words[0] == words[1] or complete[0] or complete[1], (words, complete)
+    assert states[-1] == full
+    for generation in Generation.objects.filter(battle=battle):
+        assert generation.ttft_s is not None and 0 < generation.ttft_s < generation.latency_s
