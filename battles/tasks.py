@@ -32,3 +32,11 @@ def buffer_maintain_open_task() -> int:
     """Beat's safety net, across organisations: each open campaign's buffer is checked in its own
     organisation's scope (the service lists them unscoped on purpose)."""
     return services.buffer_maintain_schedule_open_campaigns()
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def battle_generate_live_task(battle_id: str, *, organization_id: int) -> str:
+    """A live battle's two streams, published to its live channel (battles/live.py) as they arrive;
+    exactly once, like ``battle_generate_task`` (a redelivery finds the generation started)."""
+    battle = services.battle_generate_live(battle_id=battle_id)
+    return battle.status if battle is not None else "missing"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
+from uuid import UUID
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.decorators import ratelimit
@@ -18,6 +21,7 @@ from raters.errors import DomainError
 from raters.selectors import user_manages_anything
 
 from . import selectors, services
+from .live import Complete, Heartbeat, Paced, Void, live_channel, live_frames
 from .models import Battle, Choice, Side
 from .prompting import PROMPT_MAX_CHARS
 from .rendering import markdown_to_safe_html
@@ -153,13 +157,14 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
 def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[str, object]:
     generations = {g.side: g for g in battle.generations.all()}
     revealed = battle.status == Battle.Status.VOTED
+    streaming = services.battle_streams(battle)  # the panes fill from the stream, at its pace
     panes = []
     for side, label in ((Side.LEFT, "A"), (Side.RIGHT, "B")):
         generation = generations.get(side)
         pane: dict[str, object] = {
             "label": label,
             "html": markdown_to_safe_html(generation.text)
-            if generation and battle.status != Battle.Status.VOID
+            if generation and battle.status != Battle.Status.VOID and not streaming
             else "",
         }
         if revealed and generation is not None:
@@ -177,6 +182,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
     campaign = battle.campaign
     return {
         "battle": battle,
+        "streaming": streaming,
         "campaign": campaign,
         "prompt_html": markdown_to_safe_html(battle.prompt.text),
         "panes": panes,
@@ -199,7 +205,8 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
     if battle is None:
         raise Http404("No such battle.")
-    battle = services.battle_mark_shown(battle=battle)
+    if not services.battle_streams(battle):  # a streamed battle is stamped when its stream completes
+        battle = services.battle_mark_shown(battle=battle)
     response = render(request, "battles/battle.html", _battle_context(request, battle))
     response["Cache-Control"] = "no-store"
     return response
@@ -231,3 +238,82 @@ def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpRespon
         context["error"] = exc.message
         return error_response(request, exc, "battles/battle.html", context)
     return redirect("battles:battle", battle_id=battle_id)
+
+
+# --- Live battles: server-sent events (ASGI) ----------------------------------------------------------
+
+HEARTBEAT_S = 15.0
+
+
+def _sse(event: str, data: dict[str, object]) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _battle_fresh(battle_id: UUID) -> Battle:
+    return Battle.objects.get(pk=battle_id)
+
+
+def _battle_complete(battle_id: UUID) -> dict[str, object]:
+    """Both answers were shown in full: stamp it (decision time counts from here) and render both with
+    the one sanitising renderer."""
+    battle = services.battle_mark_shown(battle=Battle.objects.get(pk=battle_id))
+    generations = {g.side: g.text for g in battle.generations.all()}
+    return {
+        "a": markdown_to_safe_html(generations.get(Side.LEFT, "")),
+        "b": markdown_to_safe_html(generations.get(Side.RIGHT, "")),
+    }
+
+
+async def _battle_events(battle: Battle) -> AsyncIterator[str]:
+    """Only text goes out: the panes' words, paced; at the end both answers rendered. No timing, no
+    token counts, nothing that tells the sides apart."""
+    yield "retry: 2000\n\n"
+    if battle.status == Battle.Status.VOID:
+        yield _sse("void", {"message": battle.void_reason})
+        return
+    if not services.battle_streams(battle):
+        # Shown already, or never streamed: both full answers at once.
+        yield _sse("complete", await sync_to_async(_battle_complete)(battle.pk))
+        return
+    channel = live_channel()
+    recorded = battle.status == Battle.Status.READY
+    try:
+        async for output in live_frames(str(battle.pk), channel, heartbeat_s=HEARTBEAT_S, recorded=recorded):
+            if isinstance(output, Paced):
+                yield _sse("frame", {"a": output.a, "b": output.b, "reset": output.reset})
+            elif isinstance(output, Complete):
+                yield _sse("complete", await sync_to_async(_battle_complete)(battle.pk))
+                return
+            elif isinstance(output, Void):
+                current = await sync_to_async(_battle_fresh)(battle.pk)
+                yield _sse("void", {"message": current.void_reason})
+                return
+            elif isinstance(output, Heartbeat):
+                yield ": keep-alive\n\n"
+                current = await sync_to_async(_battle_fresh)(battle.pk)
+                if current.status == Battle.Status.VOID:
+                    yield _sse("void", {"message": current.void_reason})
+                    return
+                if current.status != Battle.Status.GENERATING:
+                    # Recorded while this reader saw nothing of it (the channel expired or lost items).
+                    yield _sse("complete", await sync_to_async(_battle_complete)(battle.pk))
+                    return
+    finally:
+        close = getattr(channel, "aclose", None)
+        if close is not None:
+            await close()
+
+
+@require_GET
+@login_required
+async def battle_stream(request: HttpRequest, battle_id: str) -> StreamingHttpResponse:
+    """``GET /b/<id>/stream``: the live battle's server-sent events, for its own rater only (anyone
+    else: 404, like the page)."""
+    user = await request.auser()
+    battle = await sync_to_async(selectors.battle_for_rater)(user=user, battle_id=battle_id)  # type: ignore[arg-type]
+    if battle is None:
+        raise Http404("No such battle.")
+    response = StreamingHttpResponse(_battle_events(battle), content_type="text/event-stream; charset=utf-8")
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"  # a buffering proxy (nginx) would hold the frames back
+    return response

@@ -19,7 +19,7 @@ be read by mistake), the selectors decide what a member may see inside it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
@@ -33,6 +33,7 @@ from arena.celery import TransactionAwareTask
 __all__ = [
     "ScopeError",
     "UnscopedQuerySet",
+    "ascoped_iterator",
     "TENANT_DIMENSION",
     "TenantTask",
     "organization_scope",
@@ -137,6 +138,26 @@ def scoped_iterator(content: Iterable[Any], value: ScopeValue) -> Iterator[Any]:
             except StopIteration:
                 return
         yield chunk
+
+
+async def ascoped_iterator(content: AsyncIterable[Any], value: ScopeValue) -> AsyncIterator[Any]:
+    """``scoped_iterator`` for an async streamed body (an async view's server-sent events): each step
+    runs inside the request's scope again, and so do the ORM calls it makes (``sync_to_async`` copies
+    the context)."""
+    iterator = aiter(content)
+    try:
+        while True:
+            with scope(**{TENANT_DIMENSION: value}):
+                try:
+                    chunk = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+            yield chunk
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:  # a client that went away: the view's generator stops reading too
+            with scope(**{TENANT_DIMENSION: value}):
+                await close()
 
 
 class TenantTask(TransactionAwareTask):

@@ -173,12 +173,18 @@ CELERY_TASK_ROUTES = {
     "battles.tasks.battle_generate_task": {"queue": "generation"},
     "battles.tasks.buffer_fill_task": {"queue": "generation"},
     "battles.tasks.buffer_maintain_task": {"queue": "generation"},
+    "battles.tasks.battle_generate_live_task": {"queue": "generation"},
 }
 CELERY_BEAT_SCHEDULE["battle-buffers-maintain"] = {
     "task": "battles.tasks.buffer_maintain_open_task",
     "schedule": float(ARENA_BUFFER_SCHEDULE_S),
     "options": {"expires": float(ARENA_BUFFER_SCHEDULE_S)},
 }
+# Rater-typed prompts streamed live (see README, "Fair dual streaming"): a generation worker streams both
+# sides into the battle's live channel while the page reads it. On by default with Redis (the channel
+# between worker and web); without it tasks run eagerly, so typed prompts are generated like pool
+# battles unless a generation worker shares this process (manage.py demo, battles/generation_worker.py).
+ARENA_LIVE_STREAMING = env_bool("ARENA_LIVE_STREAMING", bool(REDIS_URL))
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"

@@ -10,3 +10,7 @@ STORAGES = {
 }
 # The suite's own Triton runs on loopback at free ports: allow loopback (tests of the rule override it).
 ARENA_MODEL_HOSTS = ["127.0.0.0/8", "[::1]"]
+# Rater-typed prompts are generated like pool battles (tests/conftest.py's generation_worker_run), so
+# tests of prompts, caps and drafts need no streaming reader; the streaming tests make live battles
+# themselves (tests/battles/test_streaming.py), the browser test runs a worker (ARENA_LIVE_STREAMING on).
+ARENA_LIVE_STREAMING = False

@@ -9,6 +9,7 @@
     var key = event.key.toLowerCase();
     var buttons = document.querySelectorAll("button[data-key]");
     for (var i = 0; i < buttons.length; i++) {
+      if (buttons[i].disabled) continue;  // the vote opens only once both streamed answers are complete
       if (buttons[i].getAttribute("data-key").split(" ").indexOf(key) !== -1) {
         sent = true;
         event.preventDefault();

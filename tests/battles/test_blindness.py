@@ -61,3 +61,34 @@ def test_names_are_revealed_only_after_the_vote(acme, bob_client):
 def test_no_page_caching_of_the_blind_battle(acme, bob_client):
     _, page = start_battle(bob_client, acme.campaign)
     assert page["Cache-Control"] == "no-store"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_streamed_battle_sends_only_text_before_the_vote(acme, bob, bob_client):
+    """The live path (rater-typed prompts): the battle page while it streams and every server-sent
+    event carry the panes' text and nothing else: no timing, no token counts, no names."""
+    import threading
+
+    from battles.models import Generation
+    from tests.battles.test_streaming import _run_task, live_battle, read_stream
+
+    battle = live_battle(acme, bob)
+    page = bob_client.get(reverse("battles:battle", args=[battle.pk])).content.decode()
+    worker = threading.Thread(target=_run_task(battle), daemon=True)
+    worker.start()
+    stream = read_stream(bob, battle)
+    worker.join(30)
+    assert [event for event, _, _ in stream.events][-1] == "complete"
+    for event, data, _ in stream.events:
+        assert set(data) <= {"a", "b", "reset"}, (event, data)
+    generations = list(Generation.objects.filter(battle=battle))
+    assert len(generations) == 2 and all(g.ttft_s and g.tokens_per_s for g in generations)
+    for body in (stream.raw, page):
+        for secret in _identity_strings(battle):
+            assert secret not in body, f"{secret!r} leaked before the vote"
+        for word in ("ttft", "latency", "tokens_per", "tokens/s", "output_tokens", "finish_reason"):
+            assert word not in body.lower(), word
+        for generation in generations:
+            for value in (generation.latency_s, generation.ttft_s, generation.tokens_per_s):
+                assert f"{value:.2f}" not in body and f"{value:.3f}" not in body
+    assert "id:" not in stream.raw  # no frame numbers either (a count of ticks is a clock)

@@ -1,6 +1,7 @@
 """``manage.py demo``: migrate, seed the demo, start the local Triton server, serve the platform
-(DEBUG off unless ``--debug``). ``--real-models`` (or ARENA_REAL_MODELS=1) also serves the opt-in real
-LLMs from the same Triton and seeds a campaign between them."""
+(DEBUG off unless ``--debug``) under ASGI with uvicorn, with a generation worker in the process.
+``--real-models`` (or ARENA_REAL_MODELS=1) also serves the opt-in real LLMs from the same Triton and
+seeds a campaign between them."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 from django.conf import settings
+from django.core.asgi import get_asgi_application
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed, demo_seed_real_models
+from battles.generation_worker import generation_worker
 from serving.triton.server import TritonEnvironment, TritonEnvironmentError, TritonServer
 
 
@@ -37,9 +41,8 @@ def demo_debug_off() -> None:
     The settings were loaded by ``arena.settings.local`` with DEBUG on, which is what the demo wants
     otherwise: the development SECRET_KEY and cookies that work over plain http on loopback. DEBUG is
     read per request (error pages) and when the server builds its handler, so turning it off before
-    ``runserver`` starts is enough. ``runserver`` serves static files only under DEBUG; WhiteNoise
-    (already in the middleware) serves them instead, straight from the static folders, so the demo needs
-    no ``collectstatic``."""
+    the server starts is enough. WhiteNoise (already in the middleware) serves the static files,
+    straight from the static folders, so the demo needs no ``collectstatic``."""
     settings.DEBUG = False
     settings.WHITENOISE_USE_FINDERS = True
 
@@ -108,4 +111,15 @@ class Command(BaseCommand):
                     "Stop with Ctrl-C.\n"
                 )
             )
-            call_command("runserver", f"{options['addr']}:{options['port']}", use_reloader=False)
+            # ASGI (the battle page's server-sent events stream from an async view), and a real Celery
+            # worker for live battles in this process: without Redis other tasks run eagerly, but a
+            # live battle must not be generated inside the rater's request (battles/generation_worker.py).
+            with generation_worker():
+                uvicorn.run(
+                    get_asgi_application(),
+                    host=options["addr"],
+                    port=options["port"],
+                    lifespan="off",
+                    log_level="info",
+                    timeout_graceful_shutdown=2,
+                )
