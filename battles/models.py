@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from raters.models import Organization, RaterPool
 from raters.tenancy import TenantManager
@@ -41,6 +42,12 @@ class Campaign(models.Model):
     system_prompt = models.TextField(blank=True)
 
     allow_rater_prompts = models.BooleanField(default=False, help_text="Raters may type their own prompts.")
+    max_turns = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(10)],
+        help_text="Turns in one battle: 1 is a single prompt; more lets the rater continue the conversation "
+        "(each turn goes to both models, each with its own history) before the one vote.",
+    )
     min_decision_ms = models.PositiveIntegerField(
         default=1500, help_text="Votes decided faster than this are excluded from rankings."
     )
@@ -243,6 +250,9 @@ class Battle(models.Model):
     session_key = models.CharField(max_length=64, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     ready_at = models.DateTimeField(null=True, blank=True)
+    # When the answers now being generated were asked for: the battle's creation, or the rater's latest
+    # turn (what "stale" counts from).
+    requested_at = models.DateTimeField(default=timezone.now)
     generation_started_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True, help_text="When a rater got it (from the buffer or not).")
     # Generated for its rater while they watch (typed prompts, later turns): streamed to the page at one
@@ -283,9 +293,36 @@ class GenerationManager(TenantManager["Generation"]):
     tenant_path = "battle__organization"
 
 
+class TurnManager(TenantManager["Turn"]):
+    tenant_path = "battle__organization"
+
+
+class Turn(models.Model):
+    """A message the rater added to a multi-turn battle (turn 1, 2, ...; turn 0 is the battle's prompt).
+    Both models answer it, each after its own earlier answers."""
+
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="turns")
+    index = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
+    text = models.TextField()
+    text_hash = models.CharField(max_length=64, help_text="sha256 of the normalised text")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TurnManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["battle", "index"], name="turn_unique_index")]
+        ordering = ["battle", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.battle_id} turn {self.index}"
+
+
 class Generation(models.Model):
     battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="generations")
     side = models.CharField(max_length=8, choices=Side.choices)
+    turn = models.PositiveSmallIntegerField(
+        default=0, help_text="0: the answer to the prompt; n: to the rater's turn n."
+    )
     competitor = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="generations")
     text = models.TextField(blank=True)
     output_tokens = models.PositiveIntegerField(default=0)
@@ -302,7 +339,10 @@ class Generation(models.Model):
     objects = GenerationManager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["battle", "side"], name="generation_one_per_side")]
+        constraints = [
+            models.UniqueConstraint(fields=["battle", "side", "turn"], name="generation_one_per_side_and_turn")
+        ]
+        ordering = ["battle", "turn", "side"]
 
     def __str__(self) -> str:
         return f"{self.battle_id} {self.side}"
@@ -366,6 +406,11 @@ class Vote(models.Model):
     right_style = models.JSONField()
     prompt_asks_identity = models.BooleanField()
     answer_names_model = models.BooleanField()
+    # A multi-turn battle: every turn, the first included, as {"index", "prompt_hash", "asks_identity",
+    # "left": {"tokens", "finish_reason", "latency_s", "ttft_s", "names_model"}, "right": {...}}; the
+    # *_tokens, *_latency_s and *_style fields above then sum all turns and the two flags cover every
+    # turn. Null for a one-turn battle. (Nullable without a default, so adding it never rewrites the log.)
+    turns = models.JSONField(null=True, blank=True)
 
     objects = VoteManager()
 

@@ -31,10 +31,11 @@ from raters.tenancy import scopes_disabled
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
 from serving.models import ModelEndpoint
 from serving.triton.client import GenerationResult, SamplingParams, StreamEvent, generate_pair, stream_pair
+from serving.triton.client import Prompt as ClientPrompt
 
 from . import hooks, selectors
 from .live import LivePublisher
-from .models import Battle, Campaign, Choice, Competitor, Generation, Prompt, Side, Vote
+from .models import Battle, Campaign, Choice, Competitor, Generation, Prompt, Side, Turn, Vote
 from .prompting import prompt_classify, prompt_hash, prompt_validate
 
 # The refusals of this app, as domain errors (raters.errors): the edges map them to pages and statuses.
@@ -459,7 +460,7 @@ def _pending_or_none(*, campaign: Campaign, user: User) -> Battle | None:
     pending = selectors.battle_pending_for_rater(campaign=campaign, user=user)
     if pending is None or pending.status == Battle.Status.READY:
         return pending
-    if (timezone.now() - pending.created_at).total_seconds() > STALE_GENERATION_S:
+    if (timezone.now() - pending.requested_at).total_seconds() > STALE_GENERATION_S:
         Battle.objects.filter(pk=pending.pk, status=Battle.Status.GENERATING).update(
             status=Battle.Status.VOID, void_reason="The answers were never completed."
         )
@@ -499,15 +500,103 @@ def battle_generate(*, battle: Battle) -> Battle:
     """Fan the prompt out to both sides at once with the battle's one parameter set, then release both
     answers together, or void the battle if either side failed."""
     params = SamplingParams(**battle.params)
+    turn, left_input, right_input = battle_turn_inputs(battle)
     try:
-        left_result, right_result = generate_pair(
-            battle.left.endpoint.spec(), battle.right.endpoint.spec(), battle.prompt.text, params
-        )
+        if turn == 0:
+            left_result, right_result = generate_pair(
+                battle.left.endpoint.spec(), battle.right.endpoint.spec(), battle.prompt.text, params
+            )
+        else:  # each side continues its own conversation: two inputs, so the pair call that takes two
+            left_result, right_result = stream_pair(
+                battle.left.endpoint.spec(), battle.right.endpoint.spec(), left_input, right_input, params, _ignore
+            )
     except Exception as exc:  # never leave a battle "generating": void it and say why to managers
         logger.exception("generation of battle %s failed", battle.pk)
         failed = GenerationResult("", 0, "error", 0.0, f"generation failed: {type(exc).__name__}: {exc}", "error")
         left_result = right_result = failed
-    return battle_generations_record(battle=battle, left=left_result, right=right_result)
+    return battle_generations_record(battle=battle, left=left_result, right=right_result, turn=turn)
+
+
+def _ignore(event: StreamEvent) -> None:
+    pass
+
+
+def battle_turn_inputs(battle: Battle) -> tuple[int, ClientPrompt, ClientPrompt]:
+    """The turn to generate now and each side's input: for the first turn the prompt; for a later turn
+    the side's own conversation (the prompt, that side's answers, the rater's turns), so each model
+    continues what it said itself."""
+    turns = list(battle.turns.order_by("index"))
+    if not turns:
+        return 0, battle.prompt.text, battle.prompt.text
+    answers = {(g.turn, g.side): g.text for g in battle.generations.all()}
+
+    def conversation(side: str) -> list[dict[str, str]]:
+        messages = [{"role": "user", "content": battle.prompt.text}]
+        for turn in turns:
+            messages.append({"role": "assistant", "content": answers.get((turn.index - 1, side), "")})
+            messages.append({"role": "user", "content": turn.text})
+        return messages
+
+    return len(turns), conversation(Side.LEFT), conversation(Side.RIGHT)
+
+
+def battle_live_key(battle: Battle, turn: int) -> str:
+    """The live channel of a battle's turn (the first turn's is the battle's id)."""
+    return str(battle.pk) if turn == 0 else f"{battle.pk}.{turn}"
+
+
+class ContinueRefused(Conflict):
+    pass
+
+
+@transaction.atomic
+def battle_continue(*, battle_id: Any, user: User, text: str) -> Battle:
+    """The rater's next turn in a multi-turn battle: the message goes to both models, each with its own
+    history; the battle is generating again (no vote meanwhile) and its answers are shown together, as
+    the first turn's were. One vote at the end, never a regenerated answer."""
+    battle = selectors.battle_for_rater(user=user, battle_id=battle_id)
+    if battle is None:
+        raise NotAllowed("No such battle.")
+    campaign = battle.campaign
+    if battle.status == Battle.Status.VOTED:
+        raise ContinueRefused("This battle has been voted on; start the next one.")
+    if battle.status != Battle.Status.READY or battle.shown_at is None:
+        raise ContinueRefused("Wait until both answers are complete before you continue.")
+    if campaign.status != Campaign.Status.OPEN:
+        raise ContinueRefused("This campaign is closed; no more turns or votes are taken.")
+    if selectors.pool_for_rater(campaign=campaign, user=user) is None:
+        raise ContinueRefused("You are no longer in a rater pool of this campaign.")
+    index = battle.turns.count() + 1
+    if index >= campaign.max_turns:
+        raise ContinueRefused(
+            f"This battle has had the {campaign.max_turns} turns the campaign allows: vote now."
+            if campaign.max_turns > 1
+            else "This campaign has one turn per battle: vote now."
+        )
+    try:
+        clean = prompt_validate(text)
+    except ValueError as exc:
+        raise Invalid(str(exc), field_errors={"text": str(exc)}) from None
+    live = bool(settings.ARENA_LIVE_STREAMING)
+    now = timezone.now()
+    # A second tab sending its own turn at the same moment: one flips READY, the other is refused.
+    won = Battle.objects.filter(pk=battle.pk, status=Battle.Status.READY, shown_at__isnull=False).update(
+        status=Battle.Status.GENERATING,
+        shown_at=None,
+        ready_at=None,
+        generation_started_at=None,
+        requested_at=now,
+        live=live,
+    )
+    if not won:
+        raise ContinueRefused("This battle changed in another tab; reload it.")
+    Turn.objects.create(battle=battle, index=index, text=clean, text_hash=prompt_hash(clean))
+    battle.refresh_from_db()
+    if live:
+        battle_start_live(battle=battle)
+    else:
+        _generation_queue(battle)
+    return battle
 
 
 def battle_generate_queued(*, battle_id: str) -> Battle | None:
@@ -666,7 +755,7 @@ def buffer_maintain(*, campaign_id: int) -> int:
     voided += Battle.objects.filter(
         campaign=campaign,
         status=Battle.Status.GENERATING,
-        created_at__lt=now - timedelta(seconds=STALE_GENERATION_S),
+        requested_at__lt=now - timedelta(seconds=STALE_GENERATION_S),
     ).update(status=Battle.Status.VOID, void_reason="The answers were never completed.")
     if campaign.status == Campaign.Status.OPEN:
         buffer_fill(campaign_id=campaign.pk)
@@ -689,13 +778,16 @@ def _void_message(left: GenerationResult, right: GenerationResult) -> str:
 
 
 @transaction.atomic
-def battle_generations_record(*, battle: Battle, left: GenerationResult, right: GenerationResult) -> Battle:
+def battle_generations_record(
+    *, battle: Battle, left: GenerationResult, right: GenerationResult, turn: int = 0
+) -> Battle:
     for side, competitor, result in ((Side.LEFT, battle.left, left), (Side.RIGHT, battle.right, right)):
         timing = _streamed_timing(result)
         Generation.objects.create(
             **timing,
             battle=battle,
             side=side,
+            turn=turn,
             competitor=competitor,
             text=result.text,
             output_tokens=result.output_tokens,
@@ -765,7 +857,8 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
     if not started or battle is None:
         return battle
     battle_pk = battle.pk
-    publisher = LivePublisher(str(battle_pk))
+    turn, left_input, right_input = battle_turn_inputs(battle)
+    publisher = LivePublisher(battle_live_key(battle, turn))
 
     def on_event(event: StreamEvent) -> None:
         try:
@@ -779,8 +872,8 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
             left_result, right_result = stream_pair(
                 battle.left.endpoint.spec(),
                 battle.right.endpoint.spec(),
-                battle.prompt.text,
-                battle.prompt.text,
+                left_input,
+                right_input,
                 params,
                 on_event,
             )
@@ -799,7 +892,7 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
                 _streamed_timing(result)["tokens_per_s"],
                 f", failed: {result.error}" if not result.ok else "",
             )
-        battle = battle_generations_record(battle=battle, left=left_result, right=right_result)
+        battle = battle_generations_record(battle=battle, left=left_result, right=right_result, turn=turn)
         try:
             publisher.end("ready" if battle.status == Battle.Status.READY else "void")
         except Exception:
@@ -814,6 +907,59 @@ def battle_streams(battle: Battle) -> bool:
     full. Also once it is recorded: a reload must not show the answers earlier than the paced stream
     would (the longer answer's tail, paced at the slower model's rate, would tell who was faster)."""
     return battle.live and battle.shown_at is None and battle.status in (Battle.Status.GENERATING, Battle.Status.READY)
+
+
+def _style_sum(styles: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {}
+    for style in styles:
+        for key, value in style.items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def _conversation_log(battle: Battle) -> dict[str, Any]:
+    """What the vote log records of the battle's answers: per side the tokens and latency summed over
+    every turn, the last turn's finish reason, the style counts of the whole conversation, the identity
+    flags of every turn, and, for a multi-turn battle, each turn on its own (``Vote.turns``)."""
+    generations: dict[int, dict[str, Generation]] = {}
+    for generation in battle.generations.all():
+        generations.setdefault(generation.turn, {})[generation.side] = generation
+    texts = [battle.prompt.text, *(turn.text for turn in battle.turns.order_by("index"))]
+    turns: list[dict[str, Any]] = []
+    for index in sorted(generations):
+        pair = generations[index]
+        turns.append(
+            {
+                "index": index,
+                "prompt_hash": battle.prompt.text_hash if index == 0 else prompt_hash(texts[index]),
+                "asks_identity": prompt_asks_identity(texts[index]),
+                **{
+                    side: {
+                        "tokens": generation.output_tokens,
+                        "finish_reason": generation.finish_reason,
+                        "latency_s": generation.latency_s,
+                        "ttft_s": generation.ttft_s,
+                        "names_model": bool(generation.model_mentions),
+                    }
+                    for side, generation in ((str(Side.LEFT), pair[Side.LEFT]), (str(Side.RIGHT), pair[Side.RIGHT]))
+                },
+            }
+        )
+    last = generations[max(generations)]
+    every = [generations[index] for index in sorted(generations)]
+    return {
+        "left_tokens": sum(pair[Side.LEFT].output_tokens for pair in every),
+        "left_finish_reason": last[Side.LEFT].finish_reason,
+        "left_latency_s": sum(pair[Side.LEFT].latency_s for pair in every),
+        "right_tokens": sum(pair[Side.RIGHT].output_tokens for pair in every),
+        "right_finish_reason": last[Side.RIGHT].finish_reason,
+        "right_latency_s": sum(pair[Side.RIGHT].latency_s for pair in every),
+        "left_style": _style_sum(pair[Side.LEFT].style for pair in every),
+        "right_style": _style_sum(pair[Side.RIGHT].style for pair in every),
+        "prompt_asks_identity": any(turn["asks_identity"] for turn in turns),
+        "answer_names_model": any(turn[side]["names_model"] for turn in turns for side in ("left", "right")),
+        "turns": turns if len(turns) > 1 else None,
+    }
 
 
 def battle_mark_shown(*, battle: Battle) -> Battle:
@@ -851,8 +997,7 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
     )
     if not claimed:
         raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
-    generations = {g.side: g for g in battle.generations.all()}
-    left, right = generations[Side.LEFT], generations[Side.RIGHT]
+    log = _conversation_log(battle)
     decision_ms = max(0, int((now - battle.shown_at).total_seconds() * 1000))
     try:
         with transaction.atomic():
@@ -872,21 +1017,12 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
                 right=battle.right,
                 left_model=battle.left.endpoint.name,
                 left_version=battle.left.version_label,
-                left_tokens=left.output_tokens,
-                left_finish_reason=left.finish_reason,
-                left_latency_s=left.latency_s,
                 right_model=battle.right.endpoint.name,
                 right_version=battle.right.version_label,
-                right_tokens=right.output_tokens,
-                right_finish_reason=right.finish_reason,
-                right_latency_s=right.latency_s,
                 params=battle.params,
                 choice=choice,
                 decision_ms=decision_ms,
-                left_style=left.style,
-                right_style=right.style,
-                prompt_asks_identity=prompt_asks_identity(battle.prompt.text),
-                answer_names_model=bool(left.model_mentions or right.model_mentions),
+                **log,
             )
     except IntegrityError:
         raise VoteRejected("This battle has already been voted on. Your first vote stands.") from None

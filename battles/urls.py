@@ -11,5 +11,6 @@ urlpatterns = [
     path("b/<uuid:battle_id>/", views.battle_detail, name="battle"),
     path("b/<uuid:battle_id>/vote/", views.battle_vote, name="vote"),
     path("b/<uuid:battle_id>/state/", views.battle_state, name="state"),
+    path("b/<uuid:battle_id>/continue/", views.battle_continue, name="continue"),
     path("b/<uuid:battle_id>/stream", views.battle_stream, name="stream"),
 ]

@@ -22,7 +22,7 @@ from raters.selectors import user_manages_anything
 
 from . import selectors, services
 from .live import Complete, Heartbeat, Paced, Void, live_channel, live_frames
-from .models import Battle, Choice, Side
+from .models import Battle, Campaign, Choice, Generation, Side
 from .prompting import PROMPT_MAX_CHARS
 from .rendering import markdown_to_safe_html
 
@@ -155,27 +155,46 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
 
 
 def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[str, object]:
-    generations = {g.side: g for g in battle.generations.all()}
+    turns = list(battle.turns.order_by("index"))
+    current = len(turns)  # the turn shown in the panes (being generated, or the latest answered)
+    by_turn: dict[int, dict[str, Generation]] = {}
+    for generation in battle.generations.all():
+        by_turn.setdefault(generation.turn, {})[generation.side] = generation
+    generations = by_turn.get(current, {})
     revealed = battle.status == Battle.Status.VOTED
     streaming = services.battle_streams(battle)  # the panes fill from the stream, at its pace
+    # Earlier turns of a multi-turn battle: what the rater asked and both answers, as they were shown.
+    messages = [battle.prompt.text, *(turn.text for turn in turns)]
+    history = [
+        {
+            "number": index + 1,
+            "prompt_html": markdown_to_safe_html(messages[index]),
+            "panes": [
+                {"label": label, "html": markdown_to_safe_html(by_turn.get(index, {}).get(side, Generation()).text)}
+                for side, label in ((Side.LEFT, "A"), (Side.RIGHT, "B"))
+            ],
+        }
+        for index in range(current)
+    ]
     panes = []
     for side, label in ((Side.LEFT, "A"), (Side.RIGHT, "B")):
-        generation = generations.get(side)
+        shown = generations.get(side)
         pane: dict[str, object] = {
             "label": label,
-            "html": markdown_to_safe_html(generation.text)
-            if generation and battle.status != Battle.Status.VOID and not streaming
+            "html": markdown_to_safe_html(shown.text)
+            if shown and battle.status != Battle.Status.VOID and not streaming
             else "",
         }
-        if revealed and generation is not None:
+        if revealed and shown is not None:
             competitor = battle.left if side == Side.LEFT else battle.right
+            every = [by_turn[t][side] for t in sorted(by_turn) if side in by_turn[t]]
             pane.update(
                 {
                     "model": competitor.endpoint.name,
                     "version": competitor.version_label,
-                    "latency_s": generation.latency_s,
-                    "tokens": generation.output_tokens,
-                    "finish_reason": generation.finish_reason,
+                    "latency_s": sum(g.latency_s for g in every),
+                    "tokens": sum(g.output_tokens for g in every),
+                    "finish_reason": shown.finish_reason,
                 }
             )
         panes.append(pane)
@@ -184,7 +203,13 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         "battle": battle,
         "streaming": streaming,
         "campaign": campaign,
-        "prompt_html": markdown_to_safe_html(battle.prompt.text),
+        "prompt_html": markdown_to_safe_html(messages[current]),
+        "history": history,
+        "turn_number": current + 1,
+        "can_continue": battle.status == Battle.Status.READY
+        and not streaming
+        and campaign.status == Campaign.Status.OPEN
+        and current + 1 < campaign.max_turns,
         "panes": panes,
         "revealed": revealed,
         "vote": battle.vote if revealed else None,
@@ -240,6 +265,24 @@ def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpRespon
     return redirect("battles:battle", battle_id=battle_id)
 
 
+@require_POST
+@login_required
+@_ratelimit(key="user", rate=_vote_rate, block=True)
+def battle_continue(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
+    """The rater's next turn in a multi-turn battle (``text``): sent to both models, then the same page."""
+    try:
+        services.battle_continue(battle_id=battle_id, user=request.user, text=request.POST.get("text", ""))
+    except DomainError as exc:
+        battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+        if battle is None:
+            raise Http404("No such battle.") from None
+        context = _battle_context(request, battle)
+        context["error"] = exc.message
+        context["turn_draft"] = request.POST.get("text", "")[:PROMPT_MAX_CHARS]
+        return error_response(request, exc, "battles/battle.html", context)
+    return redirect("battles:battle", battle_id=battle_id)
+
+
 # --- Live battles: server-sent events (ASGI) ----------------------------------------------------------
 
 HEARTBEAT_S = 15.0
@@ -254,10 +297,11 @@ def _battle_fresh(battle_id: UUID) -> Battle:
 
 
 def _battle_complete(battle_id: UUID) -> dict[str, object]:
-    """Both answers were shown in full: stamp it (decision time counts from here) and render both with
-    the one sanitising renderer."""
+    """Both answers (of the current turn) were shown in full: stamp it (decision time counts from here)
+    and render both with the one sanitising renderer."""
     battle = services.battle_mark_shown(battle=Battle.objects.get(pk=battle_id))
-    generations = {g.side: g.text for g in battle.generations.all()}
+    turn = battle.turns.count()
+    generations = {g.side: g.text for g in battle.generations.filter(turn=turn)}
     return {
         "a": markdown_to_safe_html(generations.get(Side.LEFT, "")),
         "b": markdown_to_safe_html(generations.get(Side.RIGHT, "")),
@@ -277,8 +321,11 @@ async def _battle_events(battle: Battle) -> AsyncIterator[str]:
         return
     channel = live_channel()
     recorded = battle.status == Battle.Status.READY
+    turn = await sync_to_async(battle.turns.count)()
     try:
-        async for output in live_frames(str(battle.pk), channel, heartbeat_s=HEARTBEAT_S, recorded=recorded):
+        async for output in live_frames(
+            services.battle_live_key(battle, turn), channel, heartbeat_s=HEARTBEAT_S, recorded=recorded
+        ):
             if isinstance(output, Paced):
                 yield _sse("frame", {"a": output.a, "b": output.b, "reset": output.reset})
             elif isinstance(output, Complete):

@@ -52,7 +52,8 @@ def test_concurrent_next_requests_share_one_battle(vote_log_purge, acme, bob, tr
 def test_stale_generating_battle_is_voided_and_replaced(acme, bob, bob_client, triton_server):
     stuck, _ = start_battle(bob_client, acme.campaign)
     Battle.objects.filter(pk=stuck.pk).update(
-        status=Battle.Status.GENERATING, created_at=timezone.now() - timedelta(seconds=services.STALE_GENERATION_S + 1)
+        status=Battle.Status.GENERATING,
+        requested_at=timezone.now() - timedelta(seconds=services.STALE_GENERATION_S + 1),
     )
     fresh, _ = start_battle(bob_client, acme.campaign)
     assert fresh.pk != stuck.pk and fresh.status == Battle.Status.READY

@@ -254,7 +254,7 @@ def test_maintenance_voids_stale_and_lost_battles_and_refills(acme):
         status=Battle.Status.READY, created_at=now - timedelta(seconds=campaign.buffer_max_age_s + 1)
     )
     Battle.objects.filter(pk=lost.pk).update(
-        generation_started_at=now, created_at=now - timedelta(seconds=services.STALE_GENERATION_S + 1)
+        generation_started_at=now, requested_at=now - timedelta(seconds=services.STALE_GENERATION_S + 1)
     )
     assert services.buffer_maintain(campaign_id=campaign.pk) == 2
     assert Battle.objects.get(pk=old.pk).void_reason.startswith("Not claimed within")
