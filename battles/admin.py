@@ -18,7 +18,7 @@ from raters.errors import DomainError
 from serving.selectors import endpoint_health_line, endpoints_not_ready
 
 from . import selectors, services
-from .models import Battle, Campaign, Competitor, Generation, Prompt, Vote
+from .models import Battle, Campaign, Competitor, Generation, Prompt, Turn, Vote
 from .prompting import prompt_validate
 
 # django-stubs makes these classes generic; Django's own are not subscriptable at run time.
@@ -28,9 +28,10 @@ if TYPE_CHECKING:
     _PromptModelForm = forms.ModelForm[Prompt]
     _CompetitorTabularInline = admin.TabularInline[Competitor, Campaign]
     _GenerationTabularInline = admin.TabularInline[Generation, Battle]
+    _TurnTabularInline = admin.TabularInline[Turn, Battle]
 else:
     _CompetitorModelForm = _CampaignModelForm = _PromptModelForm = forms.ModelForm
-    _CompetitorTabularInline = _GenerationTabularInline = admin.TabularInline
+    _CompetitorTabularInline = _GenerationTabularInline = _TurnTabularInline = admin.TabularInline
 
 
 class CompetitorForm(_CompetitorModelForm):
@@ -115,6 +116,7 @@ class CampaignForm(_CampaignModelForm):
             "description",
             "rater_pools",
             "allow_rater_prompts",
+            "max_turns",
             "temperature",
             "top_p",
             "max_tokens",
@@ -124,6 +126,8 @@ class CampaignForm(_CampaignModelForm):
             "rater_vote_cap",
             "prompt_hash_cap",
             "min_decision_ms",
+            "buffer_size",
+            "buffer_max_age_s",
             "exclude_identity_leaks",
             "both_bad_as_tie",
             "ranking_min_votes",
@@ -152,7 +156,7 @@ class CampaignAdmin(TenantAdmin):
     filter_horizontal = ("rater_pools",)
     inlines = (CompetitorInline,)
     actions = ("open_campaigns", "close_campaigns", "recompute_leaderboards")
-    readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link")
+    readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link", "buffer_state")
     fieldsets = (
         (
             None,
@@ -169,11 +173,15 @@ class CampaignAdmin(TenantAdmin):
                 )
             },
         ),
-        ("Raters", {"fields": ("rater_pools", "allow_rater_prompts")}),
+        ("Raters", {"fields": ("rater_pools", "allow_rater_prompts", "max_turns")}),
         ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens", "system_prompt")}),
         (
             "Sampling, caps and filters",
             {"fields": ("sampling", "session_cap", "rater_vote_cap", "prompt_hash_cap", "min_decision_ms")},
+        ),
+        (
+            "Battles generated ahead (pool prompts)",
+            {"fields": ("buffer_size", "buffer_max_age_s", "buffer_state")},
         ),
         ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
         (
@@ -192,6 +200,18 @@ class CampaignAdmin(TenantAdmin):
             },
         ),
     )
+
+    @admin.display(description="Buffer now")
+    def buffer_state(self, obj: Campaign) -> str:
+        if obj.pk is None:
+            return "—"
+        counts = dict(
+            Battle.objects.filter(campaign=obj, rater__isnull=True, status__in=("generating", "ready"))
+            .values_list("status")
+            .annotate(n=models.Count("id"))
+            .values_list("status", "n")
+        )
+        return f"{counts.get('ready', 0)} ready, {counts.get('generating', 0)} being generated (of {obj.buffer_size})"
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
         queryset: models.QuerySet[Any] = (
@@ -323,7 +343,37 @@ class GenerationInline(TenantInlineMixin, _GenerationTabularInline):
     model = Generation
     extra = 0
     can_delete = False
-    fields = ("side", "competitor", "output_tokens", "finish_reason", "latency_s", "error", "style")
+    fields = (
+        "turn",
+        "side",
+        "competitor",
+        "output_tokens",
+        "finish_reason",
+        "latency_s",
+        "ttft_s",
+        "tokens_per_s",
+        "error",
+        "style",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class TurnInline(TenantInlineMixin, _TurnTabularInline):
+    """The rater's later turns of a multi-turn battle (turn 0 is the battle's prompt)."""
+
+    model = Turn
+    extra = 0
+    can_delete = False
+    fields = ("index", "text", "created_at")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -340,7 +390,7 @@ class GenerationInline(TenantInlineMixin, _GenerationTabularInline):
 class BattleAdmin(ReadOnlyTenantAdmin):
     list_display = ("id", "campaign", "rater", "left", "right", "status", "created_at")
     list_filter = ("status",)
-    inlines = (GenerationInline,)
+    inlines = (TurnInline, GenerationInline)
 
 
 @admin.register(Vote)

@@ -251,3 +251,32 @@ def test_open_refusal_is_a_message_not_a_crash(acme, alice_client):
     assert any("at least one rater pool" in m for m in messages_of(response))
     with pytest.raises(Conflict):
         services.campaign_open(campaign=acme.campaign, actor=None)
+
+
+def test_the_console_sets_turns_and_the_buffer_and_shows_what_waits(acme, alice_client):
+    Battle.objects.create(
+        organization=acme.organization,
+        campaign=acme.campaign,
+        prompt=acme.campaign.prompts.first(),
+        left=acme.left,
+        right=acme.right,
+        status=Battle.Status.READY,
+    )
+    page = alice_client.get(change_url(acme.campaign)).content.decode()
+    assert "Battles generated ahead" in page and "1 ready, 0 being generated (of 0)" in page
+    data = campaign_form_data(acme.campaign, max_turns=3, buffer_size=8, buffer_max_age_s=600)
+    response = alice_client.post(change_url(acme.campaign), data)
+    assert response.status_code == 302, form_errors(response)
+    acme.campaign.refresh_from_db()
+    assert (acme.campaign.max_turns, acme.campaign.buffer_size, acme.campaign.buffer_max_age_s) == (3, 8, 600)
+    refused = alice_client.post(change_url(acme.campaign), campaign_form_data(acme.campaign, max_turns=11))
+    assert refused.status_code == 200 and "max_turns" in form_errors(refused)
+
+
+def test_a_battles_turns_are_in_the_console(acme, bob, alice_client):
+    from battles.models import Turn
+
+    battle = _battle(acme, bob)
+    Turn.objects.create(battle=battle, index=1, text="And in French?", text_hash="x")
+    page = alice_client.get(reverse("admin:battles_battle_change", args=[battle.pk])).content.decode()
+    assert "And in French?" in page
