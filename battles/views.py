@@ -206,8 +206,8 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         "prompt_html": markdown_to_safe_html(messages[current]),
         "history": history,
         "turn_number": current + 1,
-        "can_continue": battle.status == Battle.Status.READY
-        and not streaming
+        # Offered while the turn streams too, disabled until both answers are complete (stream.js).
+        "can_continue": (battle.status == Battle.Status.READY or streaming)
         and campaign.status == Campaign.Status.OPEN
         and current + 1 < campaign.max_turns,
         "panes": panes,

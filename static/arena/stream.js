@@ -22,7 +22,9 @@
     panes[1].innerHTML = data.b;
     root.classList.remove("streaming");
     root.setAttribute("data-status", "ready");
-    document.querySelectorAll("#vote-form button").forEach(function (b) { b.disabled = false; });
+    document.querySelectorAll("#vote-form button, #continue-form textarea, #continue-form button").forEach(
+      function (b) { b.disabled = false; }
+    );
     if (status) status.textContent = "Both answers are complete. Which is better?";
   });
   source.addEventListener("void", function () {

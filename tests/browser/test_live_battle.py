@@ -181,3 +181,43 @@ def test_the_page_shows_both_answers_at_one_pace_in_plain_text_then_rendered(
     expect(page.locator("#pane-A .md b")).to_have_count(0)
     battle.refresh_from_db()
     assert battle.shown_at is not None
+
+
+@pytest.mark.triton
+def test_a_second_turn_streams_under_the_first_and_the_one_vote_comes_at_the_end(
+    vote_log_purge: None,
+    asgi_live_server: AsgiServer,
+    acme: Tenant,
+    bob: AbstractUser,
+    browser_context: BrowserContext,
+    triton_server: Any,
+) -> None:
+    from battles.models import Campaign, Turn, Vote
+
+    Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True, max_turns=2, min_decision_ms=0)
+    _use_models(acme, triton_server.grpc_url, "delay-fast", "delay-lazy")
+    page = browser_context.new_page()
+    base = asgi_live_server.url
+    log_in(page, base, email=bob.email)
+    page.goto(base + reverse("battles:campaign", args=[acme.campaign.pk]))
+    page.get_by_label("Your prompt").fill("Name three sorting algorithms.")
+    page.get_by_role("button", name="Generate two answers").click()
+    page.wait_for_url(BATTLE_URL)
+    expect(page.get_by_role("button", name=re.compile("A is better"))).to_be_enabled(timeout=30_000)
+
+    # The second turn: the box under the vote buttons; both models answer, the vote is closed meanwhile.
+    page.get_by_label(re.compile("continue the conversation")).fill("Which one is stable?")
+    page.get_by_role("button", name="Send to both").click()
+    page.wait_for_url(BATTLE_URL)
+    expect(page.get_by_role("heading", name="Your turn 2")).to_be_visible()
+    expect(page.locator(".turn.past .pane")).to_have_count(2)  # the first turn's answers stay above
+    expect(page.get_by_role("button", name=re.compile("A is better"))).to_be_disabled()
+    expect(page.locator("#pane-A .md")).not_to_have_text("", timeout=30_000)
+    expect(page.get_by_role("button", name=re.compile("A is better"))).to_be_enabled(timeout=30_000)
+    expect(page.locator("#continue-form")).to_have_count(0)  # two turns of two
+    assert Turn.objects.get().text == "Which one is stable?"
+
+    page.keyboard.press("2")
+    expect(page.locator("#result")).to_contain_text("You voted")
+    vote = Vote.objects.get()
+    assert vote.choice == "right" and vote.turns is not None and len(vote.turns) == 2
