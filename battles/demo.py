@@ -104,6 +104,7 @@ def _demo_seed_organization(
             "judge which answer is more relevant, readable and useful.",
             "status": Campaign.Status.OPEN,
             "allow_rater_prompts": True,
+            "max_turns": 3,  # the rater may continue the conversation twice before the vote
             "max_tokens": 120,
             "temperature": 0.8,
             "top_p": 0.95,
@@ -170,6 +171,7 @@ def demo_seed_real_models(*, triton_grpc_url: str) -> DemoWorld:
                 "relevant, readable and useful.",
                 "status": Campaign.Status.OPEN,
                 "allow_rater_prompts": True,
+                "max_turns": 3,
                 "max_tokens": 120,
                 "temperature": 0.8,
                 "top_p": 0.95,
