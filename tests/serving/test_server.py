@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -53,6 +54,19 @@ def test_session_server_is_ready_on_loopback(triton_server):
         assert response.status == 200
 
 
+def _metrics(url: str) -> bytes:
+    # Triton opens its metrics port shortly after it reports ready: a refused connection is retried a while.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return bytes(response.read())
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_start_stop_releases_processes_workspace_and_shared_memory(tmp_path):
     repository = tmp_path / "repo"
     for model in ("delay-fast", "sleepy"):
@@ -67,8 +81,7 @@ def test_start_stop_releases_processes_workspace_and_shared_memory(tmp_path):
         assert pid is not None and workspace is not None and workspace.is_dir()
         assert _ready(server.http_url) == 200
         assert server.metrics_url == f"http://127.0.0.1:{metrics_port}/metrics"
-        with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
-            assert b"nv_inference_request_success" in response.read()
+        assert b"nv_inference_request_success" in _metrics(server.metrics_url)
         # Leave requests in flight (one executing, one queued): Triton's exit timeout expires and
         # it exits without them, orphaning the sleepy model's stub unless stop() ends it.
         params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=4)
