@@ -205,13 +205,8 @@ class CampaignAdmin(TenantAdmin):
     def buffer_state(self, obj: Campaign) -> str:
         if obj.pk is None:
             return "—"
-        counts = dict(
-            Battle.objects.filter(campaign=obj, rater__isnull=True, status__in=("generating", "ready"))
-            .values_list("status")
-            .annotate(n=models.Count("id"))
-            .values_list("status", "n")
-        )
-        return f"{counts.get('ready', 0)} ready, {counts.get('generating', 0)} being generated (of {obj.buffer_size})"
+        counts = selectors.buffer_counts(campaign=obj)
+        return f"{counts['ready']} ready, {counts['generating']} being generated (of {obj.buffer_size})"
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Any]:
         queryset: models.QuerySet[Any] = (

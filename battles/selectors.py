@@ -262,6 +262,19 @@ def buffer_prompt_pick(*, campaign: Campaign, exclude: set[int], rng: random.Ran
 BUFFER_PROMPT_CHOICES = 16
 
 
+def buffer_counts(*, campaign: Campaign) -> dict[str, int]:
+    """What waits in the campaign's buffer: unassigned battles ready and being generated."""
+    counts = dict(
+        Battle.objects.filter(
+            campaign=campaign, rater__isnull=True, status__in=(Battle.Status.GENERATING, Battle.Status.READY)
+        )
+        .values_list("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    )
+    return {"ready": counts.get(Battle.Status.READY, 0), "generating": counts.get(Battle.Status.GENERATING, 0)}
+
+
 def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
     """The competitors new battles may use: active ones whose endpoint the health check has not found
     down (never checked counts as available). The one rule for everything that picks competitors for
