@@ -44,7 +44,7 @@ output [
   {{ name: "output_tokens" data_type: TYPE_INT32 dims: [ 1 ] }},
   {{ name: "finish_reason" data_type: TYPE_STRING dims: [ 1 ] }}
 ]
-instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+instance_group [ {{ count: {instances} kind: KIND_CPU }} ]
 parameters {{ key: "delay_ms" value: {{ string_value: "{delay_ms}" }} }}
 """
 
@@ -79,7 +79,7 @@ class TritonPythonModel:
 def write_repository(root: Path, delays_ms: dict[str, int]) -> Path:
     for name, delay_ms in delays_ms.items():
         (root / name / "1").mkdir(parents=True)
-        (root / name / "config.pbtxt").write_text(CONFIG.format(delay_ms=delay_ms))
+        (root / name / "config.pbtxt").write_text(CONFIG.format(delay_ms=delay_ms, instances=1))
         (root / name / "1" / "model.py").write_text(MODEL)
     return root
 

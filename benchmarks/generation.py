@@ -27,26 +27,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CONFIG = """\
-backend: "python"
-max_batch_size: 0
-input [
-  {{ name: "text_input" data_type: TYPE_STRING dims: [ 1 ] }},
-  {{ name: "system_prompt" data_type: TYPE_STRING dims: [ 1 ] optional: true }},
-  {{ name: "max_tokens" data_type: TYPE_INT32 dims: [ 1 ] optional: true }},
-  {{ name: "temperature" data_type: TYPE_FP32 dims: [ 1 ] optional: true }},
-  {{ name: "top_p" data_type: TYPE_FP32 dims: [ 1 ] optional: true }},
-  {{ name: "seed" data_type: TYPE_UINT64 dims: [ 1 ] optional: true }}
-]
-output [
-  {{ name: "text_output" data_type: TYPE_STRING dims: [ 1 ] }},
-  {{ name: "output_tokens" data_type: TYPE_INT32 dims: [ 1 ] }},
-  {{ name: "finish_reason" data_type: TYPE_STRING dims: [ 1 ] }}
-]
-instance_group [ {{ count: 4 kind: KIND_CPU }} ]
-parameters {{ key: "delay_ms" value: {{ string_value: "{delay_ms}" }} }}
-"""
-
 
 def setup_django(url: str, redis_url: str) -> None:
     import psycopg
@@ -127,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     from battles.models import Battle, Campaign, Competitor, Prompt
     from battles.prompting import prompt_hash
     from battles.tasks import battle_generate_task
+    from benchmarks.fanout import CONFIG
     from benchmarks.fanout import MODEL as DELAY_MODEL
     from raters.models import Organization
     from raters.tenancy import scopes_disabled
@@ -138,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         for name, delay in (("bench-fast", args.fast_ms), ("bench-slow", args.slow_ms)):
             (root / name / "1").mkdir(parents=True)
-            (root / name / "config.pbtxt").write_text(CONFIG.format(delay_ms=delay))
+            (root / name / "config.pbtxt").write_text(CONFIG.format(delay_ms=delay, instances=4))
             (root / name / "1" / "model.py").write_text(DELAY_MODEL)
         with TritonServer([root]) as server, scopes_disabled():
             organization, _ = Organization.objects.get_or_create(slug="bench-gen", defaults={"name": "Generation"})
