@@ -156,6 +156,10 @@ class AuditAction(models.TextChoices):
     PROMPT_CREATED = "prompt.created", "Prompt created"
     PROMPT_CHANGED = "prompt.changed", "Prompt changed"
     PROMPT_DELETED = "prompt.deleted", "Prompt deleted"
+    EXPERIMENT_CREATED = "experiment.created", "Experiment created"
+    EXPERIMENT_CHANGED = "experiment.changed", "Experiment changed"
+    EXPERIMENT_DELETED = "experiment.deleted", "Experiment deleted"
+    SHADOW_BATTLES_IMPORTED = "shadow_battles.imported", "Shadow battles imported"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:
