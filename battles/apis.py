@@ -23,6 +23,7 @@ CSV_COLUMNS = (
     "vote_id",
     "timestamp",
     "campaign_id",
+    "source",
     "rater_id",
     "pool_id",
     "prompt_id",

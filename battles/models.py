@@ -168,6 +168,8 @@ class Competitor(models.Model):
     external_model = models.CharField(
         max_length=120,
         blank=True,
+        default="",
+        db_default="",
         help_text="A model without an endpoint (answers arrive as shadow battles): its public name. "
         "Exactly one of endpoint and external model is set.",
     )
@@ -307,11 +309,14 @@ class Battle(models.Model):
     live = models.BooleanField(default=False)
     shown_at = models.DateTimeField(null=True, blank=True)
     voted_at = models.DateTimeField(null=True, blank=True)
-    source = models.CharField(max_length=12, choices=BattleSource.choices, default=BattleSource.GENERATED)
+    # Database defaults too: rows written by raw SQL (bulk loads, COPY) need not name the new columns.
+    source = models.CharField(
+        max_length=12, choices=BattleSource.choices, default=BattleSource.GENERATED, db_default=BattleSource.GENERATED
+    )
     # A shadow battle's idempotency key (unique per campaign) and the sha256 of the request it came
     # with: a retry with the same body gets this battle back, one with another body a conflict.
-    idempotency_key = models.CharField(max_length=200, blank=True)
-    request_digest = models.CharField(max_length=64, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True, default="", db_default="")
+    request_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
     experiment = models.ForeignKey(
         "Experiment",
         on_delete=models.PROTECT,
@@ -476,7 +481,10 @@ class Vote(models.Model):
     # *_tokens, *_latency_s and *_style fields above then sum all turns and the two flags cover every
     # turn. Null for a one-turn battle. (Nullable without a default, so adding it never rewrites the log.)
     turns = models.JSONField(null=True, blank=True)
-    source = models.CharField(max_length=12, choices=BattleSource.choices, default=BattleSource.GENERATED)
+    # Database defaults too: rows written by raw SQL (bulk loads, COPY) need not name the new columns.
+    source = models.CharField(
+        max_length=12, choices=BattleSource.choices, default=BattleSource.GENERATED, db_default=BattleSource.GENERATED
+    )
 
     objects = VoteManager()
 

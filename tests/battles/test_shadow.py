@@ -114,7 +114,7 @@ def test_the_same_key_with_another_body_is_a_conflict_and_changes_nothing(acme):
     battles = Battle.objects.count()
     with pytest.raises(IdempotencyConflict) as exc:
         _import(acme, item("fresh", prompt="Another question?"), item(prompt="A different prompt?"))
-    assert exc.value.field_errors == {"battles[1].idempotency_key": ["Already used with a different request body."]}
+    assert exc.value.field_errors == {"battles.1.idempotency_key": ["Already used with a different request body."]}
     assert Battle.objects.count() == battles  # the fresh item of the call was not written either
     assert Battle.objects.get(pk=first.battle_id).prompt.text == "How do I plan a small garden?"
 
@@ -128,13 +128,13 @@ def test_a_batch_is_all_or_nothing_and_names_every_bad_item_and_field(acme):
         _import(acme, item("ok"), item("bad", answers=bad_answers), item("bad2", category="poetry", prompt=" "))
     fields = exc.value.field_errors
     assert set(fields) == {
-        "battles[1].answers[0].text",
-        "battles[1].answers[0].output_tokens",
-        "battles[1].answers[1].model",
-        "battles[1].answers[1].finish_reason",
-        "battles[1].answers[1].latency_s",
-        "battles[2].category",
-        "battles[2].prompt",
+        "battles.1.answers.0.text",
+        "battles.1.answers.0.output_tokens",
+        "battles.1.answers.1.model",
+        "battles.1.answers.1.finish_reason",
+        "battles.1.answers.1.latency_s",
+        "battles.2.category",
+        "battles.2.prompt",
     }
     assert not Battle.objects.filter(campaign=acme.campaign).exists()
     assert not Competitor.objects.filter(campaign=acme.campaign, endpoint__isnull=True).exists()
@@ -144,10 +144,10 @@ def test_two_answers_of_one_model_and_a_repeated_key_are_refused(acme):
     same = ShadowAnswer(model="m", version="1", text="a", output_tokens=1, finish_reason="stop", latency_s=1.0)
     with pytest.raises(Invalid) as exc:
         _import(acme, item(answers=(same, same)))
-    assert "battles[0].answers" in exc.value.field_errors
+    assert "battles.0.answers" in exc.value.field_errors
     with pytest.raises(Invalid) as exc:
         _import(acme, item("k"), item("k", prompt="Other?"))
-    assert "battles[1].idempotency_key" in exc.value.field_errors
+    assert "battles.1.idempotency_key" in exc.value.field_errors
 
 
 def test_a_closed_campaign_takes_no_shadow_battles_and_a_withdrawn_competitor_none(acme):
@@ -156,7 +156,7 @@ def test_a_closed_campaign_takes_no_shadow_battles_and_a_withdrawn_competitor_no
     services.competitor_save(competitor=_deactivate(withdrawn), actor=None, changed=["active"])
     with pytest.raises(Invalid) as exc:
         _import(acme, item("k2", prompt="Another?"))
-    assert list(exc.value.field_errors) == ["battles[0].answers[1].model"]
+    assert list(exc.value.field_errors) == ["battles.0.answers.1.model"]
     Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.CLOSED)
     acme.campaign.refresh_from_db()
     with pytest.raises(Conflict):
@@ -290,4 +290,22 @@ def test_an_experiment_maps_the_answers_variants_to_competitors(acme):
     missing = (answers[0], ShadowAnswer(variant="bare", text="x", output_tokens=1, finish_reason="stop", latency_s=1))
     with pytest.raises(Invalid) as exc:
         _import(acme, item("k2", answers=missing, experiment="prompt-v2"), item("k3", experiment="nope"))
-    assert set(exc.value.field_errors) == {"battles[0].answers[1].variant", "battles[1].experiment"}
+    assert set(exc.value.field_errors) == {"battles.0.answers.1.variant", "battles.1.experiment"}
+
+
+def test_the_csv_export_has_the_source_column(acme, bob, alice_client):
+    import csv
+    import io
+
+    from django.urls import reverse
+
+    from battles.apis import CSV_COLUMNS
+
+    _import(acme, item())
+    battle = services.battle_mark_shown(
+        battle=services.battle_assign(campaign=acme.campaign, user=bob, session_key="s").battle
+    )
+    services.vote_submit(battle_id=battle.pk, user=bob, choice="tie")
+    response = alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "csv"]))
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert "source" in CSV_COLUMNS and [row["source"] for row in rows] == ["shadow"]
