@@ -204,7 +204,7 @@ def test_maintenance_keeps_old_shadow_battles_and_a_claim_still_serves_them(acme
     generated = Battle.objects.create(
         organization=acme.organization,
         campaign=acme.campaign,
-        prompt=Prompt.objects.filter(campaign=acme.campaign, source=Prompt.Source.POOL).first(),
+        prompt=Prompt.objects.filter(campaign=acme.campaign, source=Prompt.Source.POOL)[0],
         left=acme.left,
         right=acme.right,
         status=Battle.Status.READY,
