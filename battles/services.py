@@ -15,7 +15,7 @@ import random
 import secrets
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -1137,8 +1137,17 @@ class ShadowBattleInput:
 
     def digest(self) -> str:
         """sha256 of the request, key left out: what a replay must match."""
-        body = asdict(self)
-        body.pop("idempotency_key")
+        body = {
+            "prompt": self.prompt,
+            "category": self.category,
+            "language": self.language,
+            "system_prompt": self.system_prompt,
+            "experiment": self.experiment,
+            "answers": [
+                [a.model, a.version, a.variant, a.text, a.output_tokens, a.finish_reason, a.latency_s, a.ttft_s]
+                for a in self.answers
+            ],
+        }
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -1183,7 +1192,7 @@ def _shadow_validate(campaign: Campaign, index: int, item: ShadowBattleInput, er
         errors.add(index, "answers", "Exactly two answers.")
         return clean
     for side, answer in enumerate(item.answers):
-        field = f"answers[{side}]."
+        field = f"answers.{side}."
         if not answer.text.strip():
             errors.add(index, field + "text", "An answer cannot be empty.")
         elif len(answer.text) > SHADOW_ANSWER_MAX_CHARS:
@@ -1236,14 +1245,14 @@ def _shadow_identities(
             if experiment is not None and experiment.campaign_id == campaign.pk and answer.variant:
                 variant = variants.get((experiment.key, answer.variant))
                 if variant is None:
-                    errors.add(index, f"answers[{side}].variant", f"No variant {answer.variant!r} in {experiment}.")
+                    errors.add(index, f"answers.{side}.variant", f"No variant {answer.variant!r} in {experiment}.")
                 elif variant.competitor is None:
-                    errors.add(index, f"answers[{side}].variant", f"Variant {variant} names no competitor.")
+                    errors.add(index, f"answers.{side}.variant", f"Variant {variant} names no competitor.")
                 else:
                     named = (variant.competitor.model_name, variant.competitor.version_label)
                     if answer.model and (answer.model, answer.version) != named:
                         errors.add(
-                            index, f"answers[{side}].model", f"Variant {variant} is {named[0]} {named[1]}, not this."
+                            index, f"answers.{side}.model", f"Variant {variant} is {named[0]} {named[1]}, not this."
                         )
                     identity = named
             pair.append(identity)
@@ -1302,7 +1311,7 @@ def shadow_battles_import(
     campaign: Campaign,
     items: list[ShadowBattleInput],
     actor: User | AnonymousUser | None,
-    field_prefix: Callable[[int], str] = lambda index: f"battles[{index}].",
+    field_prefix: Callable[[int], str] = lambda index: f"battles.{index}.",
 ) -> list[ShadowResult]:
     """Add ready-made battles to the campaign's buffer, all or none, one result per item in order.
 
@@ -1376,7 +1385,7 @@ def _shadow_battles_import(
         for side, identity in enumerate(identities[position]):
             competitor = competitors[identity]
             if not competitor.active:
-                errors.add(index, f"answers[{side}].model", f"{competitor} was withdrawn from this campaign.")
+                errors.add(index, f"answers.{side}.model", f"{competitor} was withdrawn from this campaign.")
     errors.raise_if_any()
 
     prompts = _shadow_prompts(campaign=campaign, items=[(texts[i], items[i]) for i in fresh])
