@@ -14,8 +14,8 @@ from django.db.models import Count, Max, Min, QuerySet, Sum
 from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
-from raters.models import Organization, RaterPool
-from raters.selectors import organizations_managed_by, organizations_viewable_by
+from raters.models import RaterPool
+from raters.selectors import organizations_managed_by, organizations_viewable_by, organizations_writable_by
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
@@ -42,6 +42,16 @@ def campaigns_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
 
 def campaign_viewable_by(*, user: User | ApiKeyPrincipal, campaign_id: int) -> Campaign | None:
     return campaigns_viewable_by(user).filter(pk=campaign_id).first()
+
+
+def campaigns_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
+    """Campaigns the principal may change through the API (import prompts, push shadow battles, publish):
+    a read-write key's organisation, or the organisations a person owns or manages."""
+    return Campaign.objects.filter(organization__in=organizations_writable_by(user))
+
+
+def campaign_writable_by(*, user: User | ApiKeyPrincipal, campaign_id: int) -> Campaign | None:
+    return campaigns_writable_by(user).filter(pk=campaign_id).first()
 
 
 def campaigns_with_results_for(user: User) -> QuerySet[Campaign]:
@@ -411,13 +421,11 @@ def experiments_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Experiment
 
 
 def experiments_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Experiment]:
-    """Experiments the principal may assign units in: a key's organisation's (the API's permission has
-    checked it is a write key), or those of the organisations a user owns or manages."""
-    if isinstance(user, ApiKeyPrincipal):
-        organizations = Organization.objects.filter(pk=user.api_key.organization_id)
-    else:
-        organizations = organizations_managed_by(user)
-    return Experiment.objects.filter(organization__in=organizations).select_related("organization", "campaign")
+    """Experiments the principal may assign units in: a read-write key's organisation's, or those of the
+    organisations a person owns or manages (``organizations_writable_by``, as for campaigns)."""
+    return Experiment.objects.filter(organization__in=organizations_writable_by(user)).select_related(
+        "organization", "campaign"
+    )
 
 
 class ExperimentAmbiguous(Exception):
