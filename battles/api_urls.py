@@ -1,4 +1,4 @@
-from django.urls import re_path
+from django.urls import path, re_path
 
 from . import apis
 
@@ -8,4 +8,19 @@ urlpatterns = [
     re_path(
         r"^campaigns/(?P<campaign_id>[0-9]+)/votes\.(?P<kind>jsonl|csv)$", apis.VoteLogExportApi.as_view(), name="votes"
     ),
+    # Shadow battles and A/B experiments
+    path("campaigns/<int:campaign_id>/shadow-battles/", apis.ShadowBattleCreateApi.as_view(), name="shadow-battles"),
+    path(
+        "campaigns/<int:campaign_id>/shadow-battles/batch/",
+        apis.ShadowBattleBatchApi.as_view(),
+        name="shadow-battles-batch",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/shadow-battles/<uuid:battle_id>/",
+        apis.ShadowBattleDetailApi.as_view(),
+        name="shadow-battle",
+    ),
+    path("experiments/", apis.ExperimentListApi.as_view(), name="experiments"),
+    path("experiments/<slug:key>/", apis.ExperimentDetailApi.as_view(), name="experiment"),
+    path("experiments/<slug:key>/assign", apis.ExperimentAssignApi.as_view(), name="experiment-assign"),
 ]

@@ -27,6 +27,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
+from raters.authentication import ApiKeyPrincipal
 from raters.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
 from raters.hooks import send_on_commit
 from raters.models import AuditAction, RaterPool
@@ -1158,6 +1159,13 @@ class ShadowResult:
     created: bool  # False: a replay of an earlier request with the same key and body
 
 
+def _audit_actor(actor: User | AnonymousUser | None) -> tuple[User | AnonymousUser | None, dict[str, str]]:
+    """A request made with an API key has no person behind it: the audit row names the key instead."""
+    if isinstance(actor, ApiKeyPrincipal):
+        return None, {"api_key": actor.api_key.prefix}
+    return actor, {}
+
+
 class _Errors:
     """Field errors of a batch, named ``<prefix><field>`` (the API's prefix says which item)."""
 
@@ -1295,13 +1303,14 @@ def _shadow_competitors(
             ignore_conflicts=True,  # a concurrent import created the same one: it is found below
         )
         found = existing()
+        person, key = _audit_actor(actor)
         for model, version in missing:
             audit_record(
                 organization=campaign.organization,
-                actor=actor,
+                actor=person,
                 action=AuditAction.COMPETITOR_ADDED,
                 obj=found[(model, version)],
-                data={"external_model": model, "version": version, "via": "shadow battle"},
+                data={"external_model": model, "version": version, "via": "shadow battle", **key},
             )
     return found
 
@@ -1437,12 +1446,13 @@ def _shadow_battles_import(
     Battle.objects.bulk_create(battles, batch_size=500)
     Generation.objects.bulk_create(generations, batch_size=1000)
     if battles:
+        person, key = _audit_actor(actor)
         audit_record(
             organization=campaign.organization,
-            actor=actor,
+            actor=person,
             action=AuditAction.SHADOW_BATTLES_IMPORTED,
             obj=campaign,
-            data={"count": len(battles), "replayed": len(items) - len(battles)},
+            data={"count": len(battles), "replayed": len(items) - len(battles), **key},
         )
     created = {items[index].idempotency_key: battle for index, battle in zip(fresh, battles, strict=True)}
     results = []

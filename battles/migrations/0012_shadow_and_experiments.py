@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('battles', '0011_multi_turn'),
-        ('raters', '0006_shadow'),
+        ('raters', '0006_apikey_rate_limit'),
         ('serving', '0004_endpoint_contract_and_prompt_format'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
