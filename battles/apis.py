@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from rest_framework.views import APIView
 
 from arena.api import CursorPage, ErrorOutput
@@ -155,6 +157,32 @@ def _writable_campaign(request: Request, campaign_id: int) -> Campaign:
     return campaign
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class FastSurrogateCheck:
+    """DRF's ``ProhibitSurrogateCharactersValidator`` with one regex search instead of a Python loop over
+    every character (a batch of shadow battles carries megabytes of answer text): the same refusal."""
+
+    message = "Surrogate characters are not allowed: U+{code_point:X}."
+
+    def __call__(self, value: Any) -> None:
+        found = _SURROGATE.search(str(value))
+        if found is not None:
+            message = self.message.format(code_point=ord(found.group()))
+            raise ApiValidationError(message, code="surrogate_characters_not_allowed")
+
+
+class LongTextField(serializers.CharField):
+    """A CharField for long texts (answers, prompts) with the fast surrogate check."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [
+            FastSurrogateCheck() if isinstance(v, ProhibitSurrogateCharactersValidator) else v for v in self.validators
+        ]
+
+
 class ShadowAnswerInput(serializers.Serializer[Any]):
     model = serializers.CharField(
         max_length=120, required=False, default="", help_text="The model's public name (revealed after the vote)."
@@ -166,7 +194,7 @@ class ShadowAnswerInput(serializers.Serializer[Any]):
         default="",
         help_text="With `experiment`: the variant that answered; model and version then come from its competitor.",
     )
-    text = serializers.CharField(max_length=services.SHADOW_ANSWER_MAX_CHARS, trim_whitespace=False)
+    text = LongTextField(max_length=services.SHADOW_ANSWER_MAX_CHARS, trim_whitespace=False)
     output_tokens = serializers.IntegerField(min_value=0, max_value=10_000_000)
     finish_reason = serializers.CharField(max_length=16, help_text="e.g. `stop`, `length`.")
     latency_s = serializers.FloatField(min_value=0, max_value=86_400)
@@ -180,10 +208,10 @@ class ShadowBattleInput(serializers.Serializer[Any]):
         help_text="Required here or in the `Idempotency-Key` header: a retry with the same key and body returns "
         "the first result; the same key with another body is a 409.",
     )
-    prompt = serializers.CharField(max_length=PROMPT_MAX_CHARS + 1000, trim_whitespace=False)
+    prompt = LongTextField(max_length=PROMPT_MAX_CHARS + 1000, trim_whitespace=False)
     category = serializers.ChoiceField(choices=CATEGORIES, required=False, default="")
     language = serializers.CharField(max_length=8, required=False, default="")
-    system_prompt = serializers.CharField(
+    system_prompt = LongTextField(
         required=False,
         allow_blank=True,
         trim_whitespace=False,

@@ -308,3 +308,11 @@ def test_a_system_prompt_given_is_recorded(acme, writer):
 def test_only_json_is_accepted(acme, writer):
     response = writer.post(url(acme), {"prompt": "x"})  # a form post
     assert response.status_code == 415 and error(response)["code"] == "unsupported_media_type"
+
+
+def test_surrogates_and_nul_characters_are_refused_naming_the_field(acme, writer):
+    bad = json.dumps(body()).replace("once or twice", "once \\ud800 or twice").replace("At the roots", "At\\u0000")
+    response = writer.post(url(acme), data=bad, content_type="application/json")
+    assert response.status_code == 400
+    assert set(error(response)["fields"]) == {"answers.0.text", "answers.1.text"}
+    assert "U+D800" in error(response)["fields"]["answers.0.text"][0]
