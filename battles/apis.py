@@ -183,35 +183,69 @@ class LongTextField(serializers.CharField):
         ]
 
 
+class StrictCharField(LongTextField):
+    """A string, and only a string: DRF's CharField would take 42 as "42" (the schema says string)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictSlugField(serializers.SlugField):
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON number without a fraction; not a string of digits, not a boolean."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A JSON number; not a string, not a boolean."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class ShadowAnswerInput(serializers.Serializer[Any]):
-    model = serializers.CharField(
+    model = StrictCharField(
         max_length=120, required=False, default="", help_text="The model's public name (revealed after the vote)."
     )
-    version = serializers.CharField(max_length=80, required=False, default="")
-    variant = serializers.SlugField(
+    version = StrictCharField(max_length=80, required=False, default="")
+    variant = StrictSlugField(
         max_length=80,
         required=False,
         default="",
         help_text="With `experiment`: the variant that answered; model and version then come from its competitor.",
     )
-    text = LongTextField(max_length=services.SHADOW_ANSWER_MAX_CHARS, trim_whitespace=False)
-    output_tokens = serializers.IntegerField(min_value=0, max_value=10_000_000)
-    finish_reason = serializers.CharField(max_length=16, help_text="e.g. `stop`, `length`.")
-    latency_s = serializers.FloatField(min_value=0, max_value=86_400)
-    ttft_s = serializers.FloatField(min_value=0, max_value=86_400, required=False, allow_null=True, default=None)
+    text = StrictCharField(max_length=services.SHADOW_ANSWER_MAX_CHARS, trim_whitespace=False)
+    output_tokens = StrictIntegerField(min_value=0, max_value=10_000_000)
+    finish_reason = StrictCharField(max_length=16, help_text="e.g. `stop`, `length`.")
+    latency_s = StrictFloatField(min_value=0, max_value=86_400)
+    ttft_s = StrictFloatField(min_value=0, max_value=86_400, required=False, allow_null=True, default=None)
 
 
 class ShadowBattleInput(serializers.Serializer[Any]):
-    idempotency_key = serializers.CharField(
+    idempotency_key = StrictCharField(
         max_length=200,
         required=False,
         help_text="Required here or in the `Idempotency-Key` header: a retry with the same key and body returns "
         "the first result; the same key with another body is a 409.",
     )
-    prompt = LongTextField(max_length=PROMPT_MAX_CHARS + 1000, trim_whitespace=False)
+    prompt = StrictCharField(max_length=PROMPT_MAX_CHARS + 1000, trim_whitespace=False)
     category = serializers.ChoiceField(choices=CATEGORIES, required=False, default="")
-    language = serializers.CharField(max_length=8, required=False, default="")
-    system_prompt = LongTextField(
+    language = StrictCharField(max_length=8, required=False, default="")
+    system_prompt = StrictCharField(
         required=False,
         allow_blank=True,
         trim_whitespace=False,
@@ -219,7 +253,7 @@ class ShadowBattleInput(serializers.Serializer[Any]):
         default=None,
         help_text="The system prompt the answers were made with; omitted: the campaign's. Recorded with the vote.",
     )
-    experiment = serializers.SlugField(
+    experiment = StrictSlugField(
         max_length=80, required=False, default="", help_text="An experiment key whose variants gave the answers."
     )
     answers = serializers.ListField(child=ShadowAnswerInput(), min_length=2, max_length=2)
@@ -506,6 +540,10 @@ class ExperimentDetailOutput(ExperimentOutput):
 class ExperimentFilter(filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
     # A number, not a model choice: its choices' queryset would be read at import, outside any tenant scope.
     campaign = filters.NumberFilter(field_name="campaign_id")
+    # true or false only (django-filter's boolean filter reads anything else, "null" included, as "not given").
+    active = filters.TypedChoiceFilter(
+        choices=[("true", "true"), ("false", "false")], coerce=lambda value: value == "true"
+    )
 
     class Meta:
         model = Experiment
@@ -527,9 +565,24 @@ EXAMPLE_EXPERIMENT = {
 }
 
 
+class StrictCursorPage(CursorPage):
+    """``?limit=`` that is not a whole number of at least 1 is refused (400), not silently replaced by the
+    default: the schema says integer."""
+
+    def get_page_size(self, request: Request) -> int | None:
+        raw = request.query_params.getlist(self.page_size_query_param)
+        if raw and raw[-1] != "":
+            try:
+                if int(raw[-1]) < 1:
+                    raise ValueError
+            except ValueError:
+                raise ApiValidationError({"limit": ["A whole number from 1 (at most 500 are returned)."]}) from None
+        return super().get_page_size(request)
+
+
 class ExperimentListApi(generics.ListAPIView[Experiment]):
     serializer_class = ExperimentOutput
-    pagination_class = CursorPage
+    pagination_class = StrictCursorPage
     filterset_class = ExperimentFilter
 
     def get_queryset(self) -> QuerySet[Experiment]:
@@ -544,6 +597,11 @@ class ExperimentListApi(generics.ListAPIView[Experiment]):
     @extend_schema(
         operation_id="experiments_list",
         summary="A/B experiments",
+        parameters=[
+            OpenApiParameter(
+                "active", OpenApiTypes.BOOL, OpenApiParameter.QUERY, required=False, description="true or false."
+            )
+        ],
         description="The organisation's experiments with their variants (configured in the admin).",
         examples=[OpenApiExample("A page", value={"next": None, "previous": None, "results": [EXAMPLE_EXPERIMENT]})],
         tags=["experiments"],
@@ -614,7 +672,7 @@ class ExperimentDetailApi(APIView):
 
 
 class AssignInput(serializers.Serializer[Any]):
-    unit_id = serializers.CharField(max_length=200, help_text="Your stable id of the unit: a user, a session...")
+    unit_id = StrictCharField(max_length=200, help_text="Your stable id of the unit: a user, a session...")
 
 
 class AssignOutput(serializers.Serializer[Any]):
