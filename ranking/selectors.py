@@ -112,6 +112,18 @@ def snapshot_latest(*, campaign: Campaign, category: str = "", view: str = "raw"
     )
 
 
+def snapshot_latest_id(*, campaign: Campaign, category: str = "", view: str = "raw") -> int | None:
+    """The newest snapshot's id only: the API serves the serialized snapshot from a cache keyed by it,
+    so the common read never loads the (large) JSON columns."""
+    snapshot_id: int | None = (
+        LeaderboardSnapshot.objects.filter(campaign=campaign, category=category, view=view)
+        .order_by("-version")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    return snapshot_id
+
+
 def snapshot_history(*, campaign: Campaign, category: str = "", view: str = "raw") -> QuerySet[LeaderboardSnapshot]:
     return LeaderboardSnapshot.objects.filter(campaign=campaign, category=category, view=view).order_by("-version")
 

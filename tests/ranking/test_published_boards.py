@@ -98,3 +98,79 @@ def test_unpublished_or_unknown_is_404(published, alice):
     assert Client().get("/boards/nope-nope-nope/").status_code == 404
     board_unpublish(campaign=campaign, actor=alice)
     assert Client().get(f"/boards/{publication.slug}/").status_code == 404
+
+
+def test_publication_api(published, acme, globex, alice, bob, charlie, bob_client, charlie_client):
+    from django.urls import reverse
+
+    from raters.services import api_key_create
+
+    campaign, publication, _ = published
+    url = reverse("api-publication", args=[campaign.pk])
+    _, write = api_key_create(organization=acme.organization, name="w", scope="write", actor=alice)
+    _, read = api_key_create(organization=acme.organization, name="r", scope="read", actor=alice)
+    writer, reader = Client(HTTP_AUTHORIZATION=f"Api-Key {write}"), Client(HTTP_AUTHORIZATION=f"Api-Key {read}")
+    assert reader.get(url).json()["slug"] == publication.slug
+    assert reader.post(url, {}, content_type="application/json").status_code == 403
+    assert reader.delete(url).status_code == 403
+    assert bob_client.post(url, {}, content_type="application/json").status_code == 404  # a rater
+    assert charlie_client.post(url, {}, content_type="application/json").status_code == 404
+    _, theirs = api_key_create(organization=globex.organization, name="t", scope="write", actor=charlie)
+    assert Client(HTTP_AUTHORIZATION=f"Api-Key {theirs}").delete(url).status_code == 404
+    changed = writer.post(url, {"show_prompts": True}, content_type="application/json")
+    assert changed.status_code == 200 and changed.json()["slug"] == publication.slug and changed.json()["show_prompts"]
+    assert writer.delete(url).status_code == 204
+    assert (
+        AuditEvent.objects.filter(action=AuditAction.BOARD_UNPUBLISHED, actor=None)
+        .get()
+        .data["via"]
+        .startswith("api key ")
+    )
+    assert Client().get(f"/api/v1/public/boards/{publication.slug}/").status_code == 404
+    assert writer.delete(url).status_code == 404 and reader.get(url).status_code == 404
+    created = writer.post(url, {}, content_type="application/json")
+    assert created.status_code == 201 and created.json()["slug"] != publication.slug
+    assert created.json()["url"] == f"/boards/{created.json()['slug']}/"
+
+
+def test_public_json(published, bob, alice):
+    campaign, publication, prompts = published
+    response = Client().get(f"/api/v1/public/boards/{publication.slug}/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["campaign"] == campaign.name and body["snapshot"]["version"] == 1 and body["prompts"] is None
+    assert len(body["rows"]) == 3 and sum(r["retired"] for r in body["rows"]) == 1
+    assert body["snapshot"]["flagged_raters"] == 0 and "flagged_raters" not in body["snapshot"]["policy"]
+    text = response.content.decode()
+    assert "rater" not in text.replace("flagged_raters", "").replace("flagged_rater", "")
+    assert bob.email not in text and all(p.text not in text for p in prompts)
+    board_publish(campaign=campaign, actor=alice, show_prompts=True)
+    shown = Client().get(f"/api/v1/public/boards/{publication.slug}/").json()["prompts"]
+    assert shown["count"] == len(prompts) and {p["text"] for p in shown["results"]} == {p.text for p in prompts}
+    assert Client().get("/api/v1/public/boards/unknown/").status_code == 404
+
+
+def test_public_json_is_throttled_per_ip(published, settings):
+    _, publication, _ = published
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.ARENA_PUBLIC_RATE = "2/m"
+    url = f"/api/v1/public/boards/{publication.slug}/"
+    assert [Client().get(url).status_code for _ in range(3)] == [200, 200, 429]
+    assert Client(REMOTE_ADDR="10.0.0.9").get(url).status_code == 200
+    assert Client().get(url).json()["error"]["code"] == "throttled"
+
+
+def test_console_publishes_and_unpublishes(published, alice, alice_client):
+    campaign, publication, _ = published
+    board_unpublish(campaign=campaign, actor=alice)
+    response = alice_client.post("/admin/ranking/boardpublication/add/", {"campaign": campaign.pk, "show_prompts": ""})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    fresh = BoardPublication.objects.get(campaign=campaign)
+    assert AuditEvent.objects.filter(action=AuditAction.BOARD_PUBLISHED, data__slug=fresh.slug, actor=alice).exists()
+    page = alice_client.get(f"/admin/ranking/boardpublication/{fresh.pk}/change/").content.decode()
+    assert f"/boards/{fresh.slug}/" in page
+    deleted = alice_client.post(f"/admin/ranking/boardpublication/{fresh.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302 and not BoardPublication.objects.filter(campaign=campaign).exists()
+    assert AuditEvent.objects.filter(action=AuditAction.BOARD_UNPUBLISHED, data__slug=fresh.slug, actor=alice).exists()

@@ -168,3 +168,28 @@ def test_pairwise_counts_from_the_snapshots_votes(log, acme, bob):
     prompt = Prompt.objects.filter(campaign=campaign)[6]
     vote_write(campaign, acme.pool, bob, prompt, b, c, "left", DAY3, 1, 1.0, "stop", 1, 1.0, "stop")
     assert snapshot_pairwise(snapshot=snapshot)["pairs"] == table["pairs"]
+
+
+def test_statistics_api(log, acme, globex, alice, charlie):
+    from django.test import Client
+    from django.urls import reverse
+
+    from raters.services import api_key_create
+
+    campaign, a, _, _ = log
+    _, key = api_key_create(organization=acme.organization, name="read", scope="read", actor=alice)
+    reader = Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    url = reverse("api-statistics", args=[campaign.pk])
+    body = reader.get(url).json()
+    assert body["votes"] == 5 and body["votes_per_day"][0] == {"day": "2026-11-02", "votes": 2}
+    assert body["serving_seconds"] == {"total": 18.5, "mean_per_vote": 3.7}
+    assert body["excluded"]["total"] == 2 and body["tokens_by_side"]["left"]["p95"] == 58.0
+    row = next(r for r in body["competitors"] if r["competitor_id"] == a.pk)
+    assert row["latency_s"]["p95"] == 2.85 and row["finish_reasons"]["stop"] == {"count": 3, "share": 0.75}
+    window = reader.get(url, {"since": "2026-11-03T00:00:00Z", "until": "2026-11-04T00:00:00Z"}).json()
+    assert window["votes"] == 2 and window["since"].startswith("2026-11-03")
+    bad = reader.get(url, {"since": "2026-11-04T00:00:00Z", "until": "2026-11-03T00:00:00Z"})
+    assert bad.status_code == 400
+    assert reader.get(url, {"since": "yesterday"}).status_code == 400
+    _, theirs = api_key_create(organization=globex.organization, name="theirs", scope="read", actor=charlie)
+    assert Client(HTTP_AUTHORIZATION=f"Api-Key {theirs}").get(url).status_code == 404
