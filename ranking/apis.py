@@ -77,7 +77,8 @@ class LeaderboardRowOutput(serializers.Serializer[Any]):
     the page shows it as "≥ lower" or "≤ upper"."""
 
     competitor_id = serializers.IntegerField()
-    label = serializers.CharField(help_text="Model and version as the snapshot recorded them.")
+    # "label" shadows Field.label in the stubs; as a serializer field it is just the output key.
+    label = serializers.CharField(help_text="Model and version as the snapshot recorded them.")  # type: ignore[assignment]
     model = serializers.CharField(help_text="The competitor's endpoint name, now.")
     version = serializers.CharField(help_text="The competitor's version label, now.")
     retired = serializers.BooleanField(help_text="The competitor no longer gets new battles (inactive).")
@@ -330,7 +331,7 @@ class HistoryPage(CursorPage):
     ordering = "-version"
 
 
-class SnapshotHistoryFilter(django_filters.FilterSet):
+class SnapshotHistoryFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
@@ -369,28 +370,22 @@ class LeaderboardHistoryApi(generics.ListAPIView[LeaderboardSnapshot]):
         parameters=SELECTION_PARAMETERS,
         examples=[
             OpenApiExample(
-                "A page",
+                "A version (one item of the page's results)",
                 response_only=True,
                 value={
-                    "next": None,
-                    "previous": None,
-                    "results": [
-                        {
-                            "version": 12,
-                            "created_at": "2026-12-01T12:00:00Z",
-                            "last_vote_id": 90210,
-                            "votes_total": 5000,
-                            "votes_used": 4810,
-                            "excluded": {
-                                "too_fast": 150,
-                                "identity_leak": 40,
-                                "over_prompt_cap": 0,
-                                "over_rater_cap": 0,
-                                "flagged_rater": 0,
-                                "total": 190,
-                            },
-                        }
-                    ],
+                    "version": 12,
+                    "created_at": "2026-12-01T12:00:00Z",
+                    "last_vote_id": 90210,
+                    "votes_total": 5000,
+                    "votes_used": 4810,
+                    "excluded": {
+                        "too_fast": 150,
+                        "identity_leak": 40,
+                        "over_prompt_cap": 0,
+                        "over_rater_cap": 0,
+                        "flagged_rater": 0,
+                        "total": 190,
+                    },
                 },
             )
         ],
@@ -425,7 +420,7 @@ class PairOutput(serializers.Serializer[Any]):
 
 class PairwiseCompetitorOutput(serializers.Serializer[Any]):
     competitor_id = serializers.IntegerField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
     model = serializers.CharField()
     version = serializers.CharField()
     retired = serializers.BooleanField()
@@ -798,7 +793,7 @@ class PublicRateThrottle(SimpleRateThrottle):
 
 class PublicRowOutput(serializers.Serializer[Any]):
     competitor_id = serializers.IntegerField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
     model = serializers.CharField()
     version = serializers.CharField()
     retired = serializers.BooleanField()
