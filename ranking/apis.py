@@ -441,6 +441,9 @@ class PairwiseOutput(serializers.Serializer[Any]):
     pairs = PairOutput(many=True)
 
 
+PAIRWISE_CACHE_S = 3600
+
+
 class PairwiseApi(APIView):
     @extend_schema(
         operation_id="leaderboard_pairwise",
@@ -503,7 +506,12 @@ class PairwiseApi(APIView):
         snapshot = selectors.snapshot_latest(campaign=campaign, **selection.validated_data)
         if snapshot is None:
             raise Http404("No leaderboard has been computed for this selection yet.")
-        table = selectors.snapshot_pairwise(snapshot=snapshot)
+        # The table depends on the snapshot alone (its votes, its recorded policy): cached by its id.
+        key = f"ranking:api:pairwise:{snapshot.pk}"
+        table = cache.get(key)
+        if table is None:
+            table = selectors.snapshot_pairwise(snapshot=snapshot)
+            cache.set(key, table, timeout=PAIRWISE_CACHE_S)
         rows = selectors.snapshot_rows(snapshot=snapshot, names=selectors.competitor_names(campaign=campaign))
         data = {
             "campaign": campaign.pk,
