@@ -152,6 +152,26 @@ def load(seed: int = 0) -> tuple[int, str]:
     return campaign.pk, key
 
 
+def serialize_ms(campaign_id: int) -> float:
+    """What a cache miss costs: loading the snapshot row and serializing it (best of 5, in process)."""
+    from ranking.apis import _snapshot_body
+    from ranking.models import LeaderboardSnapshot
+    from raters.tenancy import scopes_disabled
+
+    best = float("inf")
+    with scopes_disabled():
+        for _ in range(5):
+            t0 = time.perf_counter()
+            snapshot = (
+                LeaderboardSnapshot.objects.select_related("campaign")
+                .defer("pairwise")
+                .get(campaign_id=campaign_id, version=1)
+            )
+            _snapshot_body(snapshot, include_pairwise=False)
+            best = min(best, (time.perf_counter() - t0) * 1000)
+    return best
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -322,6 +342,7 @@ def measure(base: str, path: str, key: str, clients: int, seconds: int) -> dict[
 def run(*, clients: int = 50, seconds: int = 20, workers: int | None = None) -> dict[str, Any]:
     setup_django(os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arena_bench_api"))
     campaign_id, key = load()
+    uncached_ms = serialize_ms(campaign_id)
     workers = workers or max(2, min(8, (os.cpu_count() or 2)))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -341,6 +362,7 @@ def run(*, clients: int = 50, seconds: int = 20, workers: int | None = None) -> 
         "seconds": seconds,
         "workers": workers,
         "response_bytes": size,
+        "uncached_serialize_ms": uncached_ms,
         "leaderboard": board,
         "baseline": floor,
         "p95_ratio": board["p95_ms"] / floor["p95_ms"] if floor["p95_ms"] else float("nan"),
@@ -362,7 +384,8 @@ def main() -> None:
     print(
         f"{result['competitors']} competitors, {result['clients']} clients for {result['seconds']} s, "
         f"{result['workers']} gunicorn workers, {board['client']} clients, {result['cpus']} CPUs "
-        f"(load {result['load_average']:.1f}); leaderboard response {result['response_bytes']} bytes"
+        f"(load {result['load_average']:.1f}); leaderboard response {result['response_bytes']} bytes, "
+        f"{result['uncached_serialize_ms']:.1f} ms to load and serialize on a cache miss"
     )
     for name, r in (("latest leaderboard", board), ("baseline (publication)", floor)):
         print(

@@ -231,7 +231,9 @@ def _snapshot_response(snapshot_id: int, *, include_pairwise: bool) -> HttpRespo
     key = f"ranking:api:snapshot:{snapshot_id}:{int(include_pairwise)}"
     body = cache.get(key)
     if body is None:
-        snapshot = LeaderboardSnapshot.objects.select_related("campaign").get(pk=snapshot_id)
+        snapshots = LeaderboardSnapshot.objects.select_related("campaign")
+        # The stored matrices are most of the row (megabytes at 200 competitors): not read unless asked for.
+        snapshot = (snapshots if include_pairwise else snapshots.defer("pairwise")).get(pk=snapshot_id)
         body = _snapshot_body(snapshot, include_pairwise=include_pairwise)
         cache.set(key, body, timeout=settings.ARENA_LEADERBOARD_CACHE_S)
     return HttpResponse(body, content_type="application/json")

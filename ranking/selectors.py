@@ -545,7 +545,8 @@ def public_board(*, slug: str, category: str = "", view: str = "raw", prompts_of
         return None
     with organization_scope(publication.organization_id):
         campaign = publication.campaign
-        snapshot = snapshot_latest(campaign=campaign, category=category, view=view)
+        # Not the stored matrices (megabytes at 200 competitors): a published board shows none of them.
+        snapshot = snapshot_history(campaign=campaign, category=category, view=view).defer("pairwise").first()
         names = competitor_names(campaign=campaign)
         rows: list[dict[str, Any]] = []
         summary = None
