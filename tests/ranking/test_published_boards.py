@@ -100,7 +100,7 @@ def test_unpublished_or_unknown_is_404(published, alice):
     assert Client().get(f"/boards/{publication.slug}/").status_code == 404
 
 
-def test_publication_api(published, acme, globex, alice, bob, charlie, bob_client, charlie_client):
+def test_publication_api(published, acme, globex, alice, bob, charlie, alice_client, bob_client, charlie_client):
     from django.urls import reverse
 
     from raters.services import api_key_create
@@ -131,6 +131,10 @@ def test_publication_api(published, acme, globex, alice, bob, charlie, bob_clien
     created = writer.post(url, {}, content_type="application/json")
     assert created.status_code == 201 and created.json()["slug"] != publication.slug
     assert created.json()["url"] == f"/boards/{created.json()['slug']}/"
+    # An owner in a browser session may too; the audit row names her.
+    assert alice_client.post(url, {"show_prompts": True}, content_type="application/json").status_code == 200
+    assert AuditEvent.objects.filter(action=AuditAction.BOARD_PUBLISHED, actor=alice, data__via="api").exists()
+    assert alice_client.post(url, {"show_prompts": "maybe"}, content_type="application/json").status_code == 400
 
 
 def test_public_json(published, bob, alice):
@@ -184,6 +188,10 @@ def test_console_publishes_and_unpublishes(published, alice, alice_client):
     assert AuditEvent.objects.filter(action=AuditAction.BOARD_PUBLISHED, data__slug=fresh.slug, actor=alice).exists()
     page = alice_client.get(f"/admin/ranking/boardpublication/{fresh.pk}/change/").content.decode()
     assert f"/boards/{fresh.slug}/" in page
+    changed = alice_client.post(f"/admin/ranking/boardpublication/{fresh.pk}/change/", {"show_prompts": "on"})
+    assert changed.status_code == 302
+    fresh.refresh_from_db()
+    assert fresh.show_prompts and BoardPublication.objects.get(campaign=campaign).slug == fresh.slug
     deleted = alice_client.post(f"/admin/ranking/boardpublication/{fresh.pk}/delete/", {"post": "yes"})
     assert deleted.status_code == 302 and not BoardPublication.objects.filter(campaign=campaign).exists()
     assert AuditEvent.objects.filter(action=AuditAction.BOARD_UNPUBLISHED, data__slug=fresh.slug, actor=alice).exists()
