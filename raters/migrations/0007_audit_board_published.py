@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('raters', '0005_audit_action_choices'),
+        ('raters', '0006_apikey_rate_limit'),
     ]
 
     operations = [
