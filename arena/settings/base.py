@@ -282,7 +282,7 @@ RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
 ARENA_VOTE_RATE = env_str("ARENA_VOTE_RATE", "30/m")
 ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
 # Published boards (ranking.apis.PublicRateThrottle): requests a minute per client IP to the public,
-# keyless endpoints. The serialized latest leaderboard is cached this many seconds per snapshot (a new
+# keyless endpoints (empty: no limit). The serialized latest leaderboard is cached this many seconds per snapshot (a new
 # version is a new snapshot; only a competitor's live model, version and retired flag can lag).
 ARENA_PUBLIC_RATE = env_str("ARENA_PUBLIC_RATE", "60/m")
 ARENA_LEADERBOARD_CACHE_S = env_int("ARENA_LEADERBOARD_CACHE_S", 30, minimum=0)

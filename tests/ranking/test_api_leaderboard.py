@@ -117,3 +117,31 @@ def test_pairwise_matches_the_snapshot(board, acme, alice):  # noqa: F811
     # The rare competitor is hidden: its pairs are counted, without a Holm-adjusted p.
     assert pairs[(rare.pk, competitors[0].pk)]["battles"] == 5 and pairs[(rare.pk, competitors[0].pk)]["p_holm"] is None
     assert {c["competitor_id"] for c in body["competitors"] if c["hidden"]} == {rare.pk}
+
+
+ODD_VALUES = ["", "x" * 40, "\u00e9\u0000", "1e309", "-1", "2026-13-45T99:00:00Z", "%00", "null", "9" * 30]
+
+
+def test_odd_query_values_never_fail_the_server(board, acme, alice):  # noqa: F811
+    """Every parameter of every ranking endpoint with odd values: a 2xx or a shaped 4xx, never a 5xx."""
+    campaign, _, _ = board
+    leaderboards_recompute(campaign_id=campaign.pk)
+    from ranking.services import board_publish
+
+    slug = board_publish(campaign=campaign, actor=alice)[0].slug
+    reader = key_client(acme.organization, alice)
+    endpoints = {
+        reverse("leaderboard", args=[campaign.pk]): ("category", "view", "include"),
+        reverse("leaderboard-version", args=[campaign.pk, 1]): ("category", "view", "include"),
+        reverse("leaderboard-history", args=[campaign.pk]): ("category", "view", "limit", "cursor", "created_after"),
+        reverse("api-pairwise", args=[campaign.pk]): ("category", "view"),
+        reverse("api-statistics", args=[campaign.pk]): ("since", "until"),
+        reverse("api-public-board", args=[slug]): ("category", "view", "prompts_offset"),
+    }
+    for url, params in endpoints.items():
+        for param in params:
+            for value in ODD_VALUES:
+                response = reader.get(url, {param: value})
+                assert response.status_code < 500, (url, param, value)
+                if response.status_code >= 400:
+                    assert set(response.json()["error"]) >= {"code", "message"}, (url, param, value)
