@@ -195,3 +195,16 @@ def test_console_publishes_and_unpublishes(published, alice, alice_client):
     deleted = alice_client.post(f"/admin/ranking/boardpublication/{fresh.pk}/delete/", {"post": "yes"})
     assert deleted.status_code == 302 and not BoardPublication.objects.filter(campaign=campaign).exists()
     assert AuditEvent.objects.filter(action=AuditAction.BOARD_UNPUBLISHED, data__slug=fresh.slug, actor=alice).exists()
+
+
+def test_console_refuses_another_organisations_campaign(published, globex, alice, charlie_client):
+    campaign, publication, _ = published
+    board_unpublish(campaign=campaign, actor=alice)
+    response = charlie_client.post("/admin/ranking/boardpublication/add/", {"campaign": campaign.pk})
+    assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
+    assert not BoardPublication.objects.exists()
+    board_publish(campaign=campaign, actor=alice)
+    fresh = BoardPublication.objects.get()
+    assert charlie_client.get(f"/admin/ranking/boardpublication/{fresh.pk}/change/").status_code in (302, 404)
+    charlie_client.post(f"/admin/ranking/boardpublication/{fresh.pk}/delete/", {"post": "yes"})
+    assert BoardPublication.objects.filter(pk=fresh.pk).exists()
