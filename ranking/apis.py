@@ -7,9 +7,11 @@ Other areas (exports of preference pairs, ...) add their own blocks below."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
+from django import forms
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.cache import cache
@@ -19,6 +21,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -330,12 +333,52 @@ class SnapshotSummaryOutput(serializers.ModelSerializer[LeaderboardSnapshot]):
 
 
 class HistoryPage(CursorPage):
+    """Cursor pages by version, newest first. A ``limit`` that is not a whole number from 1 to 500 is a
+    400 (DRF would quietly fall back to the default), and the schema says so."""
+
     ordering = "-version"
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param or "limit", "")
+        if raw == "":  # an empty parameter means "not given"
+            return int(self.page_size or 50)
+        maximum = int(self.max_page_size or 500)
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= maximum:
+            raise serializers.ValidationError({"limit": [f"A whole number from 1 to {maximum}."]})
+        return size
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
+
+
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):  # type: ignore[misc]
+    """An ISO 8601 time, in UTC: Python accepts offsets up to ±23:59, PostgreSQL only to ±15:59."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        parsed: datetime | None = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError("The time is out of range.") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]
+    field_class = UtcIsoDateTimeField
 
 
 class SnapshotHistoryFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = LeaderboardSnapshot
@@ -676,8 +719,18 @@ class StatisticsApi(APIView):
 # --- Publication ----------------------------------------------------------------------------------------
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true or false only (DRF's also takes 0, 1, "yes", ...: not what the schema says)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid", input=data)
+        raise AssertionError  # fail() raises
+
+
 class PublicationInput(serializers.Serializer[Any]):
-    show_prompts = serializers.BooleanField(
+    show_prompts = StrictBooleanField(
         required=False, default=False, help_text="Also publish the texts of the campaign's active pool prompts."
     )
 
@@ -715,6 +768,8 @@ PUBLICATION_EXAMPLE = OpenApiExample(
 
 class PublicationApi(APIView):
     """Read (any reader), publish and unpublish (a write key, or an owner or manager)."""
+
+    parser_classes = [JSONParser]  # a JSON body only: a form's "0" is not a boolean
 
     def _writable(self, request: Request, campaign_id: int) -> Campaign:
         campaign = campaign_writable_by(user=_principal(request), campaign_id=campaign_id)

@@ -119,7 +119,21 @@ def test_pairwise_matches_the_snapshot(board, acme, alice):  # noqa: F811
     assert {c["competitor_id"] for c in body["competitors"] if c["hidden"]} == {rare.pk}
 
 
-ODD_VALUES = ["", "x" * 40, "\u00e9\u0000", "1e309", "-1", "2026-13-45T99:00:00Z", "%00", "null", "9" * 30]
+ODD_VALUES = [
+    "",
+    "x" * 40,
+    "\u00e9\u0000",
+    "1e309",
+    "-1",
+    "0",
+    "501",
+    "2026-13-45T99:00:00Z",
+    "7541-07-21T20:51:43+18:21",  # an offset Python accepts and PostgreSQL does not
+    "0001-01-01T00:00:00+05:00",  # before the first representable UTC time
+    "%00",
+    "null",
+    "9" * 30,
+]
 
 
 def test_odd_query_values_never_fail_the_server(board, acme, alice):  # noqa: F811
@@ -133,7 +147,14 @@ def test_odd_query_values_never_fail_the_server(board, acme, alice):  # noqa: F8
     endpoints = {
         reverse("leaderboard", args=[campaign.pk]): ("category", "view", "include"),
         reverse("leaderboard-version", args=[campaign.pk, 1]): ("category", "view", "include"),
-        reverse("leaderboard-history", args=[campaign.pk]): ("category", "view", "limit", "cursor", "created_after"),
+        reverse("leaderboard-history", args=[campaign.pk]): (
+            "category",
+            "view",
+            "limit",
+            "cursor",
+            "created_after",
+            "created_before",
+        ),
         reverse("api-pairwise", args=[campaign.pk]): ("category", "view"),
         reverse("api-statistics", args=[campaign.pk]): ("since", "until"),
         reverse("api-public-board", args=[slug]): ("category", "view", "prompts_offset"),
