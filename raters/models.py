@@ -157,6 +157,8 @@ class AuditAction(models.TextChoices):
     PROMPT_CREATED = "prompt.created", "Prompt created"
     PROMPT_CHANGED = "prompt.changed", "Prompt changed"
     PROMPT_DELETED = "prompt.deleted", "Prompt deleted"
+    BOARD_PUBLISHED = "board.published", "Leaderboard published"
+    BOARD_UNPUBLISHED = "board.unpublished", "Leaderboard unpublished"
     EXPERIMENT_CREATED = "experiment.created", "Experiment created"
     EXPERIMENT_CHANGED = "experiment.changed", "Experiment changed"
     EXPERIMENT_DELETED = "experiment.deleted", "Experiment deleted"

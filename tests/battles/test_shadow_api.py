@@ -51,7 +51,7 @@ def body(key: str = "req-1", **overrides: Any) -> dict[str, Any]:
     return data
 
 
-def post(client: Client, url: str, data: Any, **headers: str) -> Any:
+def post(client: Client, url: str, data: Any, **headers: Any) -> Any:
     return client.post(url, data=json.dumps(data), content_type="application/json", **headers)
 
 
