@@ -403,7 +403,7 @@ def shadow_battle_in_campaign(*, campaign: Campaign, battle_id: UUID | str) -> B
     try:
         return (
             Battle.objects.filter(campaign=campaign, pk=battle_id, source=Battle.Source.SHADOW)
-            .select_related("left__endpoint", "right__endpoint")
+            .select_related("left__endpoint", "right__endpoint", "experiment")
             .first()
         )
     except (ValueError, TypeError, ValidationError):

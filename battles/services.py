@@ -23,6 +23,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
@@ -178,7 +179,11 @@ def campaign_delete(*, campaign: Campaign, actor: User | AnonymousUser | None) -
         obj=campaign,
         data={"name": campaign.name},
     )
-    campaign.delete()
+    try:
+        with transaction.atomic():
+            campaign.delete()
+    except ProtectedError:
+        raise Conflict(f"{campaign} is used by an A/B experiment: change or delete the experiment first.") from None
 
 
 def leaderboards_refresh_request(*, campaign: Campaign) -> None:
@@ -294,7 +299,11 @@ def competitor_delete(*, competitor: Competitor, actor: User | AnonymousUser | N
             "version": competitor.version_label,
         },
     )
-    competitor.delete()
+    try:
+        with transaction.atomic():
+            competitor.delete()
+    except ProtectedError:
+        raise Conflict(f"{competitor} is named by an experiment's variant: change the variant first.") from None
 
 
 def endpoint_has_battles(endpoint: ModelEndpoint) -> bool:

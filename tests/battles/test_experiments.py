@@ -124,3 +124,19 @@ def test_a_manager_configures_an_experiment_in_the_admin_audited(acme, alice_cli
     ]
     actions = list(AuditEvent.objects.filter(object_id=str(experiment.pk)).values_list("action", flat=True))
     assert actions.count(AuditAction.EXPERIMENT_CREATED) == 1 and actions.count(AuditAction.EXPERIMENT_CHANGED) == 2
+
+
+def test_a_competitor_named_by_a_variant_cannot_be_deleted(acme):
+    experiment = _experiment(acme, campaign=acme.campaign)
+    spare = CompetitorFactory.create(campaign=acme.campaign)
+    Variant.objects.create(experiment=experiment, name="spare", competitor=spare)
+    with pytest.raises(Conflict):
+        services.competitor_delete(competitor=spare, actor=None)
+    assert Variant.objects.filter(competitor=spare).exists()
+
+
+def test_a_campaign_used_by_an_experiment_cannot_be_deleted(acme):
+    _experiment(acme, campaign=acme.campaign)
+    with pytest.raises(Conflict):
+        services.campaign_delete(campaign=acme.campaign, actor=None)
+    assert Experiment.objects.filter(campaign=acme.campaign).exists()
