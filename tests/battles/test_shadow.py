@@ -309,3 +309,37 @@ def test_the_csv_export_has_the_source_column(acme, bob, alice_client):
     response = alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "csv"]))
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert "source" in CSV_COLUMNS and [row["source"] for row in rows] == ["shadow"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_pushes_with_one_key_make_one_battle(vote_log_purge, acme, alice):
+    """Four requests with the same key and body at once (a client's retries racing): the unique key lets
+    one insert win; the others replay its battle."""
+    import threading
+
+    from django.db import connection
+
+    from raters.tenancy import principal_scope
+
+    if connection.vendor != "postgresql":
+        pytest.fail("the race is settled by PostgreSQL's unique index: run on PostgreSQL (scripts/test)")
+    barrier = threading.Barrier(4)
+    results: list[services.ShadowResult] = []
+
+    def push() -> None:
+        try:
+            barrier.wait()
+            with principal_scope(alice):
+                results.extend(_import(acme, item("race")))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=push) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 4 and len({r.battle_id for r in results}) == 1
+    assert sum(r.created for r in results) == 1
+    assert Battle.objects.filter(campaign=acme.campaign, idempotency_key="race").count() == 1
+    assert Competitor.objects.filter(campaign=acme.campaign, endpoint__isnull=True).count() == 2
