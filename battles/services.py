@@ -1192,7 +1192,7 @@ class _Errors:
             raise cls(f"{first[0]}: {first[1][0]}{more}", field_errors=self.fields)
 
 
-def _shadow_validate(campaign: Campaign, index: int, item: ShadowBattleInput, errors: _Errors) -> str:
+def _shadow_validate(index: int, item: ShadowBattleInput, errors: _Errors) -> str:
     """Check what can be checked on the item alone; returns the clean prompt text."""
     clean = ""
     try:
@@ -1363,7 +1363,7 @@ def _shadow_battles_import(
     if campaign.status == Campaign.Status.CLOSED:
         raise Conflict("This campaign is closed: it takes no more battles.")
     errors = _Errors(field_prefix)
-    texts = [_shadow_validate(campaign, index, item, errors) for index, item in enumerate(items)]
+    texts = [_shadow_validate(index, item, errors) for index, item in enumerate(items)]
     first_index: dict[str, int] = {}
     for index, item in enumerate(items):
         if item.idempotency_key in first_index:
