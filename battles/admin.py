@@ -417,10 +417,10 @@ class PromptForm(_PromptModelForm):
 @admin.register(Prompt)
 class PromptAdmin(TenantAdmin):
     form = PromptForm
-    list_display = ("short_text", "campaign", "category", "language", "source", "active")
+    list_display = ("short_text", "campaign", "category", "language", "source", "external_id", "active")
     list_filter = ("category", "language", "source", "active")
-    search_fields = ("text",)
-    readonly_fields = ("text_hash", "source", "author")
+    search_fields = ("text", "external_id")
+    readonly_fields = ("text_hash", "source", "author", "external_id")
     exclude = ("organization",)
 
     @admin.display(description="Prompt")
