@@ -93,7 +93,8 @@ class ParsedFile:
     def summary(self) -> str:
         """The one line that heads the errors."""
         if self.invalid_rows == 0:
-            return "The file cannot be imported; nothing was imported."
+            first = next((messages[0] for messages in self.errors.values() if messages), "")
+            return f"{first} Nothing was imported." if first else "The file cannot be imported; nothing was imported."
         rows = "1 row is" if self.invalid_rows == 1 else f"{self.invalid_rows} rows are"
         listed = len(self._listed)
         more = f" (the first {listed} are listed)" if listed < self.invalid_rows else ""
@@ -120,12 +121,27 @@ def language_normalise(tag: str) -> str:
     return "-".join(parts)
 
 
+def _is_unicode(text: str) -> bool:
+    # JSON may spell an unpaired surrogate (a \ud800 escape), which no database text column can store.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unicode(text: str) -> None:
+    if not _is_unicode(text):
+        raise ValueError("Prompt contains an unpaired surrogate, which is not valid text.")
+
+
 def _row(parsed: ParsedFile, row: int, values: dict[str, Any], seen_ids: dict[str, int]) -> None:
     """Validate one row's values (already keyed by field name) and keep it or record its errors."""
     bad = False
     unknown = sorted(set(values) - set(FIELDS))
     for name in unknown:
-        parsed.error(row, f"Unknown field; the fields are {', '.join(FIELDS)}.", name=str(name)[:40])
+        shown = str(name)[:40].encode("utf-8", "replace").decode("utf-8")
+        parsed.error(row, f"Unknown field; the fields are {', '.join(FIELDS)}.", name=shown)
         bad = True
 
     text = values.get("text")
@@ -136,6 +152,7 @@ def _row(parsed: ParsedFile, row: int, values: dict[str, Any], seen_ids: dict[st
     else:
         try:
             clean = prompt_validate(text)
+            _unicode(clean)
         except ValueError as exc:
             parsed.error(row, str(exc), name="text")
             bad = True
@@ -169,9 +186,11 @@ def _row(parsed: ParsedFile, row: int, values: dict[str, Any], seen_ids: dict[st
         bad = True
         external_id = ""
     external_id = external_id.strip()
-    if len(external_id) > EXTERNAL_ID_MAX_CHARS or "\x00" in external_id:
+    if len(external_id) > EXTERNAL_ID_MAX_CHARS or "\x00" in external_id or not _is_unicode(external_id):
         parsed.error(
-            row, f"An external id is at most {EXTERNAL_ID_MAX_CHARS} characters, without NUL.", name="external_id"
+            row,
+            f"An external id is at most {EXTERNAL_ID_MAX_CHARS} characters of valid text, without NUL.",
+            name="external_id",
         )
         bad = True
     elif external_id:
@@ -214,8 +233,8 @@ def parse_jsonl(data: bytes, *, max_rows: int) -> ParsedFile:
         except json.JSONDecodeError as exc:
             parsed.error(number, f"Not valid JSON: {exc.msg} (column {exc.colno}).")
             continue
-        except RecursionError:
-            parsed.error(number, "Not valid JSON: nested too deeply.")
+        except (RecursionError, ValueError):  # nested too deeply; an integer of thousands of digits
+            parsed.error(number, "Not valid JSON: nested too deeply or a number too long.")
             continue
         if not isinstance(value, dict):
             parsed.error(number, 'Each line must be one JSON object, such as {"text": "..."}.')

@@ -21,7 +21,7 @@ from battles.prompt_import import CATEGORIES, PromptRow, format_for, language_no
 from battles.prompting import PROMPT_MAX_CHARS, prompt_hash
 from raters.errors import Conflict, Invalid
 from raters.models import AuditAction, AuditEvent, Role
-from tests.conftest import login
+from tests.conftest import api_client, login
 from tests.factories import MembershipFactory, UserFactory
 
 MAX_ROWS = 1000
@@ -348,3 +348,183 @@ def test_the_textarea_of_the_campaign_form_still_adds_prompts(acme, alice_client
     response = alice_client.post(reverse("admin:battles_campaign_change", args=[acme.campaign.pk]), data)
     assert response.status_code == 302
     assert Prompt.objects.filter(campaign=acme.campaign, text__endswith="new prompt").count() == 2
+
+
+# --- The API -------------------------------------------------------------------------------------
+
+
+def api_import_url(campaign: Campaign, query: str = "") -> str:
+    return reverse("api:prompts-import", args=[campaign.pk]) + query
+
+
+def post_file(client, campaign: Campaign, data: bytes, content_type: str = "application/x-ndjson", query: str = ""):  # type: ignore[no-untyped-def]
+    return client.post(api_import_url(campaign, query), data=data, content_type=content_type)
+
+
+FIVE = [
+    {"text": "What is the capital of France?", "external_id": "e1"},
+    {"text": "Write a sonnet about rain", "category": "writing"},
+    {"text": "Prove that there are infinitely many primes", "category": "math", "language": "en"},
+    {"text": "Sort a list in Python", "external_id": "e4"},
+    {"text": "Should I learn Rust or Go?", "category": "advice", "language": "en"},
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("content_type", ["application/x-ndjson", "application/jsonl"])
+def test_a_write_key_imports_json_lines(acme, content_type):
+    client = api_client(acme.organization, scope="write")
+    before = acme.campaign.prompts.count()
+    response = post_file(client, acme.campaign, jsonl(*FIVE), content_type)
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["campaign"] == acme.campaign.pk and body["imported"] == 5 and body["skipped"] == 0
+    prompts = list(Prompt.objects.filter(pk__in=body["prompt_ids"]).order_by("pk"))
+    assert [p.text for p in prompts] == [row["text"] for row in FIVE]
+    assert prompts[1].category == "writing" and prompts[0].external_id == "e1"
+    assert acme.campaign.prompts.count() == before + 5
+    event = AuditEvent.objects.get(action=AuditAction.PROMPTS_IMPORTED)
+    assert event.actor is None and event.data["via"] == "api" and event.data["count"] == 5
+
+
+@pytest.mark.django_db
+def test_a_manager_session_imports_csv(acme, alice_client):
+    data = b'text,category,language,external_id\nWhat is 2+2?,math,en,m1\n"Say ""hi""",,,\n'
+    response = post_file(alice_client, acme.campaign, data, "text/csv; charset=utf-8")
+    assert response.status_code == 201, response.content
+    assert Prompt.objects.get(campaign=acme.campaign, external_id="m1").category == "math"
+    assert Prompt.objects.filter(campaign=acme.campaign, text='Say "hi"').exists()
+    assert AuditEvent.objects.get(action=AuditAction.PROMPTS_IMPORTED).actor is not None
+
+
+@pytest.mark.django_db
+def test_a_multipart_upload_is_imported(acme):
+    client = api_client(acme.organization, scope="write")
+    response = client.post(api_import_url(acme.campaign), {"file": upload("prompts.jsonl", jsonl(*FIVE[:2]))})
+    assert response.status_code == 201, response.content
+    assert response.json()["imported"] == 2
+    missing = client.post(api_import_url(acme.campaign), {"other": "x"})
+    assert missing.status_code == 400 and "file" in missing.json()["error"]["fields"]
+    wrong = client.post(api_import_url(acme.campaign), {"file": upload("prompts.txt", b"hello", "text/plain")})
+    assert wrong.status_code == 415 and wrong.json()["error"]["code"] == "unsupported_media_type"
+
+
+@pytest.mark.django_db
+def test_a_read_key_may_not_import(acme):
+    response = post_file(api_client(acme.organization, scope="read"), acme.campaign, jsonl(*FIVE))
+    assert response.status_code == 403 and response.json()["error"]["code"] == "permission_denied"
+    assert not Prompt.objects.filter(external_id="e1").exists()
+
+
+@pytest.mark.django_db
+def test_a_viewer_may_not_import_and_outsiders_do_not_find_the_campaign(acme, globex, bob_client, charlie_client):
+    viewer = UserFactory.create(email="vera@acme.test")
+    MembershipFactory.create(user=viewer, organization=acme.organization, role=Role.VIEWER)
+    assert post_file(login(viewer), acme.campaign, jsonl(*FIVE)).status_code == 403
+    for client in (bob_client, charlie_client, api_client(globex.organization, scope="write")):
+        response = post_file(client, acme.campaign, jsonl(*FIVE))
+        assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+    assert not Prompt.objects.filter(external_id="e1").exists()
+
+
+@pytest.mark.django_db
+def test_a_revoked_key_is_refused(acme):
+    from raters.models import ApiKey
+    from raters.services import api_key_revoke
+
+    client = api_client(acme.organization, scope="write")
+    api_key_revoke(api_key=ApiKey.objects.get(pk=client.api_key.pk), actor=None)  # type: ignore[attr-defined]
+    response = post_file(client, acme.campaign, jsonl(*FIVE))
+    assert response.status_code == 401 and response.json()["error"]["code"] == "authentication_failed"
+
+
+@pytest.mark.django_db
+def test_a_file_with_one_bad_row_imports_nothing_and_names_it(acme):
+    client = api_client(acme.organization, scope="write")
+    rows = [dict(row) for row in FIVE]
+    rows[3]["category"] = "poetry"
+    before = Prompt.objects.count()
+    response = post_file(client, acme.campaign, jsonl(*rows))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    assert error["message"] == "1 row is invalid; nothing was imported."
+    assert list(error["fields"]) == ["row 4.category"]
+    assert all(isinstance(m, str) for m in error["fields"]["row 4.category"])
+    assert Prompt.objects.count() == before
+    assert not AuditEvent.objects.filter(action=AuditAction.PROMPTS_IMPORTED).exists()
+
+
+@pytest.mark.django_db
+def test_malformed_and_invalid_rows_are_each_reported(acme):
+    client = api_client(acme.organization, scope="write")
+    data = jsonl(FIVE[0]) + b'{"text": "broken"\n' + jsonl({"text": "x" * (PROMPT_MAX_CHARS + 1)})
+    fields = post_file(client, acme.campaign, data).json()["error"]["fields"]
+    assert fields["row 2"][0].startswith("Not valid JSON")
+    assert "too long" in fields["row 3.text"][0]
+    csv_fields = post_file(client, acme.campaign, b"prompt\nhello\n", "text/csv").json()["error"]["fields"]
+    assert csv_fields["header"][0].startswith("No text column")
+
+
+@pytest.mark.django_db
+def test_a_known_external_id_is_refused_unless_skipped(acme):
+    client = api_client(acme.organization, scope="write")
+    assert post_file(client, acme.campaign, jsonl(FIVE[0])).status_code == 201
+    again = post_file(client, acme.campaign, jsonl(FIVE[3], FIVE[0]))
+    assert again.status_code == 400
+    assert list(again.json()["error"]["fields"]) == ["row 2.external_id"]
+    skipped = post_file(client, acme.campaign, jsonl(FIVE[3], FIVE[0]), query="?on_duplicate=skip")
+    assert skipped.status_code == 201
+    assert skipped.json()["skipped_external_ids"] == ["e1"] and skipped.json()["imported"] == 1
+    bogus = post_file(client, acme.campaign, jsonl(FIVE[1]), query="?on_duplicate=maybe")
+    assert bogus.status_code == 400 and "on_duplicate" in bogus.json()["error"]["fields"]
+
+
+@pytest.mark.django_db
+def test_an_oversized_body_is_413(acme, settings):
+    settings.ARENA_API_MAX_BODY_BYTES = 200
+    client = api_client(acme.organization, scope="write")
+    response = post_file(client, acme.campaign, jsonl(*FIVE))
+    assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
+    upload_response = client.post(api_import_url(acme.campaign), {"file": upload("p.jsonl", jsonl(*FIVE) * 3)})
+    assert upload_response.status_code == 413
+    assert not Prompt.objects.filter(external_id="e1").exists()
+
+
+@pytest.mark.django_db
+def test_too_many_rows_are_refused(acme, settings):
+    settings.ARENA_PROMPT_IMPORT_MAX_ROWS = 3
+    response = post_file(api_client(acme.organization, scope="write"), acme.campaign, jsonl(*FIVE))
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"]["file"] == ["The file has more than 3 rows; split it into smaller files."]
+
+
+@pytest.mark.django_db
+def test_an_unsupported_content_type_is_415(acme):
+    response = post_file(api_client(acme.organization, scope="write"), acme.campaign, b"{}", "application/json")
+    assert response.status_code == 415 and response.json()["error"]["code"] == "unsupported_media_type"
+
+
+@pytest.mark.django_db
+def test_a_closed_campaign_is_409(acme):
+    Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.CLOSED)
+    response = post_file(api_client(acme.organization, scope="write"), acme.campaign, jsonl(*FIVE))
+    assert response.status_code == 409 and response.json()["error"]["code"] == "conflict"
+
+
+def test_text_the_database_cannot_store_is_a_row_error():
+    data = b'{"text": "a\\ud800"}\n{"text": "b", "external_id": "\\udc00"}\n{"text": 1' + b"1" * 5000 + b"}\n"
+    errors = parse_jsonl(data, max_rows=MAX_ROWS).errors
+    assert errors["row 1.text"] == ["Prompt contains an unpaired surrogate, which is not valid text."]
+    assert list(errors) == ["row 1.text", "row 2.external_id", "row 3"]
+
+
+@pytest.mark.django_db
+def test_a_body_of_blank_lines_has_no_rows(acme):
+    response = post_file(api_client(acme.organization, scope="write"), acme.campaign, b"\n\n")
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": "invalid",
+        "message": "The file has no rows. Nothing was imported.",
+        "fields": {"file": ["The file has no rows."]},
+    }
