@@ -16,9 +16,9 @@ from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
 from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers
-from rest_framework.exceptions import UnsupportedMediaType
+from rest_framework.exceptions import UnsupportedMediaType, ValidationError
 from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -145,8 +145,42 @@ class VoteLogExportApi(APIView):
 # =====================================================================================================
 
 
+class _Page(CursorPage):
+    """``CursorPage`` that refuses a ``?limit=`` that is not a whole number of at least 1 (400, as the
+    schema says) instead of silently using the default; above 500 is still capped at 500."""
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param or "limit", "")
+        if raw == "":
+            return self.page_size
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValidationError({"limit": ["A whole number from 1 (at most 500 are returned)."]})
+        return min(value, self.max_page_size or value)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == "limit":
+                parameter["schema"] = {"type": "integer", "minimum": 1}
+                parameter["description"] = "Rows per page, default 50; more than 500 are returned as 500."
+        return parameters
+
+
 class _FilterSet(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no type information
     pass
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class _BooleanFilter(django_filters.TypedChoiceFilter):  # type: ignore[misc]  # no types in django-filter
+    """``true`` or ``false``, and anything else a 400: django-filter's ``BooleanFilter`` reads an unknown
+    value as "not given", which would answer a typo with the unfiltered list."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=[("true", "true"), ("false", "false")], coerce=lambda v: v == "true", **kwargs)
 
 
 def _viewable_campaign(request: Request, campaign_id: int) -> Campaign:
@@ -229,7 +263,7 @@ class CampaignFilter(_FilterSet):
 class CampaignListApi(generics.ListAPIView[Campaign]):
     serializer_class = CampaignOutput
     filterset_class = CampaignFilter
-    pagination_class = CursorPage
+    pagination_class = _Page
 
     def get_queryset(self) -> QuerySet[Campaign]:
         if getattr(self, "swagger_fake_view", False):
@@ -271,7 +305,7 @@ class CampaignDetailApi(APIView):
 
 
 class CompetitorFilter(_FilterSet):
-    active = django_filters.BooleanFilter()
+    active = _BooleanFilter(label="Only active (true) or inactive (false) competitors.")
 
     class Meta:
         model = Competitor
@@ -290,7 +324,7 @@ class CompetitorOutput(serializers.Serializer[Any]):
 class CompetitorListApi(generics.ListAPIView[Competitor]):
     serializer_class = CompetitorOutput
     filterset_class = CompetitorFilter
-    pagination_class = CursorPage
+    pagination_class = _Page
 
     def get_queryset(self) -> QuerySet[Competitor]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator, with no campaign
@@ -379,7 +413,7 @@ class PromptFilter(_FilterSet):
     category = django_filters.ChoiceFilter(choices=[(c, c) for c in CATEGORIES])
     language = django_filters.CharFilter()
     source = django_filters.ChoiceFilter(choices=Prompt.Source.choices)
-    active = django_filters.BooleanFilter()
+    active = _BooleanFilter(label="Only active (true) or inactive (false) prompts.")
     external_id = django_filters.CharFilter()
     created_after = django_filters.IsoDateTimeFilter(
         field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
@@ -396,7 +430,7 @@ class PromptFilter(_FilterSet):
 class PromptListApi(generics.ListAPIView[Prompt]):
     serializer_class = PromptOutput
     filterset_class = PromptFilter
-    pagination_class = CursorPage
+    pagination_class = _Page
 
     def get_queryset(self) -> QuerySet[Prompt]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator, with no campaign

@@ -195,3 +195,10 @@ def test_prompts_filter(acme, alice_client):
     refused = alice_client.get(url + "?category=poetry")
     assert refused.status_code == 400 and "category" in refused.json()["error"]["fields"]
     assert alice_client.get(url + "?created_after=yesterday").status_code == 400
+
+
+def test_a_limit_that_is_not_a_whole_number_is_refused(acme, alice_client):
+    for limit in ("abc", "0", "-3", "null"):
+        response = alice_client.get(reverse("api:prompts", args=[acme.campaign.pk]) + f"?limit={limit}")
+        assert response.status_code == 400, limit
+        assert list(response.json()["error"]["fields"]) == ["limit"]
