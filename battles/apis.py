@@ -7,6 +7,7 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import django_filters
@@ -181,6 +182,25 @@ class _BooleanFilter(django_filters.TypedChoiceFilter):  # type: ignore[misc]  #
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(choices=[("true", "true"), ("false", "false")], coerce=lambda v: v == "true", **kwargs)
+
+
+class _InstantFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]  # no types in django-filter
+    """An ISO 8601 bound compared in UTC. PostgreSQL takes UTC offsets up to 15:59 only, and ISO allows
+    23:59, so the value is converted first; a bound past the calendar's ends (year 1, year 9999 in UTC)
+    bounds nothing, or everything."""
+
+    def filter(self, qs: Any, value: datetime | None) -> Any:
+        if value is None:
+            return qs
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:
+            offset = value.utcoffset()
+            before_year_1 = offset is not None and offset > timedelta(0)
+            lower_bound = self.lookup_expr in ("gt", "gte")
+            # "after a time before year 1" and "before a time after year 9999" exclude nothing.
+            return qs if before_year_1 == lower_bound else qs.none()
+        return super().filter(qs, value)
 
 
 def _viewable_campaign(request: Request, campaign_id: int) -> Campaign:
@@ -415,12 +435,8 @@ class PromptFilter(_FilterSet):
     source = django_filters.ChoiceFilter(choices=Prompt.Source.choices)
     active = _BooleanFilter(label="Only active (true) or inactive (false) prompts.")
     external_id = django_filters.CharFilter()
-    created_after = django_filters.IsoDateTimeFilter(
-        field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
-    )
-    created_before = django_filters.IsoDateTimeFilter(
-        field_name="created_at", lookup_expr="lt", label="Created before (ISO 8601)."
-    )
+    created_after = _InstantFilter(field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601).")
+    created_before = _InstantFilter(field_name="created_at", lookup_expr="lt", label="Created before (ISO 8601).")
 
     class Meta:
         model = Prompt

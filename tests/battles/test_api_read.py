@@ -202,3 +202,21 @@ def test_a_limit_that_is_not_a_whole_number_is_refused(acme, alice_client):
         response = alice_client.get(reverse("api:prompts", args=[acme.campaign.pk]) + f"?limit={limit}")
         assert response.status_code == 400, limit
         assert list(response.json()["error"]["fields"]) == ["limit"]
+
+
+def test_date_bounds_with_any_iso_offset_or_at_the_calendars_ends(acme, alice_client):
+    url = reverse("api:prompts", args=[acme.campaign.pk])
+    every = set(Prompt.objects.filter(campaign=acme.campaign).values_list("id", flat=True))
+
+    def ids(query: str) -> set[int]:
+        response = alice_client.get(url + query)
+        assert response.status_code == 200, response.content
+        return {r["id"] for r in response.json()["results"]}
+
+    # PostgreSQL takes offsets up to 15:59; ISO 8601 up to 23:59.
+    assert ids("?created_after=0388-12-10T03:31:39%2B23:38") == every
+    assert ids("?created_before=5000-06-22T19:29:40-18:43") == every
+    assert ids("?created_after=0001-01-01T00:00:00%2B05:00") == every
+    assert ids("?created_before=0001-01-01T00:00:00%2B05:00") == set()
+    assert ids("?created_before=9999-12-31T23:59:59-05:00") == every
+    assert ids("?created_after=9999-12-31T23:59:59-05:00") == set()
