@@ -7,11 +7,9 @@ Other areas (exports of preference pairs, ...) add their own blocks below."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
-from django import forms
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.cache import cache
@@ -28,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from arena.api import CursorPage, ErrorOutput
+from arena.api import CursorPage, ErrorOutput, UtcIsoDateTimeFilter
 from battles.models import Campaign
 from battles.selectors import campaign_viewable_by, campaign_writable_by
 from raters.authentication import ApiKeyPrincipal
@@ -333,47 +331,9 @@ class SnapshotSummaryOutput(serializers.ModelSerializer[LeaderboardSnapshot]):
 
 
 class HistoryPage(CursorPage):
-    """Cursor pages by version, newest first. A ``limit`` that is not a whole number from 1 to 500 is a
-    400 (DRF would quietly fall back to the default), and the schema says so."""
+    """Cursor pages by version, newest first."""
 
     ordering = "-version"
-
-    def get_page_size(self, request: Request) -> int:
-        raw = request.query_params.get(self.page_size_query_param or "limit", "")
-        if raw == "":  # an empty parameter means "not given"
-            return int(self.page_size or 50)
-        maximum = int(self.max_page_size or 500)
-        try:
-            size = int(raw)
-        except ValueError:
-            size = 0
-        if not 1 <= size <= maximum:
-            raise serializers.ValidationError({"limit": [f"A whole number from 1 to {maximum}."]})
-        return size
-
-    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
-        for parameter in parameters:
-            if parameter["name"] == self.page_size_query_param:
-                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
-        return parameters
-
-
-class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):  # type: ignore[misc]
-    """An ISO 8601 time, in UTC: Python accepts offsets up to ±23:59, PostgreSQL only to ±15:59."""
-
-    def to_python(self, value: Any) -> datetime | None:
-        parsed: datetime | None = super().to_python(value)
-        if parsed is None:
-            return None
-        try:
-            return parsed.astimezone(UTC)
-        except OverflowError:
-            raise forms.ValidationError("The time is out of range.") from None
-
-
-class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]
-    field_class = UtcIsoDateTimeField
 
 
 class SnapshotHistoryFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no types
