@@ -290,7 +290,9 @@ def test_pairwise_cohen_lists_pairs_with_enough_common_items() -> None:
 PI = np.array([0.45, 0.4, 0.1, 0.05])  # left, right, tie, both bad
 
 
-def _simulate(rng: np.random.Generator, n_items: int, raters_per_item: NDArray[np.int64], rho: float) -> NDArray[np.int64]:
+def _simulate(
+    rng: np.random.Generator, n_items: int, raters_per_item: NDArray[np.int64], rho: float
+) -> NDArray[np.int64]:
     truth = rng.choice(4, size=n_items, p=PI)
     m = int(raters_per_item.max())
     honest = rng.random((n_items, m)) < rho
