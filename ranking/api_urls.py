@@ -14,4 +14,5 @@ urlpatterns = [
         apis.LeaderboardVersionApi.as_view(),
         name="leaderboard-version",
     ),
+    path("campaigns/<int:campaign_id>/rater-quality/", apis.RaterQualityApi.as_view(), name="api-rater-quality"),
 ]
