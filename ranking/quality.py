@@ -75,7 +75,12 @@ def item_categories(
     hi = np.maximum(left, right)
     if prompt.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    _, item = np.unique(np.stack([prompt, lo, hi]), axis=1, return_inverse=True)
+    # One integer key per (prompt, lo, hi) from dense codes (np.unique over a 1-d key, not over rows).
+    competitors, codes = np.unique(np.concatenate([lo, hi]), return_inverse=True)
+    k = len(competitors)
+    lo_code, hi_code = codes[: lo.size], codes[lo.size :]
+    _, prompt_code = np.unique(prompt, return_inverse=True)
+    _, item = np.unique((prompt_code.astype(np.int64) * k + lo_code) * k + hi_code, return_inverse=True)
     swapped = left > right
     category = outcome.copy()
     category[swapped & (outcome == LEFT_WINS)] = RIGHT_WINS

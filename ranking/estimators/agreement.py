@@ -16,7 +16,8 @@ Honesty rules shared by every coefficient here:
   disagreement 0) and kappa/alpha are 0/0: ``value=None`` with that reason (the observed agreement,
   1.0, is still reported).
 - **Bootstrap over items.** Intervals that are not asymptotic resample *items* with replacement
-  (multinomial weights over the items, seeded: the same data and seed give the same interval) and
+  (multinomial weights over the items' count patterns, which is the same thing, since items with the
+  same counts are interchangeable; seeded: the same data and seed give the same interval) and
   take the (B+1)q order statistics of the replicates, as the leaderboard's bootstrap does. Replicates
   in which the coefficient is undefined are dropped and counted (``bootstrap_undefined``); when more
   than half of them are, no interval is given.
@@ -41,8 +42,8 @@ ONE_CATEGORY_REASON = (
 BOOTSTRAP_UNDEFINED_REASON = "the coefficient is undefined in over half of the bootstrap replicates"
 SINGLE_ITEM_REASON = "one item cannot be resampled: no bootstrap interval"
 
-# Bootstrap replicates are drawn in blocks of this many, so memory stays at block x items.
-_BLOCK = 64
+# Bootstrap weights are drawn in blocks of at most this many (rounds x patterns) entries.
+_BLOCK_ELEMENTS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -248,11 +249,6 @@ def _percentile_interval(
     lo = int(np.clip(np.floor((b + 1) * tail) - 1, 0, b - 1))
     hi = int(np.clip(np.ceil((b + 1) * (1.0 - tail)) - 1, 0, b - 1))
     return float(ordered[lo]), float(ordered[hi]), undefined, None
-
-
-def _item_weights(rng: np.random.Generator, n_items: int, rounds: int) -> NDArray[np.float64]:
-    out: NDArray[np.float64] = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=rounds).astype(np.float64)
-    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -530,13 +526,17 @@ def _item_bootstrap(
     n_items = counts.shape[0]
     if n_items < 2:
         return None, None, 0, SINGLE_ITEM_REASON
+    # Items with the same category counts are interchangeable, so resampling items is resampling their
+    # count *patterns* with the patterns' frequencies: a multinomial over a few hundred patterns at
+    # most (for up to 5 raters an item and 4 categories, 125), not over every item.
+    patterns, frequency = np.unique(counts, axis=0, return_counts=True)
     rng = np.random.default_rng(seed)
     reps = np.empty(bootstrap, dtype=np.float64)
-    done = 0
-    while done < bootstrap:
-        block = min(_BLOCK, bootstrap - done)
-        reps[done : done + block] = statistic(counts, _item_weights(rng, n_items, block))
-        done += block
+    block = max(1, min(bootstrap, _BLOCK_ELEMENTS // max(len(patterns), 1)))
+    for done in range(0, bootstrap, block):
+        rounds = min(block, bootstrap - done)
+        weights = rng.multinomial(n_items, frequency / n_items, size=rounds).astype(np.float64)
+        reps[done : done + rounds] = statistic(patterns, weights)
     return _percentile_interval(reps, confidence)
 
 

@@ -177,7 +177,9 @@ def rater_outliers(
         x = np.where(decisive, np.where(lo_won, 1.0, 0.0), 0.5)
     raters, rater_index = np.unique(r, return_inverse=True)
     rater_index = rater_index.astype(np.int64)
-    _, pair_index = np.unique(np.stack([lo, hi]), axis=1, return_inverse=True)
+    competitors, codes = np.unique(np.concatenate([lo, hi]), return_inverse=True)
+    k = len(competitors)
+    _, pair_index = np.unique(codes[:n_rows].astype(np.int64) * k + codes[n_rows:], return_inverse=True)
     pair_index = np.asarray(pair_index, dtype=np.int64).reshape(-1)
     weight = counted.astype(np.float64)
     n_pairs = int(pair_index.max()) + 1
