@@ -48,6 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
 from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE
+from .agreement import _integers
 from .pairwise import wilson_interval
 
 EPSILONS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
@@ -137,12 +138,13 @@ def rater_outliers(
         raise ValueError("alpha must lie strictly between 0 and 1")
     if ties not in ("skip", "half"):
         raise ValueError("ties must be 'skip' or 'half'")
-    r = np.asarray(rater, dtype=np.int64)
-    left = np.asarray(a, dtype=np.int64)
-    right = np.asarray(b, dtype=np.int64)
-    out_code = np.asarray(outcome, dtype=np.int64)
-    if not (r.shape == left.shape == right.shape == out_code.shape) or r.ndim != 1:
-        raise ValueError("rater, a, b and outcome must be one-dimensional and of one length")
+    # Fractional or non-finite ids are refused, not truncated (a cast would make 1.5 rater 1).
+    r = _integers("rater", rater)
+    left = _integers("a", a)
+    right = _integers("b", b)
+    out_code = _integers("outcome", outcome)
+    if not (r.shape == left.shape == right.shape == out_code.shape):
+        raise ValueError("rater, a, b and outcome must be of one length")
     if out_code.size and (out_code.min() < LEFT_WINS or out_code.max() > BOTH_BAD):
         raise ValueError("outcome codes must be LEFT_WINS, RIGHT_WINS, TIE or BOTH_BAD")
     if np.any(left == right):

@@ -174,6 +174,10 @@ def test_empty_log_and_input_checks() -> None:
         rater_outliers([1], [0], [1], [7])
     with pytest.raises(ValueError):
         rater_outliers([1], [0], [1], [LEFT_WINS], alpha=1.5)
+    with pytest.raises(ValueError):
+        rater_outliers([1.5], [0], [1], [LEFT_WINS])  # a fractional rater id is refused, not truncated
+    with pytest.raises(ValueError):
+        rater_outliers([1, 2], [0], [1], [LEFT_WINS])
 
 
 def test_gold_accuracy_counts_with_wilson_intervals() -> None:
