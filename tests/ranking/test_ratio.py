@@ -229,7 +229,7 @@ def test_two_components_each_start_at_zero_and_are_flagged() -> None:
     assert fit.scores[5:9] == pytest.approx(theta[5:9] - theta[5:9].min(), abs=1e-9)
     assert fit.scores[9] == 0.0 and fit.std[9] == np.inf and not fit.observed[9]
     assert np.all(np.isfinite(fit.std[:9]))
-    assert fit.degraded and "2 components" in fit.degraded_reasons[0]
+    assert fit.degraded and "3 components (1 entities never compared)" in fit.degraded_reasons[0]
     assert fit.difference_sd(0, 6) == np.inf and np.isfinite(fit.difference_sd(0, 3))
     assert np.isinf(fit.resistance(0, 6)).all()
 
