@@ -359,6 +359,54 @@ def _centre_per_component(
     return x - (sums / sizes[:, None])[comp]
 
 
+@dataclass(frozen=True)
+class Posterior:
+    """``diag``: the diagonal of ``P C P`` (unit dispersion); ``resistance``: per edge."""
+
+    diag: NDArray[np.float64]
+    resistance: NDArray[np.float64]
+    cov: NDArray[np.float64] | None
+    sketch: NDArray[np.float64] | None
+
+
+def posterior(
+    fac: _Factor,
+    comp: NDArray[np.int64],
+    lo: NDArray[np.int64],
+    hi: NDArray[np.int64],
+    a: NDArray[np.float64],
+    *,
+    exact: bool,
+    probes: int = PROBES,
+    seed: int = 0,
+) -> Posterior:
+    """Score variances (centred per component) and edge resistances from the factor of ``L_a``:
+    exact from the inverse, or Hutchinson's diagonal estimator and a Johnson-Lindenstrauss sketch."""
+    n, n_edges = fac.n, lo.size
+    sizes = np.bincount(comp).astype(np.float64)
+    if exact:
+        c = fac.inverse()
+        rows = c.sum(axis=1)  # C is block-diagonal by component
+        tot = np.bincount(comp, rows, minlength=sizes.size)
+        diag = np.diag(c) - 2 * rows / sizes[comp] + (tot / sizes**2)[comp]
+        resist = c[lo, lo] + c[hi, hi] - 2 * c[lo, hi] if n_edges else np.zeros(0)
+        return Posterior(diag, resist, c, None)
+    rng = np.random.default_rng(seed)
+    z = rng.choice(np.array([-1.0, 1.0]), size=(n, probes))
+    az = _centre_per_component(fac.solve(_centre_per_component(z, comp, sizes)), comp, sizes)
+    diag = np.mean(z * az, axis=1)
+    # Johnson-Lindenstrauss sketch of L^+ B^T A^(1/2): R_e ~ ||Y[lo] - Y[hi]||^2.
+    q = rng.choice(np.array([-1.0, 1.0]), size=(n_edges, probes)) * (np.sqrt(a) / np.sqrt(probes))[:, None]
+    edge_ids = np.arange(n_edges)
+    incidence_t = sp.csr_matrix(
+        (np.r_[np.ones(n_edges), -np.ones(n_edges)], (np.r_[lo, hi], np.r_[edge_ids, edge_ids])),
+        shape=(n, n_edges),
+    )
+    sketch = fac.solve(np.asarray(incidence_t @ q))
+    resist = ((sketch[lo] - sketch[hi]) ** 2).sum(axis=1) if n_edges else np.zeros(0)
+    return Posterior(diag, resist, None, sketch)
+
+
 def fit_ratio(
     n_entities: int,
     i: ArrayLike,
@@ -386,7 +434,6 @@ def fit_ratio(
     lo, hi, y, w = edges.lo, edges.hi, edges.y, edges.weight
     n_edges = int(y.size)
     k_comp, comp = graph_components(n, lo, hi, w)
-    sizes = np.bincount(comp, minlength=k_comp).astype(np.float64)
     # Pinned: the lowest index of each component (labels are numbered by first appearance).
     pinned = np.unique(comp, return_index=True)[1].astype(np.int64)
     free_mask = np.ones(n, dtype=bool)
@@ -467,33 +514,9 @@ def fit_ratio(
     residual = y - (s[lo] - s[hi])
     phi = sigma**2 if df >= MIN_DF else 1.0
 
-    # Covariance (centred per component) and effective resistances of the edges.
-    cov: NDArray[np.float64] | None = None
-    sketch: NDArray[np.float64] | None = None
-    rng = np.random.default_rng(seed)
-    if n <= exact_limit:
-        c = fac.inverse()
-        rows = c.sum(axis=1)  # C is block-diagonal by component
-        tot = np.bincount(comp, rows, minlength=k_comp)
-        diag = np.diag(c) - 2 * rows / sizes[comp] + (tot / sizes**2)[comp]
-        cov = c
-        resist = c[lo, lo] + c[hi, hi] - 2 * c[lo, hi] if n_edges else np.zeros(0)
-        std_method, used_probes = "exact", 0
-    else:
-        z = rng.choice(np.array([-1.0, 1.0]), size=(n, probes))
-        az = _centre_per_component(fac.solve(_centre_per_component(z, comp, sizes)), comp, sizes)
-        diag = np.mean(z * az, axis=1)
-        # Johnson-Lindenstrauss sketch of L^+ B^T A^(1/2): R_e ~ ||Y[lo] - Y[hi]||^2.
-        q = rng.choice(np.array([-1.0, 1.0]), size=(n_edges, probes)) * (np.sqrt(a) / np.sqrt(probes))[:, None]
-        rows = np.r_[lo, hi]
-        incidence_t = sp.csr_matrix(
-            (np.r_[np.ones(n_edges), -np.ones(n_edges)], (rows, np.r_[np.arange(n_edges), np.arange(n_edges)])),
-            shape=(n, n_edges),
-        )
-        m = np.asarray(incidence_t @ q)
-        sketch = fac.solve(m)
-        resist = ((sketch[lo] - sketch[hi]) ** 2).sum(axis=1) if n_edges else np.zeros(0)
-        std_method, used_probes = "hutchinson", probes
+    post = posterior(fac, comp, lo, hi, a, exact=n <= exact_limit, probes=probes, seed=seed)
+    diag, resist, cov, sketch = post.diag, post.resistance, post.cov, post.sketch
+    std_method, used_probes = ("exact", 0) if cov is not None else ("hutchinson", probes)
     std = np.sqrt(phi * np.maximum(diag, 0.0))
     std = np.where(observed, std, np.inf)
 
