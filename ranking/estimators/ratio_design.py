@@ -6,18 +6,24 @@ again repeats the answer.
 
 Batch. First, *forced exploration*: every entity with fewer than ``min_partners`` (2) distinct
 partners is paired with entities spread across the current ranking (rank quantiles of a golden-ratio
-sequence, each partner used once per batch while others remain), never a single hub; on a cold board
+sequence, each partner used once per batch while others remain), never a single hub (when every
+spread partner is refused: any free one, then another thin entity); on a cold board
 (fewer than two entities with enough partners) the thin entities are joined in a seeded ring. Then
-the rest of the batch by *expected information gain* near the top-k boundary: for a pair ``(a, b)``
-one more judged pair adds precision ``w_new = 2 / tau2`` to the difference ``s_a - s_b``, whose
-posterior variance is ``phi R_ab`` (``R_ab`` the effective resistance, ``(e_a - e_b)^T L^+ (e_a -
-e_b)``), so it gains ``0.5 log(1 + w_new R_ab)`` nats (``phi`` cancels); the gain is weighted by the
-pair's relevance to the boundary ``p_a (1 - p_a) + p_b (1 - p_b) + 2 * explore`` where ``p_i =
-Phi((s_i - c) / sd_i)`` is the probability that ``i`` is above the boundary ``c`` (midway between the
-k-th and the (k+1)-th score) and ``explore`` (0.05) keeps the rest of the ranking measured. Greedy:
-the best pair is taken and the relevance of both its entities halved (the resistances are not
-updated inside a batch; the halving spreads the batch instead). Pairs across components have
-infinite resistance, capped, so joining components comes first.
+the rest of the batch by *expected information gain* near the top-k boundary. One more judged pair
+``(a, b)`` adds precision ``w_new = 2 / (phi tau2)`` (two judgements of variance ``phi tau2``) along ``b_ab =
+e_a - e_b``; by Sherman-Morrison it lowers the variance of a contrast ``g`` by ``w_new (g^T C
+b_ab)^2 / (1 + w_new R_ab)``, ``R_ab = b_ab^T C b_ab`` the effective resistance (``C = phi L^+``).
+The contrasts are ``s_i - c``, ``c`` the boundary (the mean of the k-th and (k+1)-th entities'
+scores), each weighted by its relevance ``p_i (1 - p_i) + explore`` where ``p_i = Phi((s_i - c) /
+sd_i)`` is the probability that ``i`` is above the boundary and ``explore`` (0.05) keeps the rest
+of the ranking measured. Greedy: the best pair is taken and ``C`` updated by the same rank-one
+formula, so the batch spreads by itself. This needs the exact covariance (up to 256 entities) and
+one component of judged entities; otherwise the gain is ``0.5 log(1 + w_new R_ab)`` weighted by
+the sum of the two relevances, the relevance of each entity taken halved, resistances from the
+sketch, pairs across components (infinite resistance, capped) first.
+On 16 boards of 50 entities at 400 calls (top-10, sd 0.5, 5% wild): top-10 accuracy 0.944 with the
+variance-reduction rule, 0.925 with the resistance-only rule, 0.913 with uniform random pairs (the
+true strength lost from the chosen top 10: 0.054, 0.106, 0.114).
 
 Stopping. After each batch the critical pair (the k-th and the (k+1)-th entity) is checked: it
 *separates* when its gap exceeds ``z * inflation * sd(gap)`` (1.96 x 1.5; the inflation pays for
@@ -140,11 +146,62 @@ def propose_batch(
                             take(t, p, "explore", float("nan"))
                             used.add(p)
                             break
+                    else:
+                        # Every spread partner is refused or taken: any free one, then another thin entity.
+                        fallback = [int(p) for p in np.r_[well, thin] if free(t, int(p))]
+                        if fallback:
+                            take(t, fallback[0], "explore", float("nan"))
+                            used.add(fallback[0])
     remaining = batch_size - len(chosen)
-    if remaining > 0 and n >= 2:
+    if remaining > 0 and n >= 2 and not _boundary_pairs_exact(fit, top_k, remaining, explore, free, take):
         _boundary_pairs(fit, top_k, remaining, explore, free, take)
     pairs = np.array(chosen, dtype=np.int64).reshape(-1, 2)
     return Proposal(pairs=pairs, kind=tuple(kinds), gain=np.array(gains, dtype=np.float64))
+
+
+def _boundary_pairs_exact(
+    fit: RatioFit,
+    top_k: int,
+    count: int,
+    explore: float,
+    free: Callable[[int, int], bool],
+    take: Callable[[int, int, str, float], None],
+) -> bool:
+    """Greedy relevance-weighted variance reduction of the boundary contrasts ``s_i - c`` with the
+    exact covariance, updated by Sherman-Morrison after each pick. False when it does not apply
+    (no exact covariance, or the judged entities form more than one component)."""
+    cov = fit._cov
+    n = fit.n_entities
+    if cov is None or np.unique(fit.component[fit.observed]).size != 1:
+        return False
+    ka, kb, c = boundary(fit, min(max(top_k, 1), n - 1))
+    sd = np.where(np.isfinite(fit.std) & (fit.std > 0), fit.std, 1e6)
+    p = ndtr((fit.scores - c) / sd)
+    relevance = p * (1.0 - p) + explore
+    a, b = np.triu_indices(n, k=1)
+    ok = np.array([free(int(x), int(y)) for x, y in zip(a.tolist(), b.tolist(), strict=True)], dtype=bool)
+    ok &= fit.observed[a] | fit.observed[b]
+    a, b = a[ok], b[ok]
+    if a.size == 0:
+        return True
+    cmat = cov * fit.dispersion
+    w_new = 2.0 / (fit.dispersion * fit.edges.pooled_variance)  # a new pair's precision, units of cmat
+    alive = np.ones(a.size, dtype=bool)
+    cols = np.arange(a.size)
+    for _ in range(count):
+        cb = cmat[:, a] - cmat[:, b]  # C (e_a - e_b), n x pairs
+        resist = cb[a, cols] - cb[b, cols]
+        contrast = cb - 0.5 * (cb[ka] + cb[kb])
+        gain = w_new * (relevance[:, None] * contrast**2).sum(axis=0) / (1.0 + w_new * resist)
+        gain = np.where(alive, gain, -np.inf)
+        best = int(np.argmax(gain))
+        if not np.isfinite(gain[best]):
+            return True
+        take(int(a[best]), int(b[best]), "boundary", float(gain[best]))
+        alive[best] = False
+        v = cb[:, best]
+        cmat = cmat - w_new * np.outer(v, v) / (1.0 + w_new * resist[best])
+    return True
 
 
 def _boundary_pairs(
