@@ -16,9 +16,11 @@ they give at least ``5`` degrees of freedom, else ``prior_variance`` (0.25, a lo
 So an edge seen once gets ``v = tau2``. Stated confidence is recorded per edge, never a weight.
 
 Loss and solve. Scores minimise ``sum_e rho_k(u_e / sigma)`` with ``u_e = sqrt(w_e) * (y_e - s_lo +
-s_hi)``, ``rho_k`` Huber's loss (``k = 1.5``) and ``sigma = 1.4826 * MAD(u) / sqrt(1 - mean
-leverage)`` (with under ``MIN_DF`` residual degrees of freedom the variance model is trusted:
-``sigma = 1``). Iteratively reweighted least squares from the plain weighted fit: each step solves
+s_hi)``, ``rho_k`` Huber's loss (``k = 1.5``) and ``sigma = 1.4826 * median(|u|) / sqrt(1 - mean
+leverage)``: the MAD taken about zero, not about the median, since the sign of an edge is a
+labelling choice and a centre would make the fit depend on the entities' names. With under
+``MIN_DF`` residual degrees of freedom the variance model is trusted: ``sigma = 1``.
+Iteratively reweighted least squares from the plain weighted fit: each step solves
 ``L_a s = b`` with ``a_e = w_e * min(1, k sigma / |u_e|)``, ``L_a`` the weighted graph Laplacian
 reduced by the pinned nodes, through a Cholesky factor (``scipy.linalg.cho_factor``) with a ridge of
 ``1e-12 * max(diag)``. The first ``SCALE_STEPS`` (5) steps re-estimate ``sigma``; then it is held
@@ -474,7 +476,7 @@ def fit_ratio(
         r_now = y - (s[lo] - s[hi])
         u = r_now * sqrt_w
         if df >= MIN_DF and it <= SCALE_STEPS:
-            mad = float(np.median(np.abs(u - np.median(u))))
+            mad = float(np.median(np.abs(u)))  # about zero: an edge's sign is a labelling choice
             sigma = max(MAD_TO_SD * mad / np.sqrt(1.0 - mean_leverage), SIGMA_FLOOR)
         au = np.abs(u)
         omega = np.where(au <= huber_k * sigma, 1.0, huber_k * sigma / np.maximum(au, 1e-300))

@@ -297,3 +297,25 @@ def test_a_bridge_has_no_leave_one_out_residual() -> None:
 def test_bad_input_is_refused(i, j, r, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         fit_ratio(3, i, j, r)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(3, 20), scale=st.floats(0.2, 5.0))
+def test_relabelling_reversing_and_rescaling_act_on_the_scores(seed: int, n: int, scale: float) -> None:
+    """Renaming entities permutes the scores; reversing every judgement mirrors them (max - s); scaling
+    every log-ratio by c scales the scores by c (the robust scale follows the data)."""
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(size=n)
+    a, b = both_orders(*random_design(rng, n, min(3 * n, n * (n - 1) // 2)))
+    r = judge(rng, theta, a, b)
+    fit = fit_ratio(n, a, b, r)
+    perm = rng.permutation(n)  # entity k is called perm[k]
+    renamed = fit_ratio(n, perm[a], perm[b], r)
+    assert renamed.scores[perm] == pytest.approx(fit.scores, abs=1e-7)
+    assert renamed.std[perm] == pytest.approx(fit.std, rel=1e-6)
+    mirrored = fit_ratio(n, a, b, -r)
+    assert mirrored.scores == pytest.approx(fit.scores.max() - fit.scores, abs=1e-7)
+    if fit.residual_df >= 10:
+        scaled = fit_ratio(n, a, b, scale * r, prior_variance=0.25 * scale**2, variance_floor=0.01 * scale**2)
+        assert scaled.scores == pytest.approx(scale * fit.scores, abs=1e-6 * scale)
+        assert scaled.std == pytest.approx(scale * fit.std, rel=1e-5)
