@@ -214,3 +214,18 @@ def test_the_design_finds_the_top_k_better_than_uniform_pairs_at_the_same_budget
             exact[adaptive] += set(chosen) == set(np.argsort(-theta)[:10].tolist())
     assert lost[True] < 0.75 * lost[False], lost
     assert exact[True] >= exact[False], exact
+
+
+def test_above_the_exact_limit_the_design_uses_the_sketch() -> None:
+    """300 entities: no exact covariance, so the boundary pairs come from the sketched resistances;
+    still never a judged or refused pair, and the thin newcomers are explored first."""
+    fit, _ = _board_with_newcomers(296, 4, seed=6)
+    assert fit.std_method == "hutchinson"
+    refused = [(0, 1), (2, 3)]
+    prop = propose_batch(fit, top_k=20, batch_size=30, refused=refused, seed=2)
+    assert prop.pairs.shape == (30, 2)
+    assert prop.kind[:8] == ("explore",) * 8 and set(prop.kind[8:]) == {"boundary"}
+    proposed = {(min(a, b), max(a, b)) for a, b in prop.pairs.tolist()}
+    assert len(proposed) == 30 and not proposed & set(refused)
+    assert not proposed & set(zip(fit.edges.lo.tolist(), fit.edges.hi.tolist(), strict=True))
+    assert np.all(prop.gain[8:] > 0)
