@@ -19,8 +19,10 @@ because every app's API needs it and no app should depend on another for it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import django_filters
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -153,12 +155,54 @@ class ApiBodyLimitMiddleware:
 
 
 class CursorPage(CursorPagination):
-    """``?limit=`` (1–500, default 50) and an opaque ``?cursor=`` from the previous page's ``next``."""
+    """``?limit=`` (1–500, default 50) and an opaque ``?cursor=`` from the previous page's ``next``.
+
+    A ``limit`` that is not a whole number from 1 to 500 is a 400 (DRF would quietly use the default, and
+    a client would believe it got what it asked for), and the schema states the range."""
 
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 500
     ordering = "-id"
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param or "limit", "")
+        if raw == "":  # an empty parameter means "not given"
+            return int(self.page_size or 50)
+        maximum = int(self.max_page_size or 500)
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= maximum:
+            raise serializers.ValidationError({"limit": [f"A whole number from 1 to {maximum}."]})
+        return size
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]  # django-filter ships no types
+    """An ISO 8601 bound compared in UTC. PostgreSQL takes UTC offsets up to 15:59 only, and ISO allows
+    23:59, so the value is converted first; a bound past the calendar's ends (year 1, year 9999 in UTC)
+    bounds nothing, or everything."""
+
+    def filter(self, qs: Any, value: datetime | None) -> Any:
+        if value is None:
+            return qs
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:
+            offset = value.utcoffset()
+            before_year_1 = offset is not None and offset > timedelta(0)
+            lower_bound = self.lookup_expr in ("gt", "gte")
+            # "after a time before year 1" and "before a time after year 9999" exclude nothing.
+            return qs if before_year_1 == lower_bound else qs.none()
+        return super().filter(qs, value)
 
 
 _PAGE_SCHEMAS: dict[type[serializers.BaseSerializer[Any]], type[serializers.Serializer[Any]]] = {}
