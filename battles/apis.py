@@ -294,9 +294,13 @@ class CompetitorFilter(_FilterSet):
 
 class CompetitorOutput(serializers.Serializer[Any]):
     id = serializers.IntegerField()
-    model = serializers.CharField(source="endpoint.name", help_text="The model's public name.")
+    model = serializers.CharField(source="model_name", help_text="The model's public name.")
     version = serializers.CharField(source="version_label")
-    endpoint = serializers.IntegerField(source="endpoint_id")
+    endpoint = serializers.IntegerField(
+        source="endpoint_id",
+        allow_null=True,
+        help_text="Its model endpoint; null for an external model (its answers arrive as shadow battles).",
+    )
     active = serializers.BooleanField(help_text="Inactive competitors get no new battles.")
     created_at = serializers.DateTimeField()
 

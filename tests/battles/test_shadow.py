@@ -343,3 +343,11 @@ def test_concurrent_pushes_with_one_key_make_one_battle(vote_log_purge, acme, al
     assert sum(r.created for r in results) == 1
     assert Battle.objects.filter(campaign=acme.campaign, idempotency_key="race").count() == 1
     assert Competitor.objects.filter(campaign=acme.campaign, endpoint__isnull=True).count() == 2
+
+
+def test_leaderboards_name_external_models_too(acme):
+    from ranking.selectors import competitor_names
+
+    _import(acme, item())
+    names = {entry["model"] for entry in competitor_names(campaign=acme.campaign).values()}
+    assert names == {acme.left.model_name, acme.right.model_name, "prod-model", "candidate"}

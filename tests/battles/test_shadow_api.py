@@ -316,3 +316,12 @@ def test_surrogates_and_nul_characters_are_refused_naming_the_field(acme, writer
     assert response.status_code == 400
     assert set(error(response)["fields"]) == {"answers.0.text", "answers.1.text"}
     assert "U+D800" in error(response)["fields"]["answers.0.text"][0]
+
+
+def test_external_competitors_are_listed_with_no_endpoint(acme, writer):
+    post(writer, url(acme), body())
+    listing = writer.get(reverse("api:competitors", args=[acme.campaign.pk]))
+    assert listing.status_code == 200, listing.content
+    rows = {row["model"]: row for row in listing.json()["results"]}
+    assert rows[SECRET_MODEL]["endpoint"] is None and rows[SECRET_MODEL]["version"] == "2026-11-02"
+    assert rows[acme.left.model_name]["endpoint"] == acme.left.endpoint_id
