@@ -16,6 +16,22 @@ def organizations_managed_by(user: User) -> QuerySet[Organization]:
     return Organization.objects.filter(memberships__user=user, memberships__role__in=MANAGING_ROLES).distinct()
 
 
+def organizations_owned_by(user: User | AnonymousUser) -> QuerySet[Organization]:
+    """Organisations whose owner-only settings (webhooks: their secrets and delivery logs) the user may
+    see and change: those they own; every one for a superuser."""
+    if not user.is_authenticated or not user.is_active:
+        return Organization.objects.none()
+    if user.is_superuser:
+        return Organization.objects.all()
+    return Organization.objects.filter(memberships__user=user, memberships__role=Role.OWNER).distinct()
+
+
+def user_owns_anything(user: User | AnonymousUser) -> bool:
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return user.is_superuser or Membership.objects.filter(user=user, role=Role.OWNER).exists()
+
+
 def organizations_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organization]:
     """Organisations whose results the user may see: managers, owners and viewers; for a request
     made with an API key, the key's organisation only."""

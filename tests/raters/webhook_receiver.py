@@ -1,0 +1,73 @@
+"""A real HTTP receiver for webhook tests: a server on 127.0.0.1 in a thread that checks each request's
+signature with the secret it is given, as a customer's receiver would (README, "Webhooks")."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from raters.webhook_signing import SignatureInvalid, verify_signature
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    verified: bool
+    refusal: str
+
+
+@dataclass
+class Receiver:
+    port: int = 0
+    secret: str = ""
+    # Statuses to answer, in order; once used up, 200.
+    statuses: list[int] = field(default_factory=list)
+    answer: bytes = b"ok"
+    extra_headers: dict[str, str] = field(default_factory=dict)
+    requests: list[Received] = field(default_factory=list)
+
+    def url(self, path: str = "/hooks/arena", host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+
+@contextmanager
+def receiver_running() -> Iterator[Receiver]:
+    receiver = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            length = int(self.headers.get("Content-Length", "0"))
+            body = self.rfile.read(length)
+            verified, refusal = False, ""
+            try:
+                verify_signature(receiver.secret, body, self.headers.get("X-Arena-Signature", ""), 300)
+                verified = True
+            except SignatureInvalid as exc:
+                refusal = str(exc)
+            receiver.requests.append(Received(self.path, dict(self.headers.items()), body, verified, refusal))
+            status = receiver.statuses.pop(0) if receiver.statuses else 200
+            self.send_response(status)
+            for name, value in receiver.extra_headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(receiver.answer)))
+            self.end_headers()
+            self.wfile.write(receiver.answer)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    receiver.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
