@@ -10,6 +10,8 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.http import Http404, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
@@ -99,6 +101,13 @@ class VoteLogExportApi(APIView):
     Streamed row by row from a server-side cursor, so a campaign of millions of votes is never held
     in memory. Owners, managers and viewers of the campaign's organisation only; anyone else gets 404."""
 
+    @extend_schema(
+        operation_id="votes_export",
+        summary="The vote log, streamed",
+        parameters=[OpenApiParameter("kind", str, OpenApiParameter.PATH, enum=["jsonl", "csv"])],
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR, (200, "text/csv"): OpenApiTypes.STR},
+        tags=["votes"],
+    )
     def get(self, request: Request, campaign_id: int, kind: str) -> StreamingHttpResponse:
         user = request.user
         # IsAuthenticated, the API's default permission, lets only a signed-in user or an API key through.

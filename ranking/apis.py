@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.http import Http404
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
@@ -66,6 +67,13 @@ class SnapshotSummaryOutput(serializers.ModelSerializer[LeaderboardSnapshot]):
 class LeaderboardLatestApi(APIView):
     """``GET /api/v1/campaigns/<id>/leaderboard/?category=&view=raw|style``: the newest snapshot."""
 
+    @extend_schema(
+        operation_id="leaderboard_latest",
+        summary="The newest leaderboard",
+        parameters=[SelectionInput],
+        responses=SnapshotOutput,
+        tags=["leaderboards"],
+    )
     def get(self, request: Request, campaign_id: int) -> Response:
         campaign = _campaign(request, campaign_id)
         selection = SelectionInput(data=request.query_params)
@@ -79,6 +87,13 @@ class LeaderboardLatestApi(APIView):
 class LeaderboardVersionApi(APIView):
     """``GET /api/v1/campaigns/<id>/leaderboard/<version>/?category=&view=``: one stored version."""
 
+    @extend_schema(
+        operation_id="leaderboard_version",
+        summary="One stored version of a leaderboard",
+        parameters=[SelectionInput],
+        responses=SnapshotOutput,
+        tags=["leaderboards"],
+    )
     def get(self, request: Request, campaign_id: int, version: int) -> Response:
         campaign = _campaign(request, campaign_id)
         selection = SelectionInput(data=request.query_params)
@@ -95,6 +110,13 @@ class LeaderboardHistoryApi(APIView):
     """``GET /api/v1/campaigns/<id>/leaderboard/history/?category=&view=&limit=&offset=``: versions,
     newest first (summaries; fetch a version for its rows)."""
 
+    @extend_schema(
+        operation_id="leaderboard_history",
+        summary="The versions of a leaderboard, newest first",
+        parameters=[SelectionInput],
+        responses=SnapshotSummaryOutput(many=True),
+        tags=["leaderboards"],
+    )
     def get(self, request: Request, campaign_id: int) -> Response:
         campaign = _campaign(request, campaign_id)
         selection = SelectionInput(data=request.query_params)

@@ -43,6 +43,16 @@ def organizations_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organiza
     return Organization.objects.filter(memberships__user=user, memberships__role__in=roles).distinct()
 
 
+def organizations_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organization]:
+    """Organisations whose campaigns the principal may change through the API: a read-write key's own
+    organisation; for a person, the ones they own or manage."""
+    if isinstance(user, ApiKeyPrincipal):
+        if user.api_key.scope != ApiKey.Scope.WRITE:
+            return Organization.objects.none()
+        return Organization.objects.filter(pk=user.api_key.organization_id)
+    return organizations_managed_by(user)
+
+
 def user_manages_anything(user: User | AnonymousUser) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False

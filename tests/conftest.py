@@ -282,6 +282,22 @@ def charlie_client(charlie: User) -> Client:
     return login(charlie)
 
 
+def api_client(
+    organization: Organization, *, scope: str = "read", rate_limit: str = "", name: str = "test key"
+) -> Client:
+    """A client that sends an organisation's API key (``scope`` read or write) with every request; the
+    key's record is on ``client.api_key``."""
+    from raters.services import api_key_create
+
+    with scopes_disabled():
+        api_key, key = api_key_create(
+            organization=organization, name=name, scope=scope, rate_limit=rate_limit, actor=None
+        )
+    client = Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    client.api_key = api_key  # type: ignore[attr-defined]
+    return client
+
+
 def endpoint_for(
     tenant: Tenant, *, model: str, url: str, timeout_s: float = 20.0, protocol: str = ModelEndpoint.Protocol.GRPC
 ) -> ModelEndpoint:

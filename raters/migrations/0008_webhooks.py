@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('raters', '0005_audit_action_choices'),
+        ('raters', '0006_apikey_rate_limit'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
