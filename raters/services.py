@@ -558,6 +558,10 @@ def _deliveries_queue(deliveries: list[tuple[int, int]]) -> None:
         except (KombuOperationalError, RedisError, OSError):
             logger.warning("webhook delivery %s not queued (broker down); beat's sweep will send it", delivery_id)
             return
+        except Exception:
+            # Run after the commit of someone's change (a vote): whatever went wrong with the queueing
+            # (or, without a broker, with the attempt run in place) must not turn it into an error page.
+            logger.exception("webhook delivery %s: queueing failed; beat's sweep will send it", delivery_id)
 
 
 def _deliveries_create(
