@@ -47,14 +47,14 @@ def _resolve(host: str, port: int) -> Sequence[str]:
 
 @dataclass(frozen=True)
 class Target:
-    """A checked URL: what to connect to. ``address`` is the approved address to connect to, or
-    None where the operator allows the host by name (it is then resolved by the connection)."""
+    """A checked URL: what to connect to. ``addresses`` are the approved addresses, tried in order;
+    empty where the operator allows the host by name (it is then resolved by the connection)."""
 
     scheme: str
     host: str
     port: int
     path: str
-    address: str | None
+    addresses: tuple[str, ...]
 
 
 def _allowed_by_operator(host: str, port: int, addresses: Sequence[str], allowed: Sequence[AllowEntry]) -> bool:
@@ -92,16 +92,16 @@ def webhook_target(url: str, *, resolver: Resolver | None = None) -> Target:
         literal = True
     except ValueError:
         literal = False
-    addresses = [host] if literal else seen
-    if parts.scheme == "http" and not _allowed_by_operator(host, port, addresses, allowed):
+    judged = [host] if literal else seen
+    if parts.scheme == "http" and not _allowed_by_operator(host, port, judged, allowed):
         raise AddressRefused(
             "Webhook URLs must start with https:// (plain http:// is accepted only for hosts the operator "
             "lists in ARENA_WEBHOOK_HOSTS)."
         )
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     # ``seen`` is empty when the host is allowed by name (not resolved by the check): connect by name.
-    address = None if literal else (seen[0].split("%", 1)[0] if seen else None)
-    return Target(scheme=parts.scheme, host=host, port=port, path=path, address=address)
+    addresses = () if literal else tuple(dict.fromkeys(seen))
+    return Target(scheme=parts.scheme, host=host, port=port, path=path, addresses=addresses)
 
 
 def webhook_url_check(url: str, *, resolver: Resolver | None = None) -> None:
@@ -109,24 +109,44 @@ def webhook_url_check(url: str, *, resolver: Resolver | None = None) -> None:
     webhook_target(url, resolver=resolver)
 
 
+def _connect(target: Target, timeout: float) -> socket.socket:
+    """A connection to one of the approved addresses (the first that answers), or to the host by name
+    where the operator allows that name."""
+    if not target.addresses:
+        return socket.create_connection((target.host, target.port), timeout)
+    error: OSError | None = None
+    for address in target.addresses:
+        try:
+            return socket.create_connection((address.split("%", 1)[0], target.port), timeout)
+        except OSError as exc:
+            error = exc
+    assert error is not None
+    raise error
+
+
 class _PinnedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, target: Target, timeout: float) -> None:
         super().__init__(target.host, target.port, timeout=timeout)
-        self._address = target.address
+        self._target = target
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self._address or self.host, self.port), self.timeout)
+        self.sock = _connect(self._target, self.timeout)  # type: ignore[arg-type]  # always a float here
+
+
+def _tls_context() -> ssl.SSLContext:
+    # The system's trust store, or the operator's bundle for receivers with a private CA.
+    return ssl.create_default_context(cafile=settings.ARENA_WEBHOOK_CA_FILE or None)
 
 
 class _PinnedHTTPSConnection(http.client.HTTPSConnection):
     def __init__(self, target: Target, timeout: float) -> None:
-        self._tls = ssl.create_default_context()
+        self._tls = _tls_context()
         super().__init__(target.host, target.port, timeout=timeout, context=self._tls)
-        self._address = target.address
+        self._target = target
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address or self.host, self.port), self.timeout)
-        # The certificate is checked against the URL's host name, not against the pinned address.
+        sock = _connect(self._target, self.timeout)  # type: ignore[arg-type]
+        # The certificate is checked against the URL's host name, not against the address connected to.
         self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
 
 

@@ -313,6 +313,9 @@ ARENA_WEBHOOK_RETRY_MAX_S = env_int("ARENA_WEBHOOK_RETRY_MAX_S", 6 * 3600, minim
 ARENA_WEBHOOK_DISABLE_AFTER_FAILURES = env_int("ARENA_WEBHOOK_DISABLE_AFTER_FAILURES", 10, minimum=1)
 ARENA_WEBHOOK_DISABLE_AFTER_S = env_int("ARENA_WEBHOOK_DISABLE_AFTER_S", 24 * 3600, minimum=0)
 ARENA_WEBHOOK_SWEEP_S = env_int("ARENA_WEBHOOK_SWEEP_S", 30, minimum=1)
+# Certificates of https:// receivers are verified against the system's trust store, or against this PEM
+# bundle instead (receivers on an internal network with a private CA).
+ARENA_WEBHOOK_CA_FILE = env_str("ARENA_WEBHOOK_CA_FILE", "")
 CELERY_BEAT_SCHEDULE["webhook-deliveries-send-due"] = {
     "task": "raters.tasks.webhook_deliveries_due_task",
     "schedule": float(ARENA_WEBHOOK_SWEEP_S),

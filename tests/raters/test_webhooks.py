@@ -24,7 +24,7 @@ from raters.webhook_signing import SignatureInvalid, signature_header, verify_si
 from serving.triton.client import GenerationResult
 from tests.conftest import Tenant
 
-from .webhook_receiver import Receiver, receiver_running
+from .webhook_receiver import TLS_CA, Receiver, receiver_running
 
 pytestmark = pytest.mark.django_db
 
@@ -448,6 +448,47 @@ def test_the_send_connects_to_the_address_the_check_approved(acme, receiver, mon
     assert _deliver(delivery).status == WebhookDelivery.Status.SUCCEEDED
     (request,) = receiver.requests
     assert request.headers["Host"] == f"receiver.invalid:{receiver.port}" and request.verified
+
+
+def test_https_verifies_the_certificate_for_the_name_while_connecting_to_the_approved_address(
+    acme, monkeypatch, settings
+):
+    """A real TLS receiver (the test CA's certificate for receiver.invalid) reached at its approved
+    loopback address: refused while its CA is not trusted, delivered once the operator's bundle names it,
+    and refused again under a name the certificate does not carry."""
+    settings.ARENA_WEBHOOK_HOSTS = ["127.0.0.0/8"]
+    monkeypatch.setattr(webhook_transport, "_resolve", lambda host, port: ["127.0.0.1"])
+    with receiver_running(tls=True) as receiver:
+        endpoint = services.webhook_endpoint_create(
+            organization=acme.organization, url=receiver.url(host="receiver.invalid"), events=SUBSCRIBED, actor=None
+        )
+        receiver.secret = endpoint.secret
+        settings.ARENA_WEBHOOK_CA_FILE = ""
+        (untrusted,) = _emit(acme)
+        untrusted = _deliver(untrusted)
+        assert untrusted.status == WebhookDelivery.Status.FAILED and "certificate verify failed" in untrusted.error
+        settings.ARENA_WEBHOOK_CA_FILE = str(TLS_CA)
+        (trusted,) = _emit(acme)
+        assert _deliver(trusted).status == WebhookDelivery.Status.SUCCEEDED
+        (request,) = receiver.requests
+        assert request.verified and request.headers["Host"] == f"receiver.invalid:{receiver.port}"
+        services.webhook_endpoint_update(endpoint=endpoint, url=receiver.url(host="other.invalid"), actor=None)
+        (wrong_name,) = _emit(acme)
+        wrong_name = _deliver(wrong_name)
+        assert wrong_name.status == WebhookDelivery.Status.FAILED and "TLS error" in wrong_name.error
+        assert len(receiver.requests) == 1
+
+
+def test_the_next_approved_address_is_tried_when_the_first_does_not_answer(acme, receiver, monkeypatch, settings):
+    settings.ARENA_WEBHOOK_HOSTS = ["127.0.0.0/8"]
+    # 127.0.0.2 has nothing listening on the receiver's port; 127.0.0.1 has the receiver.
+    monkeypatch.setattr(webhook_transport, "_resolve", lambda host, port: ["127.0.0.2", "127.0.0.1"])
+    endpoint = services.webhook_endpoint_create(
+        organization=acme.organization, url=receiver.url(host="receiver.invalid"), events=SUBSCRIBED, actor=None
+    )
+    receiver.secret = endpoint.secret
+    assert _deliver(_emit(acme)[0]).status == WebhookDelivery.Status.SUCCEEDED
+    assert len(receiver.requests) == 1
 
 
 # --- The console: owners only ------------------------------------------------------------------------

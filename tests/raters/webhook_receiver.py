@@ -3,13 +3,21 @@ signature with the secret it is given, as a customer's receiver would (README, "
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from raters.webhook_signing import SignatureInvalid, verify_signature
+
+
+# A test-only CA and a certificate it signed for ``receiver.invalid`` (valid for a century; the key is
+# public and protects nothing).
+TLS_DIR = Path(__file__).parent / "webhook_tls"
+TLS_CA = TLS_DIR / "ca.pem"
 
 
 @dataclass
@@ -30,14 +38,16 @@ class Receiver:
     answer: bytes = b"ok"
     extra_headers: dict[str, str] = field(default_factory=dict)
     requests: list[Received] = field(default_factory=list)
+    scheme: str = "http"
 
     def url(self, path: str = "/hooks/arena", host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
+        return f"{self.scheme}://{host}:{self.port}{path}"
 
 
 @contextmanager
-def receiver_running() -> Iterator[Receiver]:
-    receiver = Receiver()
+def receiver_running(*, tls: bool = False) -> Iterator[Receiver]:
+    """A receiver on 127.0.0.1; with ``tls``, over HTTPS with the certificate for ``receiver.invalid``."""
+    receiver = Receiver(scheme="https" if tls else "http")
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
@@ -62,6 +72,10 @@ def receiver_running() -> Iterator[Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(TLS_DIR / "leaf.pem", TLS_DIR / "leaf.key")
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     receiver.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
