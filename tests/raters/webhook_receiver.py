@@ -13,7 +13,6 @@ from pathlib import Path
 
 from raters.webhook_signing import SignatureInvalid, verify_signature
 
-
 # A test-only CA and a certificate it signed for ``receiver.invalid`` (valid for a century; the key is
 # public and protects nothing).
 TLS_DIR = Path(__file__).parent / "webhook_tls"
