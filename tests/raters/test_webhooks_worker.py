@@ -93,9 +93,7 @@ def _wait_for(condition: Callable[[], bool], worker: subprocess.Popen[str], what
     pytest.fail(f"{what} not within {seconds} s; worker log:\n" + (worker.communicate()[0] or ""))
 
 
-def test_a_committed_close_is_delivered_by_the_worker_and_a_failure_retried_by_the_sweep(
-    worker, acme, alice, receiver
-):
+def test_a_committed_close_is_delivered_by_the_worker_and_a_failure_retried_by_the_sweep(worker, acme, alice, receiver):
     endpoint = services.webhook_endpoint_create(
         organization=acme.organization, url=receiver.url(), events=[WebhookEvent.CAMPAIGN_CLOSED], actor=alice
     )
