@@ -159,6 +159,44 @@ class CursorPage(CursorPagination):
     ordering = "-id"
 
 
+_PAGE_SCHEMAS: dict[type[serializers.BaseSerializer[Any]], type[serializers.Serializer[Any]]] = {}
+
+
+def page_of(output: type[serializers.BaseSerializer[Any]]) -> type[serializers.Serializer[Any]]:
+    """The schema of a cursor page of ``output`` items, for ``@extend_schema(responses=page_of(X))`` on a
+    plain ``APIView`` that answers with ``cursor_page`` (generic views get it from their paginator)."""
+    if output not in _PAGE_SCHEMAS:
+        name = output.__name__.removesuffix("Serializer").removesuffix("Output") + "Page"
+        _PAGE_SCHEMAS[output] = type(
+            name,
+            (serializers.Serializer,),
+            {
+                "__qualname__": name,
+                "__module__": output.__module__,
+                "next": serializers.URLField(allow_null=True, help_text="The next page, or null on the last."),
+                "previous": serializers.URLField(allow_null=True, help_text="The previous page, or null."),
+                "results": output(many=True),
+            },
+        )
+    return _PAGE_SCHEMAS[output]
+
+
+def cursor_page(
+    *,
+    request: Request,
+    view: APIView,
+    queryset: Any,
+    output: type[serializers.BaseSerializer[Any]],
+    ordering: str = "-id",
+) -> Any:
+    """One cursor page of ``queryset`` (ordered by ``ordering``, a unique, unchanging column), rendered with
+    ``output``: ``{"next", "previous", "results"}``."""
+    paginator = CursorPage()
+    paginator.ordering = ordering
+    page: Any = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(output(page, many=True).data)
+
+
 def principal_can_write(user: Any) -> bool:
     """A read-write key, or a signed-in person (whose role the selectors check per object)."""
     if isinstance(user, ApiKeyPrincipal):

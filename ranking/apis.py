@@ -8,11 +8,11 @@ from django.contrib.auth.models import User
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from arena.api import cursor_page, page_of
 from battles.models import Campaign
 from battles.selectors import campaign_viewable_by
 from raters.authentication import ApiKeyPrincipal
@@ -107,24 +107,21 @@ class LeaderboardVersionApi(APIView):
 
 
 class LeaderboardHistoryApi(APIView):
-    """``GET /api/v1/campaigns/<id>/leaderboard/history/?category=&view=&limit=&offset=``: versions,
+    """``GET /api/v1/campaigns/<id>/leaderboard/history/?category=&view=&limit=&cursor=``: versions,
     newest first (summaries; fetch a version for its rows)."""
 
     @extend_schema(
         operation_id="leaderboard_history",
         summary="The versions of a leaderboard, newest first",
         parameters=[SelectionInput],
-        responses=SnapshotSummaryOutput(many=True),
+        responses=page_of(SnapshotSummaryOutput),
         tags=["leaderboards"],
     )
     def get(self, request: Request, campaign_id: int) -> Response:
         campaign = _campaign(request, campaign_id)
         selection = SelectionInput(data=request.query_params)
         selection.is_valid(raise_exception=True)
-        paginator = LimitOffsetPagination()
-        paginator.default_limit = 50
-        paginator.max_limit = 500
-        page = paginator.paginate_queryset(
-            selectors.snapshot_history(campaign=campaign, **selection.validated_data), request, view=self
+        history = selectors.snapshot_history(campaign=campaign, **selection.validated_data)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request, view=self, queryset=history, output=SnapshotSummaryOutput, ordering="-version"
         )
-        return paginator.get_paginated_response(SnapshotSummaryOutput(page, many=True).data)

@@ -82,7 +82,7 @@ def test_without_credentials_and_with_a_revoked_key(acme, alice) -> None:  # typ
     assert missing.status_code == 401 and _error(missing)["code"] == "not_authenticated"
     client = api_client(acme.organization)
     with scopes_disabled():
-        api_key_revoke(api_key=client.api_key, actor=alice)  # type: ignore[attr-defined]
+        api_key_revoke(api_key=client.api_key, actor=alice)
     revoked = client.get(url)
     assert revoked.status_code == 401 and revoked["WWW-Authenticate"] == "Api-Key"
     assert _error(revoked)["code"] == "authentication_failed"
@@ -160,7 +160,7 @@ def test_keys_record_when_they_were_last_used(acme) -> None:  # type: ignore[no-
     client = api_client(acme.organization)
     client.get(reverse("leaderboard", args=[acme.campaign.pk]))
     with scopes_disabled():
-        used = ApiKey.objects.get(pk=client.api_key.pk).last_used_at  # type: ignore[attr-defined]
+        used = ApiKey.objects.get(pk=client.api_key.pk).last_used_at
     assert used is not None and (timezone.now() - used).total_seconds() < 60
 
 
