@@ -12,6 +12,7 @@ import django_filters
 from django.contrib.auth.models import AnonymousUser, User
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,8 +26,38 @@ from .models import Organization, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 SUBSCRIBABLE = [value for value in WebhookEvent.values if value != WebhookEvent.PING]
 TAGS = ["webhooks"]
+# JSON bodies only: with form bodies DRF reads a blank optional field as "not given", so {"url": ""} would
+# be accepted as a change of nothing.
+JSON_ONLY = [JSONParser]
 
 Principal = User | AnonymousUser | ApiKeyPrincipal
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """true or false, as the schema says (DRF's own also takes 0, 1, "yes", "on"...)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid", input=data)
+        raise AssertionError("unreachable")  # fail() raises
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string, as the schema says (DRF's own also takes numbers)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictURLField(StrictCharField, serializers.URLField):
+    pass
+
+
+class StrictSlugField(StrictCharField, serializers.SlugField):
+    pass
 
 
 def _principal(request: Request) -> Principal:
@@ -143,7 +174,18 @@ _DELIVERY_EXAMPLE = {
 
 
 class WebhookPage(CursorPage):
+    """A malformed ``?limit=`` is refused (DRF's paginator would quietly use the default)."""
+
     ordering = "-id"
+
+    def get_page_size(self, request: Request) -> int | None:
+        raw = request.query_params.get(self.page_size_query_param or "limit")
+        if raw not in (None, ""):
+            try:
+                int(str(raw))
+            except ValueError:
+                raise serializers.ValidationError({"limit": ["Enter a whole number from 1 to 500."]}) from None
+        return super().get_page_size(request)
 
 
 class WebhookListApi(generics.ListAPIView[WebhookEndpoint]):
@@ -152,14 +194,15 @@ class WebhookListApi(generics.ListAPIView[WebhookEndpoint]):
     serializer_class = WebhookOutput
     pagination_class = WebhookPage
     filter_backends: list[Any] = []
+    parser_classes = JSON_ONLY
 
     class InputSerializer(serializers.Serializer[Any]):
-        url = serializers.URLField(max_length=2000, help_text="https:// (http:// only for operator-allowed hosts).")
+        url = StrictURLField(max_length=2000, help_text="https:// (http:// only for operator-allowed hosts).")
         events = serializers.ListField(
             child=serializers.ChoiceField(choices=SUBSCRIBABLE), min_length=1, max_length=len(SUBSCRIBABLE)
         )
-        description = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
-        organization = serializers.SlugField(
+        description = StrictCharField(max_length=200, required=False, default="", allow_blank=True)
+        organization = StrictSlugField(
             max_length=80,
             required=False,
             help_text="The organisation's slug: needed only by a person who owns several (a key's is its own).",
@@ -232,16 +275,18 @@ class WebhookListApi(generics.ListAPIView[WebhookEndpoint]):
 class WebhookDetailApi(APIView):
     """``GET``, ``PATCH`` and ``DELETE /api/v1/webhooks/<id>/``."""
 
+    parser_classes = JSON_ONLY
+
     class InputSerializer(serializers.Serializer[Any]):
-        url = serializers.URLField(max_length=2000, required=False)
+        url = StrictURLField(max_length=2000, required=False)
         events = serializers.ListField(
             child=serializers.ChoiceField(choices=SUBSCRIBABLE),
             min_length=1,
             max_length=len(SUBSCRIBABLE),
             required=False,
         )
-        description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        active = serializers.BooleanField(
+        description = StrictCharField(max_length=200, required=False, allow_blank=True)
+        active = StrictBooleanField(
             required=False, help_text="true re-enables a disabled webhook (its failure count starts again)."
         )
 
@@ -324,6 +369,8 @@ class WebhookDeliveryListApi(generics.ListAPIView[WebhookDelivery]):
 
 class WebhookPingApi(APIView):
     """``POST /api/v1/webhooks/<id>/ping``: send a test event."""
+
+    parser_classes = JSON_ONLY
 
     @extend_schema(
         operation_id="webhooks_ping",
