@@ -34,25 +34,18 @@ def receiver(settings) -> Iterator[Receiver]:  # type: ignore[no-untyped-def]
         yield running
 
 
-@pytest.fixture
-def worker(transactional_db: None) -> Iterator[subprocess.Popen[str]]:
-    if not settings.REDIS_URL:
-        pytest.fail("the Celery worker test needs REDIS_URL (scripts/test sets it)")
-    if connection.vendor != "postgresql":
-        pytest.fail("the worker shares the test database: run on PostgreSQL (scripts/test)")
-    from arena.celery import app
-
-    app.control.purge()  # nothing stale from earlier runs
+def _worker_start() -> subprocess.Popen[str]:
     database = connection.settings_dict
     env = {
         **os.environ,
         "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
+        "REDIS_URL": str(settings.REDIS_URL),
         "DJANGO_SETTINGS_MODULE": "arena.settings.local",
         "ARENA_WEBHOOK_HOSTS": "127.0.0.1",
         "ARENA_WEBHOOK_RETRY_BASE_S": "1",
+        "ARENA_WEBHOOK_TIMEOUT_S": "60",
     }
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -73,12 +66,32 @@ def worker(transactional_db: None) -> Iterator[subprocess.Popen[str]]:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    yield process
+
+
+def _worker_stop(process: subprocess.Popen[str]) -> None:
     process.terminate()
     try:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+@pytest.fixture
+def broker(transactional_db: None) -> None:
+    if not settings.REDIS_URL:
+        pytest.fail("the Celery worker test needs REDIS_URL (scripts/test sets it)")
+    if connection.vendor != "postgresql":
+        pytest.fail("the worker shares the test database: run on PostgreSQL (scripts/test)")
+    from arena.celery import app
+
+    app.control.purge()  # nothing stale from earlier runs
+
+
+@pytest.fixture
+def worker(broker: None) -> Iterator[subprocess.Popen[str]]:
+    process = _worker_start()
+    yield process
+    _worker_stop(process)
 
 
 def _wait_for(condition: Callable[[], bool], worker: subprocess.Popen[str], what: str, seconds: float = 90) -> None:
@@ -116,3 +129,36 @@ def test_a_committed_close_is_delivered_by_the_worker_and_a_failure_retried_by_t
     assert bodies[0] == bodies[1]  # the same event, byte for byte in content, with the same id
     assert bodies[0]["type"] == "campaign.closed" and bodies[0]["data"]["campaign_id"] == acme.campaign.pk
     assert [r.headers["X-Arena-Delivery"] for r in receiver.requests] == [str(delivery.pk)] * 2
+
+
+def test_a_worker_killed_mid_send_leaves_the_delivery_to_the_sweep_after_its_lease(broker, acme, alice, receiver):
+    endpoint = services.webhook_endpoint_create(
+        organization=acme.organization, url=receiver.url(), events=[WebhookEvent.CAMPAIGN_CLOSED], actor=alice
+    )
+    receiver.secret = endpoint.secret
+    receiver.delay_s = 30  # the receiver holds the first request while the worker is killed
+    first = _worker_start()
+    try:
+        campaign_close(campaign=acme.campaign, actor=alice)
+        _wait_for(lambda: len(receiver.requests) == 1, first, "the first attempt")
+        first.kill()  # SIGKILL while it waits for the answer: nothing is recorded
+        first.wait(timeout=20)
+    finally:
+        _worker_stop(first)
+    delivery = WebhookDelivery.objects.get(endpoint=endpoint)
+    # Claimed (one attempt) and leased: no other worker sends it before the lease has passed.
+    assert delivery.status == WebhookDelivery.Status.PENDING and delivery.attempts == 1
+    assert delivery.next_attempt_at is not None and delivery.next_attempt_at > timezone.now()
+    assert webhook_deliveries_due_task() == 0
+    receiver.delay_s = 0
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())  # the lease passed
+    second = _worker_start()
+    try:
+        assert webhook_deliveries_due_task() == 1
+        succeeded = WebhookDelivery.objects.filter(pk=delivery.pk, status=WebhookDelivery.Status.SUCCEEDED)
+        _wait_for(succeeded.exists, second, "the send after the lease")
+    finally:
+        _worker_stop(second)
+    delivery.refresh_from_db()
+    assert delivery.attempts == 2 and len(receiver.requests) == 2
+    assert len({json.loads(r.body)["id"] for r in receiver.requests}) == 1  # one event: the receiver dedupes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ class Receiver:
     extra_headers: dict[str, str] = field(default_factory=dict)
     requests: list[Received] = field(default_factory=list)
     scheme: str = "http"
+    # Seconds to wait before answering (a slow receiver; a sender killed while it waits).
+    delay_s: float = 0.0
 
     def url(self, path: str = "/hooks/arena", host: str = "127.0.0.1") -> str:
         return f"{self.scheme}://{host}:{self.port}{path}"
@@ -59,6 +62,8 @@ def receiver_running(*, tls: bool = False) -> Iterator[Receiver]:
             except SignatureInvalid as exc:
                 refusal = str(exc)
             receiver.requests.append(Received(self.path, dict(self.headers.items()), body, verified, refusal))
+            if receiver.delay_s:
+                time.sleep(receiver.delay_s)
             status = receiver.statuses.pop(0) if receiver.statuses else 200
             self.send_response(status)
             for name, value in receiver.extra_headers.items():
