@@ -174,18 +174,7 @@ _DELIVERY_EXAMPLE = {
 
 
 class WebhookPage(CursorPage):
-    """A malformed ``?limit=`` is refused (DRF's paginator would quietly use the default)."""
-
     ordering = "-id"
-
-    def get_page_size(self, request: Request) -> int | None:
-        raw = request.query_params.get(self.page_size_query_param or "limit")
-        if raw not in (None, ""):
-            try:
-                int(str(raw))
-            except ValueError:
-                raise serializers.ValidationError({"limit": ["Enter a whole number from 1 to 500."]}) from None
-        return super().get_page_size(request)
 
 
 class WebhookListApi(generics.ListAPIView[WebhookEndpoint]):

@@ -158,6 +158,8 @@ class AuditAction(models.TextChoices):
     PROMPT_CREATED = "prompt.created", "Prompt created"
     PROMPT_CHANGED = "prompt.changed", "Prompt changed"
     PROMPT_DELETED = "prompt.deleted", "Prompt deleted"
+    BOARD_PUBLISHED = "board.published", "Leaderboard published"
+    BOARD_UNPUBLISHED = "board.unpublished", "Leaderboard unpublished"
     WEBHOOK_CREATED = "webhook.created", "Webhook created"
     WEBHOOK_CHANGED = "webhook.changed", "Webhook changed"
     WEBHOOK_DELETED = "webhook.deleted", "Webhook deleted"
