@@ -6,10 +6,12 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
@@ -20,6 +22,7 @@ from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
 from . import hooks
 from .models import Battle, Campaign, Competitor, Prompt, Vote
+from .prompting import CATEGORIES
 from .sampling import active_pair_weights
 
 
@@ -382,3 +385,66 @@ def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Co
 
 def votes_for_export(*, campaign: Campaign) -> Iterator[Vote]:
     return Vote.objects.filter(campaign=campaign).order_by("id").iterator(chunk_size=2000)
+
+
+# --- The REST API's reads: campaigns, competitors, categories, prompts --------------------------------
+
+
+def _count_of(queryset: QuerySet[Any]) -> Coalesce:
+    """A correlated ``COUNT(*)`` of ``queryset``'s rows of the outer campaign (one subquery per count, so
+    three counts do not multiply into a join of competitors × prompts × votes)."""
+    counted = queryset.filter(campaign=OuterRef("pk")).order_by().values("campaign").annotate(n=Count("*")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def campaigns_with_counts(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
+    """``campaigns_viewable_by`` with ``n_competitors``, ``n_prompts`` and ``n_votes`` annotated."""
+    return campaigns_viewable_by(user).annotate(
+        n_competitors=_count_of(Competitor.objects.all()),
+        n_prompts=_count_of(Prompt.objects.all()),
+        n_votes=_count_of(Vote.objects.all()),
+    )
+
+
+def competitors_of(campaign: Campaign) -> QuerySet[Competitor]:
+    return Competitor.objects.filter(campaign=campaign).select_related("endpoint")
+
+
+def prompts_of(campaign: Campaign) -> QuerySet[Prompt]:
+    return Prompt.objects.filter(campaign=campaign)
+
+
+@dataclass(frozen=True)
+class CategoryCounts:
+    category: str
+    prompts: int
+    active_prompts: int
+    votes: int
+
+
+def category_counts(campaign: Campaign) -> list[CategoryCounts]:
+    """Every category (``prompting.CATEGORIES``, in that order), with its prompts and the votes the log
+    records for it (the vote's own category, as stored when it was cast)."""
+    prompts: dict[str, tuple[int, int]] = {
+        row["category"]: (row["n"], row["active"])
+        for row in Prompt.objects.filter(campaign=campaign)
+        .order_by()
+        .values("category")
+        .annotate(n=Count("*"), active=Count("pk", filter=Q(active=True)))
+    }
+    votes: dict[str, int] = dict(
+        Vote.objects.filter(campaign=campaign)
+        .order_by()
+        .values("category")
+        .annotate(n=Count("*"))
+        .values_list("category", "n")
+    )
+    return [
+        CategoryCounts(
+            category=category,
+            prompts=prompts.get(category, (0, 0))[0],
+            active_prompts=prompts.get(category, (0, 0))[1],
+            votes=votes.get(category, 0),
+        )
+        for category in CATEGORIES
+    ]
