@@ -65,8 +65,8 @@ RELIABILITY_METHOD: dict[str, Any] = {
     "the probability of agreeing with it (crowd Bradley-Terry, Chen et al. 2013, without the flip side: a rater "
     "worse than chance counts as random)",
     "estimation": "empirical Bayes EM (SQUAREM-accelerated): eta_r on the grid 0.5, 0.525, ..., 1 with its "
-    "distribution over the raters estimated; scores from the raw view's Bradley-Terry fit on the "
-    "posterior-weighted votes; ties half a win each side",
+    "distribution over the raters estimated (at least half of it at eta = 1, which pins the scale); scores from "
+    "the raw view's Bradley-Terry fit on the posterior-weighted votes; ties half a win each side",
     "prior": f"Dirichlet on the grid weights worth {est.crowd.PRIOR_RATERS:g} rater, spread as Beta("
     f"{est.crowd.PRIOR_A:g}, {est.crowd.PRIOR_B:g}) (favours reliable raters)",
     "identifiability": f"eta_r is estimated for a rater with at least {est.crowd.MIN_OVERLAP} counted votes on pairs "
@@ -560,7 +560,9 @@ def _reliability_fit(
     report["bootstrap_rounds_not_converged"] = boot.not_converged
     lower, upper = boot.lower, boot.upper
     raw_base = est.sandwich_intervals(cells, raw, confidence=method.confidence)
-    raw_iv = est.boundary_intervals(cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence, only=shown)
+    raw_iv = est.boundary_intervals(
+        cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence, only=shown
+    )
     need = raw.bounds.needs_profile & shown
     with np.errstate(invalid="ignore"):
         lower = np.where(need, np.minimum(lower, fit.scores - (raw.scores - raw_iv.lower)), lower)

@@ -5,6 +5,7 @@ outcome codes below; ``aggregate_cells`` reduces them once and every Bradley-Ter
 on the cells.
 """
 
+from . import crowd
 from .aggregate import (
     BOTH_BAD,
     LEFT_WINS,
@@ -17,7 +18,6 @@ from .aggregate import (
     validate_battles,
 )
 from .bradley_terry import BASE, SCALE, BTResult, FitParams, fit_bradley_terry, normalise
-from . import crowd
 from .crowd import CrowdCells, CrowdFit, CrowdIntervals, crowd_bootstrap, crowd_cells, fit_crowd_bt
 from .davidson import DavidsonResult, fit_davidson, simulate_davidson
 from .elo import EloResult, online_elo

@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ranking', '0001_initial'),
+        ("ranking", "0002_published_boards"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='leaderboardsnapshot',
-            name='view',
-            field=models.CharField(choices=[('raw', 'Raw'), ('style', 'Style-controlled'), ('reliability', 'Reliability-weighted')], max_length=16),
+            model_name="leaderboardsnapshot",
+            name="view",
+            field=models.CharField(
+                choices=[("raw", "Raw"), ("style", "Style-controlled"), ("reliability", "Reliability-weighted")],
+                max_length=16,
+            ),
         ),
     ]
