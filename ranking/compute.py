@@ -72,8 +72,9 @@ RELIABILITY_METHOD: dict[str, Any] = {
     "identifiability": f"eta_r is estimated for a rater with at least {est.crowd.MIN_OVERLAP} counted votes on pairs "
     "another rater also voted on, else held at 1 (the vote counts as in the raw view); the view needs at least "
     f"{est.crowd.MIN_RATERS} raters with an estimated eta",
-    "intervals": "scores: percentile bootstrap over raters (a rater's votes are resampled together); eta_r: "
-    "95% credible interval of its posterior over the grid, with the scores at their estimate",
+    "intervals": "scores: percentile bootstrap over raters (a rater's votes are resampled together; the campaign's "
+    "rounds, capped at 5,000,000 / the number of (rater, pair) cells and at least 10: extra.bootstrap_rounds); "
+    "eta_r: 95% credible interval of its posterior over the grid, with the scores at their estimate",
 }
 
 
@@ -508,6 +509,17 @@ def _style_fit(
     return out
 
 
+# Each rater-bootstrap round reruns EM over every (rater, pair) cell; past this many cell-rounds a board
+# gets fewer rounds than the campaign's (never under RELIABILITY_MIN_ROUNDS), so a million-vote campaign
+# stays within minutes, not hours. Deterministic in the data (the same votes, the same rounds).
+RELIABILITY_CELL_ROUNDS = 5_000_000
+RELIABILITY_MIN_ROUNDS = 10
+
+
+def reliability_rounds(rounds: int, n_cells: int) -> int:
+    return min(rounds, max(RELIABILITY_MIN_ROUNDS, RELIABILITY_CELL_ROUNDS // max(n_cells, 1)))
+
+
 def _reliability_fit(
     votes: VoteArrays,
     a: NDArray[np.int64],
@@ -556,7 +568,9 @@ def _reliability_fit(
             "voted on"
         )
         return out
-    boot = est.crowd_bootstrap(crowd_cells, fit, rounds=method.rounds, confidence=method.confidence, seed=method.seed)
+    rounds = reliability_rounds(method.rounds, crowd_cells.n_cells)
+    boot = est.crowd_bootstrap(crowd_cells, fit, rounds=rounds, confidence=method.confidence, seed=method.seed)
+    report["bootstrap_rounds"] = rounds
     report["bootstrap_rounds_not_converged"] = boot.not_converged
     lower, upper = boot.lower, boot.upper
     raw_base = est.sandwich_intervals(cells, raw, confidence=method.confidence)

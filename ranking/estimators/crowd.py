@@ -430,9 +430,9 @@ def crowd_bootstrap(
     r = cells.n_raters
     theta = np.empty((rounds, n))
     not_converged = 0
+    em = _EM(cells, np.ones(r), fit.estimated, fit.prior_games)  # the matrices are built once
     for k, g in enumerate(_round_generators(seed, rounds)):
-        m = np.bincount(g.integers(0, r, r), minlength=r).astype(np.float64)
-        em = _EM(cells, m, fit.estimated, fit.prior_games)
+        em.m = np.bincount(g.integers(0, r, r), minlength=r).astype(np.float64)
         th, _, _, ok, _ = em.run(fit.theta_raw.copy(), fit.weights.copy(), max_iter, tol)
         not_converged += int(not ok)
         theta[k] = th

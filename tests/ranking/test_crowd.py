@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from ranking.compute import reliability_rounds
 from ranking.estimators import (
     aggregate_cells,
     bootstrap_intervals,
@@ -127,3 +128,10 @@ def test_interval_coverage_on_honest_campaigns() -> None:
         iv = crowd_bootstrap(cc, fit, rounds=30, seed=seed)
         hits.extend((iv.lower <= truth) & (truth <= iv.upper))
     assert 0.85 <= np.mean(hits) <= 1.0
+
+
+def test_bootstrap_rounds_are_capped_by_the_work_they_take() -> None:
+    assert reliability_rounds(100, 1_000) == 100
+    assert reliability_rounds(100, 100_000) == 50
+    assert reliability_rounds(100, 10_000_000) == 10  # never under ten
+    assert reliability_rounds(5, 10_000_000) == 5  # nor over the campaign's

@@ -53,6 +53,7 @@ def test_reliability_view_down_weights_an_adversary(acme, bob, alice_client, cha
     assert "reliability_withheld" not in snap.extra
     assert snap.method["estimator"].startswith("crowd Bradley-Terry")
     assert snap.method["interval"] == "rater_bootstrap" and snap.method["rounds"] == raw.method["rounds"]
+    assert snap.extra["bootstrap_rounds"] == raw.method["rounds"] and snap.extra["bootstrap_rounds_not_converged"] == 0
     assert "Beta(2, 1)" in snap.method["reliability"]["prior"]
     assert snap.votes_used == raw.votes_used == 600 and snap.policy == raw.policy
     raters = {r["rater_id"]: r for r in snap.extra["raters"]}
