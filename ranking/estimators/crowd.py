@@ -272,8 +272,8 @@ class _EM:
             axis=1
         )
         lik = BTLikelihood(self.n, self.p_lo, self.p_hi, w_lo, w_hi, self.prior)
-        # A few Newton steps (each increases the M-step objective: a generalised EM); warm-started.
-        theta_new, _, _ = damped_newton(theta, lik.objective, lik.value, tol=1e-10, max_iter=3)
+        # One Newton step with line search (it increases the M-step objective: a generalised EM).
+        theta_new, _, _ = damped_newton(theta, lik.objective, lik.value, tol=1e-10, max_iter=1)
         counts = (tau_m[self.estimated]).sum(axis=0) + self.alpha - 1.0
         weights_new = _constrained_weights(np.maximum(counts, 0.0))
         if self.prior > 0:
