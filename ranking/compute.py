@@ -569,6 +569,13 @@ def _reliability_fit(
         )
         return out
     rounds = reliability_rounds(method.rounds, crowd_cells.n_cells)
+    report["unreliable_vote_share"] = round(est.crowd.unreliable_share(crowd_cells, fit), 4)
+    if report["unreliable_vote_share"] > 0.5:
+        out["withheld"] = (
+            "the fit finds most votes unreliable, which contradicts the view's assumption that most raters are "
+            "reliable (a consistent minority may have been taken for the reliable raters)"
+        )
+        return out
     boot = est.crowd_bootstrap(crowd_cells, fit, rounds=rounds, confidence=method.confidence, seed=method.seed)
     report["bootstrap_rounds"] = rounds
     report["bootstrap_rounds_not_converged"] = boot.not_converged

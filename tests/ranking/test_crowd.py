@@ -16,7 +16,7 @@ from ranking.estimators import (
     fit_bradley_terry,
     fit_crowd_bt,
 )
-from ranking.estimators.crowd import MIN_OVERLAP
+from ranking.estimators.crowd import MIN_OVERLAP, unreliable_share
 from ranking.estimators.synthetic import crowd_campaign, discordant_pairs
 
 THETA = np.linspace(-0.8, 0.8, 10)  # ten competitors, neighbours 0.18 logits (31 points) apart
@@ -135,3 +135,17 @@ def test_bootstrap_rounds_are_capped_by_the_work_they_take() -> None:
     assert reliability_rounds(100, 100_000) == 50
     assert reliability_rounds(100, 10_000_000) == 10  # never under ten
     assert reliability_rounds(5, 10_000_000) == 5  # nor over the campaign's
+
+
+def test_a_fit_that_finds_most_votes_unreliable_is_flagged() -> None:
+    """Neighbours 19 points apart, 20% deterministic adversaries: in this campaign the adversaries agree
+    with themselves better than the noisy honest majority does, and the fit takes them for the reliable
+    raters (the board comes out upside down). ``unreliable_share`` exposes it, and the view is withheld."""
+    theta = np.linspace(-0.5, 0.5, 10)
+    c, _, _, cc, fit = fits("adversarial", 15, theta=theta)
+    assert discordant_pairs(fit.scores, theta) > 40  # upside down
+    assert unreliable_share(cc, fit) > 0.5
+    # The campaigns the method is meant for stay well under one half.
+    for kind in ("random", "adversarial"):
+        _, _, _, cc_ok, fit_ok = fits(kind, 0)
+        assert unreliable_share(cc_ok, fit_ok) < 0.3
