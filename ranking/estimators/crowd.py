@@ -32,7 +32,7 @@ Why these choices (each tried against the alternative on the synthetic campaigns
   is traded for wider gaps, the scores came out up to 30% wider than plain BT. Pooling the raters'
   information about the population fixes that. EM has two latent layers (the rater's grid value; per
   vote, whether it was the model's draw or a coin flip), so the score M-step is the raw view's concave
-  Bradley-Terry fit on fractional pair counts (a few warm-started Newton steps) and the weight M-step
+  Bradley-Terry fit on fractional pair counts (one warm-started Newton step) and the weight M-step
   a count; SQUAREM extrapolation keeps the number of EM steps near a hundred.
 * **Prior and scale.** A Dirichlet prior on the grid weights worth ``PRIOR_RATERS`` rater, spread as
   Beta(2, 1) (density ``2 eta``: favours reliable raters, weakly). Reliability and the spread of the
