@@ -14,7 +14,15 @@ from raters.models import Role
 from tests.conftest import login, start_battle
 from tests.factories import MembershipFactory, UserFactory
 
-pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
+pytestmark = [pytest.mark.django_db]
+# The tests of the first part generate real battles; the rest write voted battles directly (export_world).
+with_triton = [pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
+
+
+def _triton(test):  # type: ignore[no-untyped-def]
+    for mark in with_triton:
+        test = mark(test)
+    return test
 
 
 @pytest.fixture
@@ -31,6 +39,7 @@ def _body(response) -> str:  # type: ignore[no-untyped-def]
     return b"".join(response.streaming_content).decode()
 
 
+@_triton
 def test_jsonl_export_has_every_event(acme, voted, alice_client):
     response = alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"]))
     assert response.status_code == 200 and response.streaming
@@ -55,6 +64,7 @@ def test_jsonl_export_has_every_event(acme, voted, alice_client):
     assert set(event["prompt"]) >= {"id", "hash", "category", "language"}
 
 
+@_triton
 def test_csv_export_matches_jsonl(acme, voted, alice_client):
     rows = list(
         csv.DictReader(io.StringIO(_body(alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "csv"])))))
@@ -64,6 +74,7 @@ def test_csv_export_matches_jsonl(acme, voted, alice_client):
     assert json.loads(rows[0]["left_style"])["tokens"] > 0
 
 
+@_triton
 def test_viewer_may_export_but_rater_may_not(acme, voted, bob_client):
     viewer = UserFactory.create()
     MembershipFactory(user=viewer, organization=acme.organization, role=Role.VIEWER)
@@ -71,6 +82,7 @@ def test_viewer_may_export_but_rater_may_not(acme, voted, bob_client):
     assert bob_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])).status_code == 404
 
 
+@_triton
 def test_csv_cells_cannot_become_spreadsheet_formulas(acme, alice_client, bob_client):
     from battles.models import Campaign
 
@@ -83,3 +95,195 @@ def test_csv_cells_cannot_become_spreadsheet_formulas(acme, alice_client, bob_cl
     assert rows[0]["system_prompt"] == '\'=HYPERLINK("http://evil.test","x")'
     jsonl = _body(alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])))
     assert json.loads(jsonl)["params"]["system_prompt"].startswith("=HYPERLINK")  # JSON keeps the exact text
+
+
+# --- Filters, texts, the fast path and the asynchronous jobs (battles written directly). ----------
+
+from datetime import timedelta  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from django.utils import timezone  # noqa: E402
+
+from battles import exporting, hooks, selectors, services, tasks  # noqa: E402
+from battles.exporting import VoteFilters  # noqa: E402
+from battles.models import ExportJob, Vote  # noqa: E402
+from tests.battles.export_world import vote_make  # noqa: E402
+
+
+def _reference(votes, *, texts: bool) -> list[dict]:  # type: ignore[no-untyped-def]
+    # The JSON value of each event as Vote.as_event() (plus the conversation) renders it.
+    return [json.loads(json.dumps(e, sort_keys=True)) for e in selectors.vote_events(votes=votes, texts=texts)]
+
+
+@pytest.fixture
+def mixed(acme, bob):  # type: ignore[no-untyped-def]
+    """One-turn and multi-turn votes, a swapped pair, a timestamp on the second, integral latencies."""
+    base = timezone.now().replace(microsecond=0) - timedelta(days=3)
+    return [
+        vote_make(acme, rater=bob, choice="left", created_at=base, texts=('=cmd|" /C calc"!A0', "plain")),
+        vote_make(acme, rater=bob, choice="right", created_at=base + timedelta(hours=1, microseconds=1234), turns=3),
+        vote_make(acme, rater=bob, choice="tie", created_at=base + timedelta(days=1), swap=True, turns=4),
+        vote_make(acme, rater=bob, choice="both_bad", created_at=base + timedelta(days=2), category="coding"),
+    ]
+
+
+@pytest.mark.parametrize("texts", [False, True])
+def test_fast_path_renders_what_as_event_renders(acme, mixed, texts):
+    votes = selectors.votes_filtered(campaign=acme.campaign)
+    fast = [json.loads(line) for line in selectors.vote_event_lines(votes=votes, texts=texts)]
+    assert fast == _reference(votes, texts=texts)
+    # The reference itself is the model's event, field for field.
+    plain = [v.as_event() for v in Vote.objects.filter(campaign=acme.campaign).order_by("id")]
+    assert [{k: v for k, v in e.items() if k != "conversation"} for e in fast] == json.loads(json.dumps(plain))
+    assert fast[0]["timestamp"] == mixed[0].created_at.isoformat()
+    assert fast[1]["timestamp"].endswith(".001234+00:00")
+
+
+def test_texts_hold_every_turn_of_both_sides(acme, mixed):
+    events = _reference(selectors.votes_filtered(campaign=acme.campaign), texts=True)
+    first, multi = events[0]["conversation"], events[1]["conversation"]
+    assert first == [{"index": 0, "prompt": mixed[0].prompt.text, "left": '=cmd|" /C calc"!A0', "right": "plain"}]
+    assert [t["index"] for t in multi] == [0, 1, 2]
+    assert multi[2] == {"index": 2, "prompt": "Follow-up 2?", "left": "left answer 2", "right": "right answer 2"}
+
+
+def test_texts_are_fetched_per_chunk_not_per_row(acme, bob, django_assert_max_num_queries, monkeypatch):
+    for _ in range(7):
+        vote_make(acme, rater=bob, turns=2)
+    monkeypatch.setattr(exporting, "CHUNK_SIZE", 3)
+    votes = selectors.votes_filtered(campaign=acme.campaign)
+    # 3 chunks: each one fetch of votes and one of texts (the server-side cursor adds a few statements).
+    with django_assert_max_num_queries(12):
+        assert len(list(selectors.vote_events(votes=votes, texts=True))) == 7
+
+
+def test_filters_select_by_time_category_competitor_and_source(acme, mixed):
+    def ids(**kwargs):  # type: ignore[no-untyped-def]
+        votes = selectors.votes_filtered(campaign=acme.campaign, filters=VoteFilters(**kwargs))
+        return [json.loads(line)["vote_id"] for line in selectors.vote_event_lines(votes=votes)]
+
+    all_ids = [v.pk for v in mixed]
+    assert ids() == all_ids
+    assert ids(since=mixed[1].created_at) == all_ids[1:]
+    assert ids(until=mixed[1].created_at) == all_ids[:1]  # until is exclusive
+    assert ids(since=mixed[1].created_at, until=mixed[3].created_at) == all_ids[1:3]
+    assert ids(category="coding") == all_ids[3:]
+    assert ids(competitor=acme.right.pk) == all_ids  # either side
+    assert ids(competitor=acme.right.pk + 1000) == []
+    assert ids(prompt_source="rater") == []
+    assert ids(prompt_source="pool") == all_ids
+
+
+def test_csv_with_texts_keeps_formula_protection(acme, mixed):
+    votes = selectors.votes_filtered(campaign=acme.campaign)
+    body = "".join(exporting.csv_from_events(selectors.vote_events(votes=votes, texts=True), texts=True))
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert list(rows[0]) == list(exporting.csv_columns(texts=True))
+    assert rows[0]["left_text"] == '\'=cmd|" /C calc"!A0' and rows[0]["later_turns"] == ""
+    assert [t["index"] for t in json.loads(rows[1]["later_turns"])] == [1, 2]
+
+
+@pytest.fixture
+def export_root(settings, tmp_path):  # type: ignore[no-untyped-def]
+    settings.ARENA_EXPORT_ROOT = tmp_path / "exports"
+    return settings.ARENA_EXPORT_ROOT
+
+
+def _run(job: ExportJob, capture) -> ExportJob:  # type: ignore[no-untyped-def]
+    # The task as a worker runs it (its tenant scope, its body), here in the test's transaction.
+    with capture(execute=True):
+        tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id)
+    job.refresh_from_db()
+    return job
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_export_job_writes_the_file_with_its_checksum(
+    acme, alice, mixed, export_root, fmt, django_capture_on_commit_callbacks
+):
+    received = []
+
+    def receiver(**kwargs):  # type: ignore[no-untyped-def]
+        received.append(kwargs)
+
+    hooks.export_ready.connect(receiver)
+    try:
+        job = services.export_job_create(
+            campaign=acme.campaign,
+            requested_by=alice,
+            api_key=None,
+            kind="votes",
+            format=fmt,
+            texts=True,
+            filters=VoteFilters(since=mixed[1].created_at),
+        )
+        assert job.status == ExportJob.Status.QUEUED
+        job = _run(job, django_capture_on_commit_callbacks)
+    finally:
+        hooks.export_ready.disconnect(receiver)
+    assert job.status == ExportJob.Status.DONE and job.finished_at is not None and job.started_at is not None
+    data = (Path(export_root) / job.path).read_bytes()
+    import hashlib
+
+    assert job.sha256 == hashlib.sha256(data).hexdigest() and job.bytes == len(data) and job.rows == 3
+    if fmt == "jsonl":
+        assert [json.loads(line)["vote_id"] for line in data.decode().splitlines()] == [v.pk for v in mixed[1:]]
+        assert all("conversation" in json.loads(line) for line in data.decode().splitlines())
+    else:
+        assert len(list(csv.DictReader(io.StringIO(data.decode())))) == 3
+    assert not list(Path(export_root).rglob("*.part"))
+    assert [r["event"] for r in received] == ["export.ready"]
+    assert received[0]["organization_id"] == acme.organization.pk
+    assert received[0]["payload"]["sha256"] == job.sha256 and received[0]["payload"]["status"] == "done"
+
+
+def test_a_failed_export_records_why_and_leaves_no_file(acme, alice, mixed, settings, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    settings.ARENA_EXPORT_ROOT = blocker
+    job = services.export_job_create(
+        campaign=acme.campaign, requested_by=alice, api_key=None, kind="votes", format="jsonl", texts=False,
+        filters=VoteFilters(),
+    )  # fmt: skip
+    tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id)
+    job.refresh_from_db()
+    assert job.status == ExportJob.Status.FAILED and job.error and job.path == "" and job.sha256 == ""
+
+
+def test_a_redelivered_export_task_does_nothing(acme, alice, mixed, export_root):
+    job = services.export_job_create(
+        campaign=acme.campaign, requested_by=alice, api_key=None, kind="votes", format="jsonl", texts=False,
+        filters=VoteFilters(),
+    )  # fmt: skip
+    tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id)
+    job.refresh_from_db()
+    finished = job.finished_at
+    assert tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id) == "done"
+    job.refresh_from_db()
+    assert job.finished_at == finished
+
+
+def test_preference_pairs_are_exported_as_jsonl_only(acme, alice):
+    from raters.errors import Invalid
+
+    with pytest.raises(Invalid):
+        services.export_job_create(
+            campaign=acme.campaign, requested_by=alice, api_key=None, kind="preference_pairs", format="csv",
+            texts=False, filters=VoteFilters(),
+        )  # fmt: skip
+
+
+def test_old_export_files_are_purged(acme, alice, mixed, export_root, settings):
+    job = services.export_job_create(
+        campaign=acme.campaign, requested_by=alice, api_key=None, kind="votes", format="jsonl", texts=False,
+        filters=VoteFilters(),
+    )  # fmt: skip
+    tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id)
+    job.refresh_from_db()
+    path = Path(export_root) / job.path
+    assert path.exists()
+    assert services.export_jobs_purge(now=timezone.now()) == 0
+    later = timezone.now() + timedelta(days=settings.ARENA_EXPORT_RETENTION_DAYS + 1)
+    assert services.export_jobs_purge(now=later) == 1
+    job.refresh_from_db()
+    assert job.status == ExportJob.Status.EXPIRED and not path.exists()
