@@ -15,3 +15,17 @@ urlpatterns = [
         name="leaderboard-version",
     ),
 ]
+
+# Preference pairs (reward-model / DPO training data) and their length audit.
+urlpatterns += [
+    path(
+        "campaigns/<int:campaign_id>/preference-pairs.jsonl",
+        apis.PreferencePairsExportApi.as_view(),
+        name="api-preference-pairs",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/preference-pairs/audit",
+        apis.PreferencePairsAuditApi.as_view(),
+        name="api-preference-pairs-audit",
+    ),
+]

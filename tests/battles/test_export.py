@@ -287,3 +287,119 @@ def test_old_export_files_are_purged(acme, alice, mixed, export_root, settings):
     assert services.export_jobs_purge(now=later) == 1
     job.refresh_from_db()
     assert job.status == ExportJob.Status.EXPIRED and not path.exists()
+
+
+# --- Over HTTP ------------------------------------------------------------------------------------
+
+from django.http import FileResponse, StreamingHttpResponse  # noqa: E402
+from django.test import Client  # noqa: E402
+
+from raters.services import api_key_create  # noqa: E402
+
+
+def _key_client(tenant, scope="read"):  # type: ignore[no-untyped-def]
+    _, key = api_key_create(organization=tenant.organization, name=f"warehouse-{scope}", scope=scope, actor=None)
+    return Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
+
+
+def test_streamed_export_filters_and_texts_over_http(acme, mixed, alice_client):
+    url = reverse("api:votes", args=[acme.campaign.pk, "jsonl"])
+    response = alice_client.get(url, {"since": mixed[1].created_at.isoformat(), "texts": "1"})
+    assert response.status_code == 200 and isinstance(response, StreamingHttpResponse)
+    assert response["Content-Type"] == "application/x-ndjson"
+    events = [json.loads(line) for line in _body(response).splitlines()]
+    assert [e["vote_id"] for e in events] == [v.pk for v in mixed[1:]]
+    assert [len(e["conversation"]) for e in events] == [3, 4, 1]
+    plain = [json.loads(line) for line in _body(alice_client.get(url, {"category": "coding"})).splitlines()]
+    assert [e["vote_id"] for e in plain] == [mixed[3].pk] and "conversation" not in plain[0]
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                _body(alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "csv"]), {"texts": "true"}))
+            )
+        )
+    )
+    assert len(rows) == 4 and rows[0]["left_text"].startswith("'=")  # the formula is defused
+    # A client that asks for the stream's media type gets it (not 406).
+    assert alice_client.get(url, HTTP_ACCEPT="application/x-ndjson").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "query",
+    [{"since": "yesterday"}, {"since": "2026-11-02T00:00:00Z", "until": "2026-11-01T00:00:00Z"}, {"competitor": "x"}],
+)
+def test_bad_filters_are_400(acme, alice_client, query):
+    response = alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"]), query)
+    assert response.status_code == 400
+
+
+def test_outsiders_and_raters_get_404_everywhere(acme, globex, mixed, alice, charlie_client, bob_client, export_root):
+    job = services.export_job_create(
+        campaign=acme.campaign, requested_by=alice, api_key=None, kind="votes", format="jsonl", texts=False,
+        filters=VoteFilters(),
+    )  # fmt: skip
+    tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id)
+    pk = acme.campaign.pk
+    urls = [
+        reverse("api:votes", args=[pk, "jsonl"]),
+        reverse("api:exports", args=[pk]),
+        reverse("api:export", args=[pk, job.pk]),
+        reverse("api:export-download", args=[pk, job.pk]),
+    ]
+    outsider_key = _key_client(globex)
+    for client in (charlie_client, bob_client, outsider_key):
+        for url in urls:
+            assert client.get(url).status_code == 404, url
+        assert client.post(urls[1], {"format": "jsonl"}, content_type="application/json").status_code == 404
+    # Another campaign's id in the path does not reach this job either.
+    assert charlie_client.get(reverse("api:export", args=[globex.campaign.pk, job.pk])).status_code == 404
+
+
+def test_a_read_key_may_export_and_ask_for_an_export(acme, mixed, export_root):
+    client = _key_client(acme, "read")
+    assert client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"])).status_code == 200
+    response = client.post(
+        reverse("api:exports", args=[acme.campaign.pk]),
+        {"kind": "votes", "format": "csv", "filters": {"category": "coding"}},
+        content_type="application/json",
+    )
+    assert response.status_code == 202, response.content
+    job = ExportJob.objects.get(pk=response.json()["id"])
+    assert job.requested_by is None and job.requested_by_key is not None
+    assert job.params["filters"]["category"] == "coding"
+
+
+def test_async_export_over_http_from_request_to_download(acme, mixed, alice_client, export_root):
+    import hashlib
+
+    response = alice_client.post(
+        reverse("api:exports", args=[acme.campaign.pk]),
+        {"kind": "votes", "format": "jsonl", "texts": True, "filters": {"until": mixed[2].created_at.isoformat()}},
+        content_type="application/json",
+    )
+    assert response.status_code == 202
+    job_out = response.json()
+    assert job_out["status"] == "queued" and job_out["download_url"] is None and job_out["created_at"]
+    download = reverse("api:export-download", args=[acme.campaign.pk, job_out["id"]])
+    assert alice_client.get(download).status_code == 409  # not done yet
+    tasks.export_job_run_task(job_out["id"], organization_id=acme.organization.pk)
+    detail = alice_client.get(reverse("api:export", args=[acme.campaign.pk, job_out["id"]])).json()
+    assert detail["status"] == "done" and detail["rows"] == 2 and detail["download_url"] == download
+    listed = alice_client.get(reverse("api:exports", args=[acme.campaign.pk])).json()
+    assert [j["id"] for j in listed] == [job_out["id"]]
+    response = alice_client.get(download)
+    assert response.status_code == 200 and isinstance(response, FileResponse)
+    data = b"".join(response.streaming_content)  # type: ignore[arg-type]
+    assert hashlib.sha256(data).hexdigest() == response["X-Checksum-Sha256"] == detail["sha256"]
+    import base64
+
+    assert response["Digest"] == "sha-256=" + base64.b64encode(hashlib.sha256(data).digest()).decode()
+    assert len(data) == detail["bytes"]
+    assert [json.loads(line)["vote_id"] for line in data.decode().splitlines()] == [v.pk for v in mixed[:2]]
+
+
+def test_export_request_is_validated(acme, alice_client):
+    url = reverse("api:exports", args=[acme.campaign.pk])
+    for body in ({"format": "xml"}, {"kind": "everything"}, {"kind": "preference_pairs", "format": "csv"}):
+        assert alice_client.post(url, body, content_type="application/json").status_code == 400, body
+    assert not ExportJob.objects.exists()

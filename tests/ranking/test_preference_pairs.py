@@ -160,3 +160,45 @@ def test_async_preference_pairs_export_carries_the_audit(acme, alice, world, set
     rows = [json.loads(line) for line in (tmp_path / job.path).read_text().splitlines()]
     assert [r["vote_id"] for r in rows] == [v.pk for v in world[0]]
     assert job.audit is not None and job.audit["pairs"] == 3 and job.audit["no_winner"]["tie"] == 1
+
+
+# --- Over HTTP ------------------------------------------------------------------------------------
+
+
+def _body(response) -> str:  # type: ignore[no-untyped-def]
+    return b"".join(response.streaming_content).decode()
+
+
+def test_preference_pairs_stream_and_audit_over_http(acme, world, alice_client):
+    from django.http import StreamingHttpResponse
+    from django.urls import reverse
+
+    response = alice_client.get(reverse("api-preference-pairs", args=[acme.campaign.pk]))
+    assert response.status_code == 200 and isinstance(response, StreamingHttpResponse)
+    assert [json.loads(line)["vote_id"] for line in _body(response).splitlines()] == [v.pk for v in world[0]]
+    filtered = alice_client.get(reverse("api-preference-pairs", args=[acme.campaign.pk]), {"competitor": 10**9})
+    assert _body(filtered) == ""
+    audit = alice_client.get(reverse("api-preference-pairs-audit", args=[acme.campaign.pk]))
+    assert audit.status_code == 200
+    body = audit.json()
+    assert body["pairs"] == 3 and body["no_winner"] == {"tie": 1, "both_bad": 1}
+    assert body["length"]["share_chosen_longer"] == 0.5
+    assert body["style_length_coefficient"]["reason"].startswith("not available: ")
+
+
+def test_preference_pairs_outsiders_404_read_key_allowed(acme, globex, world, charlie_client, bob_client):
+    from django.test import Client
+    from django.urls import reverse
+
+    from raters.services import api_key_create
+
+    urls = [
+        reverse("api-preference-pairs", args=[acme.campaign.pk]),
+        reverse("api-preference-pairs-audit", args=[acme.campaign.pk]),
+    ]
+    for client in (charlie_client, bob_client):
+        for url in urls:
+            assert client.get(url).status_code == 404
+    _, key = api_key_create(organization=acme.organization, name="reader", scope="read", actor=None)
+    reader = Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    assert [reader.get(url).status_code for url in urls] == [200, 200]
