@@ -197,8 +197,9 @@ class VoteLogExportApi(APIView):
             body = exporting.csv_from_events(selectors.vote_events(votes=votes, texts=texts), texts=texts)
             response = StreamingHttpResponse(body, content_type="text/csv; charset=utf-8")
         else:
-            body = exporting.jsonl_from_lines(selectors.vote_event_lines(votes=votes, texts=texts))
-            response = StreamingHttpResponse(body, content_type="application/x-ndjson")
+            response = StreamingHttpResponse(
+                selectors.vote_event_jsonl(votes=votes, texts=texts), content_type="application/x-ndjson"
+            )
         response["Content-Disposition"] = f'attachment; filename="campaign-{campaign.pk}-votes.{kind}"'
         return response
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -440,16 +439,34 @@ def vote_events(*, votes: QuerySet[Vote], texts: bool = False) -> Iterator[dict[
             yield event
 
 
-def vote_event_lines(*, votes: QuerySet[Vote], texts: bool = False) -> Iterator[str]:
-    """Each vote's event as one line of JSON (no newline). On PostgreSQL the database renders the JSON
-    (``exporting.event_json_sql``, texts included, in the one streamed query); elsewhere the events are
-    built in Python (``vote_events``). The same JSON values either way."""
+def vote_event_jsonl(*, votes: QuerySet[Vote], texts: bool = False) -> Iterator[bytes]:
+    """The votes' events as JSON lines, in pieces of about ``exporting.FLUSH_CHARS`` bytes.
+
+    On PostgreSQL the database renders each line (``exporting.event_json_sql``, the texts included)
+    and streams them with ``COPY ... TO STDOUT``: nothing is built per row in Python, which keeps a
+    million-row export fast and this process's memory flat. (COPY's text format doubles every
+    backslash; JSON text has no raw newline, tab or carriage return for it to escape, so undoing that
+    is one replace.) Elsewhere the events are built in Python (``vote_events``). The same JSON values
+    either way."""
     if connection.vendor != "postgresql":
-        return (json.dumps(event, sort_keys=True) for event in vote_events(votes=votes, texts=texts))
+        for chunk in exporting.jsonl_from_events(vote_events(votes=votes, texts=texts)):
+            yield chunk.encode()
+        return
     lines = votes.annotate(
         event_line=RawSQL(exporting.event_json_sql(texts=texts), (), output_field=TextField())
     ).values_list("event_line", flat=True)
-    return lines.iterator(chunk_size=exporting.CHUNK_SIZE)
+    sql, params = lines.query.sql_with_params()
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY ({sql}) TO STDOUT", params) as copy:
+        pending: list[memoryview] = []
+        size = 0
+        for row in copy:  # one message per row
+            pending.append(row)
+            size += len(row)
+            if size >= exporting.FLUSH_CHARS:
+                yield b"".join(pending).replace(b"\\\\", b"\\")
+                pending, size = [], 0
+        if pending:
+            yield b"".join(pending).replace(b"\\\\", b"\\")
 
 
 def export_jobs_for(*, campaign: Campaign) -> QuerySet[ExportJob]:

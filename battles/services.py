@@ -13,7 +13,7 @@ import logging
 import os
 import random
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -1087,22 +1087,21 @@ def export_path(job: ExportJob) -> Path:
     return Path(settings.ARENA_EXPORT_ROOT) / job.path
 
 
-def _export_content(job: ExportJob) -> tuple[exporting.Counted[Any], Iterator[str], dict[str, Any] | None]:
-    """The job's rows (counted as they pass), their encoded text in chunks, and the kind's audit."""
+def _export_content(job: ExportJob) -> tuple[Iterator[bytes | str], Callable[[], int] | None, dict[str, Any] | None]:
+    """The job's encoded content in chunks; how many rows passed (None: count the lines, as JSON lines
+    have one row per line); the kind's audit."""
     texts = bool(job.params.get("texts"))
     filters = VoteFilters.from_params(job.params.get("filters") or {})
     if job.kind == ExportJob.Kind.VOTES:
         votes = selectors.votes_filtered(campaign=job.campaign, filters=filters)
         if job.format == ExportJob.Format.CSV:
             events = exporting.Counted(selectors.vote_events(votes=votes, texts=texts))
-            return events, exporting.csv_from_events(events, texts=texts), None
-        lines = exporting.Counted(selectors.vote_event_lines(votes=votes, texts=texts))
-        return lines, exporting.jsonl_from_lines(lines), None
+            return exporting.csv_from_events(events, texts=texts), lambda: events.count, None
+        return selectors.vote_event_jsonl(votes=votes, texts=texts), None, None
     kind = hooks.export_kind(job.kind)
     if kind is None:
         raise Invalid(f"Unknown export kind {job.kind!r}.")
-    rows = exporting.Counted(kind.rows(job.campaign, filters))
-    return rows, exporting.jsonl_from_events(rows), kind.audit(job.campaign, filters)
+    return exporting.jsonl_from_events(kind.rows(job.campaign, filters)), None, kind.audit(job.campaign, filters)
 
 
 def export_job_run(*, job_id: str) -> ExportJob | None:
@@ -1122,16 +1121,18 @@ def export_job_run(*, job_id: str) -> ExportJob | None:
     partial = target.with_name(target.name + ".part")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        rows, chunks, audit = _export_content(job)
+        chunks, counted, audit = _export_content(job)
         digest = hashlib.sha256()
-        size = 0
+        size = lines = 0
         with partial.open("wb") as out:
             for chunk in chunks:
-                data = chunk.encode()
+                data = chunk.encode() if isinstance(chunk, str) else chunk
                 out.write(data)
                 digest.update(data)
                 size += len(data)
+                lines += data.count(b"\n")
         os.replace(partial, target)
+        rows = counted() if counted is not None else lines
     except Exception as exc:
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)
@@ -1144,7 +1145,7 @@ def export_job_run(*, job_id: str) -> ExportJob | None:
     else:
         changes = {
             "status": ExportJob.Status.DONE,
-            "rows": rows.count,
+            "rows": rows,
             "bytes": size,
             "sha256": digest.hexdigest(),
             "path": str(relative),

@@ -115,13 +115,24 @@ def _reference(votes, *, texts: bool) -> list[dict]:  # type: ignore[no-untyped-
     return [json.loads(json.dumps(e, sort_keys=True)) for e in selectors.vote_events(votes=votes, texts=texts)]
 
 
+# What JSON and COPY escape: backslashes (COPY doubles them), quotes, control characters, non-ASCII.
+TRICKY = 'a \\ b \\\\ "q" \n\t\r\x01 é ✓ \\n'
+
+
 @pytest.fixture
 def mixed(acme, bob):  # type: ignore[no-untyped-def]
     """One-turn and multi-turn votes, a swapped pair, a timestamp on the second, integral latencies."""
     base = timezone.now().replace(microsecond=0) - timedelta(days=3)
     return [
-        vote_make(acme, rater=bob, choice="left", created_at=base, texts=('=cmd|" /C calc"!A0', "plain")),
-        vote_make(acme, rater=bob, choice="right", created_at=base + timedelta(hours=1, microseconds=1234), turns=3),
+        vote_make(acme, rater=bob, choice="left", created_at=base, texts=('=cmd|" /C calc"!A0', TRICKY)),
+        vote_make(
+            acme,
+            rater=bob,
+            choice="right",
+            created_at=base + timedelta(hours=1, microseconds=1234),
+            turns=3,
+            system_prompt=TRICKY,
+        ),
         vote_make(acme, rater=bob, choice="tie", created_at=base + timedelta(days=1), swap=True, turns=4),
         vote_make(acme, rater=bob, choice="both_bad", created_at=base + timedelta(days=2), category="coding"),
     ]
@@ -130,7 +141,8 @@ def mixed(acme, bob):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("texts", [False, True])
 def test_fast_path_renders_what_as_event_renders(acme, mixed, texts):
     votes = selectors.votes_filtered(campaign=acme.campaign)
-    fast = [json.loads(line) for line in selectors.vote_event_lines(votes=votes, texts=texts)]
+    body = b"".join(selectors.vote_event_jsonl(votes=votes, texts=texts)).decode()
+    fast = [json.loads(line) for line in body.splitlines()]
     assert fast == _reference(votes, texts=texts)
     # The reference itself is the model's event, field for field.
     plain = [v.as_event() for v in Vote.objects.filter(campaign=acme.campaign).order_by("id")]
@@ -142,7 +154,7 @@ def test_fast_path_renders_what_as_event_renders(acme, mixed, texts):
 def test_texts_hold_every_turn_of_both_sides(acme, mixed):
     events = _reference(selectors.votes_filtered(campaign=acme.campaign), texts=True)
     first, multi = events[0]["conversation"], events[1]["conversation"]
-    assert first == [{"index": 0, "prompt": mixed[0].prompt.text, "left": '=cmd|" /C calc"!A0', "right": "plain"}]
+    assert first == [{"index": 0, "prompt": mixed[0].prompt.text, "left": '=cmd|" /C calc"!A0', "right": TRICKY}]
     assert [t["index"] for t in multi] == [0, 1, 2]
     assert multi[2] == {"index": 2, "prompt": "Follow-up 2?", "left": "left answer 2", "right": "right answer 2"}
 
@@ -160,7 +172,8 @@ def test_texts_are_fetched_per_chunk_not_per_row(acme, bob, django_assert_max_nu
 def test_filters_select_by_time_category_competitor_and_source(acme, mixed):
     def ids(**kwargs):  # type: ignore[no-untyped-def]
         votes = selectors.votes_filtered(campaign=acme.campaign, filters=VoteFilters(**kwargs))
-        return [json.loads(line)["vote_id"] for line in selectors.vote_event_lines(votes=votes)]
+        body = b"".join(selectors.vote_event_jsonl(votes=votes)).decode()
+        return [json.loads(line)["vote_id"] for line in body.splitlines()]
 
     all_ids = [v.pk for v in mixed]
     assert ids() == all_ids
