@@ -12,12 +12,17 @@ import ipaddress
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from raters.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
+
+from .api import DOMAIN_CODES, DRF_CODES, error_body, flatten, too_large_message, validation_message
 
 
 class AuthenticatedHttpRequest(HttpRequest):
@@ -62,7 +67,7 @@ def client_ip(request: HttpRequest) -> str:
 
 # --- Domain errors at the HTTP edges ---------------------------------------------------------------
 # The one table from the services' errors (``raters.errors``) to HTTP: used by the HTML views through
-# ``error_response`` and by the REST API through ``api_exception_handler``.
+# ``error_response`` and by the REST API through ``arena.http.api_exception_handler``.
 
 _STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (NotFound, 404),
@@ -95,11 +100,24 @@ def error_response(
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's ``EXCEPTION_HANDLER``: domain errors as ``{"detail": ..., "fields": {...}}`` with their
-    status; everything else as DRF does it."""
+    """DRF's ``EXCEPTION_HANDLER``: every refusal in the one error body, with DRF's headers kept
+    (``WWW-Authenticate`` on 401, ``Retry-After`` on 429). Anything unexpected stays a 500."""
     if isinstance(exc, DomainError):
-        body: dict[str, Any] = {"detail": exc.message}
-        if exc.field_errors:
-            body["fields"] = exc.field_errors
-        return Response(body, status=status_for(exc))
-    return exception_handler(exc, context)
+        code = next((name for kind, name in DOMAIN_CODES if isinstance(exc, kind)), "invalid")
+        return Response(error_body(code, exc.message, exc.field_errors or None), status=status_for(exc))
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body("payload_too_large", too_large_message()), status=413)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or "You do not have permission to perform this action.")
+    response = exception_handler(exc, context)
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return response
+    code = next((name for kind, name in DRF_CODES if isinstance(exc, kind)), "error")
+    if isinstance(exc, exceptions.ValidationError):
+        fields = flatten(exc.detail)
+        response.data = error_body(code, validation_message(fields), fields)
+    else:
+        response.data = error_body(code, str(exc.detail))
+    return response

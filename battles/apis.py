@@ -11,11 +11,13 @@ from django.http import FileResponse, Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from arena.api import cursor_page, page_of
 from raters.authentication import ApiKeyPrincipal
 from raters.errors import Conflict
 
@@ -98,6 +100,31 @@ class ExportFiltersInput(serializers.Serializer[Any]):
             competitor=data.get("competitor"),
             prompt_source=data.get("prompt_source", ""),
         )
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """In a JSON body a boolean is true or false, not 0, "yes" or "on" (the schema says boolean)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """In a JSON body an integer is a number, not "12"."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        value: int = super().to_internal_value(data)
+        return value
+
+
+class ExportFiltersBody(ExportFiltersInput):
+    competitor = StrictIntegerField(
+        required=False, min_value=1, max_value=2**63 - 1, help_text="A competitor's id: votes with it on either side."
+    )
 
 
 FILTER_PARAMETERS = [
@@ -262,31 +289,44 @@ class ExportJobListCreateApi(APIView):
     log, read-only API keys included (``read_key_may_post``)."""
 
     read_key_may_post = True
+    parser_classes = [JSONParser]  # the filters are a nested object: JSON bodies only (a form is 415)
 
     class Input(serializers.Serializer[Any]):
         kind = serializers.ChoiceField(choices=ExportJob.Kind.values, default=ExportJob.Kind.VOTES)
         format = serializers.ChoiceField(choices=ExportJob.Format.values, default=ExportJob.Format.JSONL)
-        texts = serializers.BooleanField(default=False, help_text="Votes: add the texts of every turn.")
-        filters = ExportFiltersInput(required=False)
+        texts = StrictBooleanField(default=False, help_text="Votes: add the texts of every turn.")
+        filters = ExportFiltersBody(required=False)
 
-    class ListQuery(serializers.Serializer[Any]):
-        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
+    class PageQuery(serializers.Serializer[Any]):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
+        cursor = serializers.CharField(required=False)
 
     @extend_schema(
         operation_id="exports_list",
         summary="Export jobs of a campaign",
-        description="The campaign's export jobs, newest first (at most `limit`, default 50).",
-        parameters=[OpenApiParameter("limit", int, description="How many (1-500, default 50).")],
-        responses={200: ExportJobOutput(many=True)},
-        examples=[OpenApiExample("A finished job", value=[JOB_EXAMPLE], response_only=True)],
+        description="The campaign's export jobs, newest first, in cursor pages (`?limit=`, then `next`).",
+        parameters=[
+            OpenApiParameter("limit", int, description="Jobs per page (1-500, default 50)."),
+            OpenApiParameter("cursor", str, description="From the previous page's `next`."),
+        ],
+        responses={200: page_of(ExportJobOutput)},
+        examples=[
+            OpenApiExample(
+                "A finished job", value={"next": None, "previous": None, "results": [JOB_EXAMPLE]}, response_only=True
+            )
+        ],
         tags=["exports"],
     )
     def get(self, request: Request, campaign_id: int) -> Response:
         campaign = _campaign(request, campaign_id)
-        query = self.ListQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        jobs = selectors.export_jobs_for(campaign=campaign)[: query.validated_data["limit"]]
-        return Response(ExportJobOutput(jobs, many=True).data)
+        self.PageQuery(data=request.query_params).is_valid(raise_exception=True)  # a bad limit is 400, not ignored
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request,
+            view=self,
+            queryset=selectors.export_jobs_for(campaign=campaign),
+            output=ExportJobOutput,
+            ordering="-created_at",
+        )
 
     @extend_schema(
         operation_id="exports_create",

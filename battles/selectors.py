@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterPool
-from raters.selectors import organizations_managed_by, organizations_viewable_by
+from raters.selectors import organizations_managed_by, organizations_viewable_by, organizations_writable_by
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
@@ -46,6 +46,16 @@ def campaigns_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
 
 def campaign_viewable_by(*, user: User | ApiKeyPrincipal, campaign_id: int) -> Campaign | None:
     return campaigns_viewable_by(user).filter(pk=campaign_id).first()
+
+
+def campaigns_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
+    """Campaigns the principal may change through the API (import prompts, push shadow battles, publish):
+    a read-write key's organisation, or the organisations a person owns or manages."""
+    return Campaign.objects.filter(organization__in=organizations_writable_by(user))
+
+
+def campaign_writable_by(*, user: User | ApiKeyPrincipal, campaign_id: int) -> Campaign | None:
+    return campaigns_writable_by(user).filter(pk=campaign_id).first()
 
 
 def campaigns_with_results_for(user: User) -> QuerySet[Campaign]:

@@ -9,12 +9,12 @@ from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from arena.api import cursor_page, page_of
 from battles.apis import FILTER_PARAMETERS, ExportFiltersInput, JSONLinesRenderer
 from battles.exporting import jsonl_from_events
 from battles.models import Campaign
@@ -71,6 +71,13 @@ class SnapshotSummaryOutput(serializers.ModelSerializer[LeaderboardSnapshot]):
 class LeaderboardLatestApi(APIView):
     """``GET /api/v1/campaigns/<id>/leaderboard/?category=&view=raw|style``: the newest snapshot."""
 
+    @extend_schema(
+        operation_id="leaderboard_latest",
+        summary="The newest leaderboard",
+        parameters=[SelectionInput],
+        responses=SnapshotOutput,
+        tags=["leaderboards"],
+    )
     def get(self, request: Request, campaign_id: int) -> Response:
         campaign = _campaign(request, campaign_id)
         selection = SelectionInput(data=request.query_params)
@@ -84,6 +91,13 @@ class LeaderboardLatestApi(APIView):
 class LeaderboardVersionApi(APIView):
     """``GET /api/v1/campaigns/<id>/leaderboard/<version>/?category=&view=``: one stored version."""
 
+    @extend_schema(
+        operation_id="leaderboard_version",
+        summary="One stored version of a leaderboard",
+        parameters=[SelectionInput],
+        responses=SnapshotOutput,
+        tags=["leaderboards"],
+    )
     def get(self, request: Request, campaign_id: int, version: int) -> Response:
         campaign = _campaign(request, campaign_id)
         selection = SelectionInput(data=request.query_params)
@@ -97,20 +111,24 @@ class LeaderboardVersionApi(APIView):
 
 
 class LeaderboardHistoryApi(APIView):
-    """``GET /api/v1/campaigns/<id>/leaderboard/history/?category=&view=&limit=&offset=``: versions,
+    """``GET /api/v1/campaigns/<id>/leaderboard/history/?category=&view=&limit=&cursor=``: versions,
     newest first (summaries; fetch a version for its rows)."""
 
+    @extend_schema(
+        operation_id="leaderboard_history",
+        summary="The versions of a leaderboard, newest first",
+        parameters=[SelectionInput],
+        responses=page_of(SnapshotSummaryOutput),
+        tags=["leaderboards"],
+    )
     def get(self, request: Request, campaign_id: int) -> Response:
         campaign = _campaign(request, campaign_id)
         selection = SelectionInput(data=request.query_params)
         selection.is_valid(raise_exception=True)
-        paginator = LimitOffsetPagination()
-        paginator.default_limit = 50
-        paginator.max_limit = 500
-        page = paginator.paginate_queryset(
-            selectors.snapshot_history(campaign=campaign, **selection.validated_data), request, view=self
+        history = selectors.snapshot_history(campaign=campaign, **selection.validated_data)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request, view=self, queryset=history, output=SnapshotSummaryOutput, ordering="-version"
         )
-        return paginator.get_paginated_response(SnapshotSummaryOutput(page, many=True).data)
 
 
 # --- Preference pairs (reward-model / DPO training data) and their length audit -------------------

@@ -380,8 +380,8 @@ class AuditEventAdmin(ReadOnlyTenantAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantAdmin):
-    list_display = ("name", "organization", "prefix", "scope", "created_at", "last_used_at", "revoked_at")
-    fields = ("organization", "name", "scope", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "organization", "prefix", "scope", "rate_limit", "created_at", "last_used_at", "revoked_at")
+    fields = ("organization", "name", "scope", "rate_limit", "prefix", "created_at", "last_used_at", "revoked_at")
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ("revoke",)
 
@@ -390,7 +390,7 @@ class ApiKeyAdmin(TenantAdmin):
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         api_key, key = services.api_key_create(
-            organization=obj.organization, name=obj.name, scope=obj.scope, actor=request.user
+            organization=obj.organization, name=obj.name, scope=obj.scope, rate_limit=obj.rate_limit, actor=request.user
         )
         obj.pk = api_key.pk
         obj.refresh_from_db()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -14,6 +15,7 @@ from .models import ApiKey, api_key_hash
 from .tenancy import scopes_disabled
 
 KEYWORD = "Api-Key"
+LAST_USED_RESOLUTION = timedelta(seconds=60)
 _CACHE = "_arena_api_key"
 
 
@@ -23,6 +25,14 @@ class ApiKeyPrincipal(AnonymousUser):
     def __init__(self, api_key: ApiKey) -> None:
         super().__init__()
         self.api_key = api_key
+
+    @property
+    def organization(self) -> Any:
+        return self.api_key.organization
+
+    @property
+    def can_write(self) -> bool:
+        return self.api_key.scope == ApiKey.Scope.WRITE
 
     @property
     def is_authenticated(self) -> bool:  # type: ignore[override]
@@ -67,7 +77,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         api_key = api_key_for_request(request._request)
         if api_key is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
-        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=timezone.now())
+        # "Last used" to the minute: one write a minute per busy key, not one per request.
+        now = timezone.now()
+        if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+            ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         return ApiKeyPrincipal(api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from datetime import timedelta
 
@@ -224,6 +225,17 @@ class RaterFlag(models.Model):
             raise ValidationError({"rater": "Only a member of the organisation can be flagged in it."})
 
 
+_RATE = re.compile(r"^[1-9][0-9]{0,6}/(s|m|h|d)$")
+
+
+def rate_limit_validate(value: str) -> None:
+    """``<count>/<s|m|h|d>``, the form DRF's throttles and django-ratelimit read."""
+    from django.core.exceptions import ValidationError
+
+    if value and not _RATE.match(value):
+        raise ValidationError("Write a rate as <count>/<s|m|h|d>, e.g. 600/m.")
+
+
 def api_key_hash(key: str) -> str:
     # Keys are 32 random bytes: a fast hash is enough (no dictionary to attack), and lookups stay cheap.
     return hashlib.sha256(key.encode()).hexdigest()
@@ -248,6 +260,12 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    rate_limit = models.CharField(
+        max_length=16,
+        blank=True,
+        validators=[rate_limit_validate],
+        help_text="Requests allowed per second, minute, hour or day, e.g. 600/m; blank: the platform default.",
+    )
 
     objects = TenantManager()
 

@@ -6,7 +6,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from .authentication import ApiKeyPrincipal
-from .models import MANAGING_ROLES, Invitation, Membership, Organization, Role
+from .models import MANAGING_ROLES, ApiKey, Invitation, Membership, Organization, Role
 from .tenancy import scopes_disabled
 
 
@@ -25,6 +25,16 @@ def organizations_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organiza
         return Organization.objects.all()
     roles = (*MANAGING_ROLES, Role.VIEWER)
     return Organization.objects.filter(memberships__user=user, memberships__role__in=roles).distinct()
+
+
+def organizations_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organization]:
+    """Organisations whose campaigns the principal may change through the API: a read-write key's own
+    organisation; for a person, the ones they own or manage."""
+    if isinstance(user, ApiKeyPrincipal):
+        if user.api_key.scope != ApiKey.Scope.WRITE:
+            return Organization.objects.none()
+        return Organization.objects.filter(pk=user.api_key.organization_id)
+    return organizations_managed_by(user)
 
 
 def user_manages_anything(user: User | AnonymousUser) -> bool:

@@ -289,7 +289,12 @@ API_KEY_PREFIX = "arena"
 
 @transaction.atomic
 def api_key_create(
-    *, organization: Organization, name: str, scope: str, actor: User | AnonymousUser | None
+    *,
+    organization: Organization,
+    name: str,
+    scope: str,
+    actor: User | AnonymousUser | None,
+    rate_limit: str = "",
 ) -> tuple[ApiKey, str]:
     """A new key and its plaintext, which is never stored and cannot be shown again."""
     import secrets
@@ -300,6 +305,7 @@ def api_key_create(
         organization=organization,
         name=name,
         scope=scope,
+        rate_limit=rate_limit,
         prefix=prefix,
         hashed_key=api_key_hash(key),
         created_by=actor if actor is not None and actor.is_authenticated else None,
@@ -309,7 +315,7 @@ def api_key_create(
         actor=actor,
         action=AuditAction.API_KEY_CREATED,
         obj=api_key,
-        data={"name": name, "scope": scope, "prefix": prefix},
+        data={"name": name, "scope": scope, "prefix": prefix, "rate_limit": rate_limit},
     )
     return api_key, key
 

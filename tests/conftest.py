@@ -29,7 +29,7 @@ from django.urls import resolve, reverse
 from hypothesis import settings as hypothesis_settings
 
 from battles.models import Campaign, Competitor
-from raters.models import Organization, RaterPool, Role
+from raters.models import ApiKey, Organization, RaterPool, Role
 from raters.tenancy import organization_scope, scopes_disabled
 from serving.models import ModelEndpoint
 from serving.triton.server import TritonServer
@@ -280,6 +280,30 @@ def alice_client(alice: User) -> Client:
 @pytest.fixture
 def charlie_client(charlie: User) -> Client:
     return login(charlie)
+
+
+class KeyClient(Client):
+    """A test client that presents an API key (``api_client``)."""
+
+    api_key: ApiKey
+    api_key_header: str
+
+
+def api_client(
+    organization: Organization, *, scope: str = "read", rate_limit: str = "", name: str = "test key"
+) -> KeyClient:
+    """A client that sends an organisation's API key (``scope`` read or write) with every request; the
+    key's record is on ``client.api_key``, the header's value on ``client.api_key_header``."""
+    from raters.services import api_key_create
+
+    with scopes_disabled():
+        api_key, key = api_key_create(
+            organization=organization, name=name, scope=scope, rate_limit=rate_limit, actor=None
+        )
+    client = KeyClient(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    client.api_key = api_key
+    client.api_key_header = f"Api-Key {key}"
+    return client
 
 
 def endpoint_for(

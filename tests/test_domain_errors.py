@@ -61,5 +61,6 @@ def test_the_api_answers_json_with_the_status(alice, error: DomainError, status:
     force_authenticate(request, user=alice)
     response = _Refusing.as_view(error=error)(request)
     assert response.status_code == status
-    assert response.data["detail"] == error.message
-    assert response.data.get("fields", {}) == error.field_errors
+    assert response.data["error"]["message"] == error.message
+    assert response.data["error"]["code"] == {409: "conflict", 404: "not_found", 400: "invalid"}[status]
+    assert response.data["error"]["fields"] == error.field_errors

@@ -34,6 +34,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "allauth",
     "allauth.account",
     "raters",
@@ -45,6 +48,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "arena.csp.ContentSecurityPolicyMiddleware",
+    "arena.api.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -244,10 +248,43 @@ REST_FRAMEWORK = {
         "raters.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # Services' domain errors (raters.errors) become JSON with their status, mapped in one place.
+    # Authenticated; a read-only key may only read (arena/api.py).
+    "DEFAULT_PERMISSION_CLASSES": ["arena.api.ScopedAccess"],
+    # Every refusal in one body, {"error": {"code", "message", "fields"}}; services' domain errors
+    # (raters.errors) get their status from arena.http's one table.
     "EXCEPTION_HANDLER": "arena.http.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "arena.api.CursorPage",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_THROTTLE_CLASSES": ["arena.api.ApiKeyThrottle"],
+    "DEFAULT_SCHEMA_CLASS": "arena.api_schema.ArenaAutoSchema",
+    # JSON only: the interactive page is the schema's Swagger UI (/api/v1/docs/), which runs under the
+    # site's Content-Security-Policy; DRF's browsable pages carry inline scripts that it would block.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
 }
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Arena API",
+    "DESCRIPTION": (
+        "Blind pairwise evaluation of LLMs: campaigns, prompts, shadow battles from your gateway, "
+        "leaderboards with honest intervals, the vote log and preference pairs, A/B assignment, webhooks.\n\n"
+        "Authenticate with `Authorization: Api-Key arena_<prefix>_<secret>` (an organisation's key, made in "
+        "the console). Lists are cursor-paginated (`?limit=`, then follow `next`). Every error has the body "
+        '`{"error": {"code": "...", "message": "...", "fields": {...}}}`. Another organisation\'s objects are 404.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {},
+}
+# Requests per minute (or /s, /h, /d) for each API key unless the key sets its own (ApiKey.rate_limit).
+ARENA_API_KEY_RATE = env_str("ARENA_API_KEY_RATE", "1200/m")
+# The largest request body the API reads (prompt files, batches of shadow battles); larger ones get 413.
+ARENA_API_MAX_BODY_BYTES = env_int("ARENA_API_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1024)
 
 RATELIMIT_VIEW = "battles.views.ratelimited"
 RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)

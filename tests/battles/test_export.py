@@ -305,14 +305,12 @@ def test_old_export_files_are_purged(acme, alice, mixed, export_root, settings):
 # --- Over HTTP ------------------------------------------------------------------------------------
 
 from django.http import FileResponse, StreamingHttpResponse  # noqa: E402
-from django.test import Client  # noqa: E402
 
-from raters.services import api_key_create  # noqa: E402
+from tests.conftest import api_client  # noqa: E402
 
 
 def _key_client(tenant, scope="read"):  # type: ignore[no-untyped-def]
-    _, key = api_key_create(organization=tenant.organization, name=f"warehouse-{scope}", scope=scope, actor=None)
-    return Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    return api_client(tenant.organization, scope=scope, name=f"warehouse-{scope}")
 
 
 def test_streamed_export_filters_and_texts_over_http(acme, mixed, alice_client):
@@ -399,7 +397,7 @@ def test_async_export_over_http_from_request_to_download(acme, mixed, alice_clie
     detail = alice_client.get(reverse("api:export", args=[acme.campaign.pk, job_out["id"]])).json()
     assert detail["status"] == "done" and detail["rows"] == 2 and detail["download_url"] == download
     listed = alice_client.get(reverse("api:exports", args=[acme.campaign.pk])).json()
-    assert [j["id"] for j in listed] == [job_out["id"]]
+    assert [j["id"] for j in listed["results"]] == [job_out["id"]] and listed["next"] is None
     response = alice_client.get(download)
     assert response.status_code == 200 and isinstance(response, FileResponse)
     data = b"".join(response.streaming_content)  # type: ignore[arg-type]

@@ -187,10 +187,9 @@ def test_preference_pairs_stream_and_audit_over_http(acme, world, alice_client):
 
 
 def test_preference_pairs_outsiders_404_read_key_allowed(acme, globex, world, charlie_client, bob_client):
-    from django.test import Client
     from django.urls import reverse
 
-    from raters.services import api_key_create
+    from tests.conftest import api_client
 
     urls = [
         reverse("api-preference-pairs", args=[acme.campaign.pk]),
@@ -199,6 +198,5 @@ def test_preference_pairs_outsiders_404_read_key_allowed(acme, globex, world, ch
     for client in (charlie_client, bob_client):
         for url in urls:
             assert client.get(url).status_code == 404
-    _, key = api_key_create(organization=acme.organization, name="reader", scope="read", actor=None)
-    reader = Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    reader = api_client(acme.organization, scope="read")
     assert [reader.get(url).status_code for url in urls] == [200, 200]

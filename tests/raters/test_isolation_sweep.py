@@ -34,7 +34,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.triton]  # one real battle give
 
 SKIPPED_NAMESPACES = {"admin"}  # swept model by model below, from the admin registry
 SKIPPED_PREFIXES = ("accounts/",)  # allauth's own pages: not tenant data
-PUBLIC_ROUTES = {"battles:campaigns"}  # the home page: lists only the visitor's own campaigns
+# The home page lists only the visitor's own campaigns; the API's schema and its page describe the API
+# (no tenant's data).
+PUBLIC_ROUTES = {"battles:campaigns", "api-schema", "api-docs"}
 # The read API's leaderboard routes are not namespaced (ranking/api_urls.py).
 MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard")
 
@@ -152,6 +154,10 @@ def test_an_anonymous_visitor_is_sent_to_log_in_and_sees_no_data(world: World):
     for route in all_routes():
         if route.name == "raters:invitation":
             continue  # the invitation page shows a logged-out invitee what they are invited to
+        if route.name in ("api-schema", "api-docs"):
+            # The API's description is public and names no tenant's data.
+            assert secret not in _body(client.get(reverse(route.name)))
+            continue
         for url in _urls(world, route) if route.params else [reverse(route.name)]:
             for method in ("get", "post"):
                 response = getattr(client, method)(url)

@@ -1,0 +1,250 @@
+"""The REST API's shared plumbing: one error body, cursor pages, scoped access, a throttle per key, the schema.
+
+Every app's ``apis.py`` builds on these, so that an external team meets one set of rules everywhere:
+
+- **One error body.** Whatever goes wrong (a field, a parse, a key, a tenant, a rate, a size), the body is
+  ``{"error": {"code": "...", "message": "...", "fields": {...}}}``: ``code`` is a stable snake_case word a
+  program can switch on, ``message`` a sentence for a person, ``fields`` maps a field (``"answers.0.text"``,
+  ``"row 4.category"``) to its messages and is empty when the error is not about fields.
+- **Cursor pages** (``?limit=&cursor=``): stable under concurrent inserts, unlike offsets, and cheap on big tables.
+- **Scoped access**: an API key reads its organisation; only a read-write key writes (a read key writing
+  gets 403). Which campaign a principal may see or change is the selectors' business (another
+  organisation's object is 404, never 403).
+- **A rate per key** (``ApiKey.rate_limit`` or ``ARENA_API_KEY_RATE``), counted in the shared cache.
+- **The schema**: drf-spectacular (``arena.api_schema``), with the error responses every operation can
+  give added once. The exception handler that writes the error body is ``arena.http.api_exception_handler``.
+
+It sits in the project package, next to ``arena.http`` (which maps the services' domain errors to statuses),
+because every app's API needs it and no app should depend on another for it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions, serializers
+from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+from raters.authentication import ApiKeyPrincipal
+from raters.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
+from raters.models import ApiKey
+
+if TYPE_CHECKING:
+    # Only a type here: importing DRF's views at run time would build APIView, whose class attributes read
+    # the settings that name this module's classes (an import cycle).
+    from rest_framework.views import APIView
+
+# --- The one error body ---------------------------------------------------------------------------
+
+
+class ErrorDetailOutput(serializers.Serializer[Any]):
+    # Built in get_fields: an attribute named ``fields`` would shadow the serializer's own ``fields``.
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {
+            "code": serializers.CharField(help_text="A stable snake_case word to switch on: `invalid`, `not_found`…"),
+            "message": serializers.CharField(help_text="What went wrong, for a person."),
+            "fields": serializers.DictField(
+                child=serializers.ListField(child=serializers.CharField()),
+                help_text='Messages per field or row (`"answers.0.text"`, `"row 4.category"`); empty when none.',
+            ),
+        }
+
+
+class ErrorOutput(serializers.Serializer[Any]):
+    error = ErrorDetailOutput()
+
+
+def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+DOMAIN_CODES: tuple[tuple[type[DomainError], str], ...] = (
+    (NotFound, "not_found"),
+    (PermissionDenied, "permission_denied"),
+    (Conflict, "conflict"),
+    (LimitReached, "limit_reached"),
+    (Invalid, "invalid"),
+)
+
+# DRF's exceptions → our codes (DRF's own default codes differ in places: "invalid" vs "parse_error"...).
+DRF_CODES: tuple[tuple[type[exceptions.APIException], str], ...] = (
+    (exceptions.ValidationError, "invalid"),
+    (exceptions.ParseError, "parse_error"),
+    (exceptions.NotAuthenticated, "not_authenticated"),
+    (exceptions.AuthenticationFailed, "authentication_failed"),
+    (exceptions.PermissionDenied, "permission_denied"),
+    (exceptions.NotFound, "not_found"),
+    (exceptions.MethodNotAllowed, "method_not_allowed"),
+    (exceptions.NotAcceptable, "not_acceptable"),
+    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
+    (exceptions.Throttled, "throttled"),
+)
+
+
+def flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested validation detail (dicts of lists of dicts...) as ``{"a.0.b": ["msg", ...]}``."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            for name, messages in flatten(value, f"{prefix}.{key}" if prefix else str(key)).items():
+                out.setdefault(name, []).extend(messages)
+    elif isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            out[prefix or "non_field_errors"] = [str(item) for item in detail]
+        else:
+            for index, item in enumerate(detail):
+                if item:  # DRF gives {} for the valid items of a list
+                    for name, messages in flatten(item, f"{prefix}.{index}" if prefix else str(index)).items():
+                        out.setdefault(name, []).extend(messages)
+    else:
+        out[prefix or "non_field_errors"] = [str(detail)]
+    return out
+
+
+def validation_message(fields: dict[str, list[str]]) -> str:
+    general = fields.get("non_field_errors") or fields.get("detail")
+    if general and len(fields) == 1:
+        return general[0]
+    named = [name for name in fields if name not in ("non_field_errors", "detail")]
+    if len(named) == 1:
+        return f"Invalid input: {named[0]}: {fields[named[0]][0]}"
+    return f"Invalid input in {len(named)} fields." if named else "Invalid input."
+
+
+def too_large_message() -> str:
+    return f"The request body is larger than the limit of {settings.ARENA_API_MAX_BODY_BYTES} bytes."
+
+
+@csrf_exempt  # a POST to an unknown API path is a 404 in the API's body, not the site's CSRF page
+def api_not_found(request: HttpRequest, path: str = "") -> HttpResponse:
+    """Unknown paths under ``/api/`` answer in the API's body, not with the site's HTML page."""
+    return JsonResponse(error_body("not_found", "No such API endpoint."), status=404)
+
+
+class ApiBodyLimitMiddleware:
+    """Refuses an API request whose declared body is over ``ARENA_API_MAX_BODY_BYTES`` before anything
+    reads it. DRF parses JSON from the raw stream, where Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` does not
+    apply, so without this a client could make a worker buffer any amount."""
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            try:
+                length = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                return JsonResponse(error_body("invalid", "Malformed Content-Length header."), status=400)
+            if length > settings.ARENA_API_MAX_BODY_BYTES:
+                return JsonResponse(error_body("payload_too_large", too_large_message()), status=413)
+        response: HttpResponse = self.get_response(request)
+        return response
+
+
+# --- Pages, access, rates ---------------------------------------------------------------------------
+
+
+class CursorPage(CursorPagination):
+    """``?limit=`` (1–500, default 50) and an opaque ``?cursor=`` from the previous page's ``next``."""
+
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 500
+    ordering = "-id"
+
+
+_PAGE_SCHEMAS: dict[type[serializers.BaseSerializer[Any]], type[serializers.Serializer[Any]]] = {}
+
+
+def page_of(output: type[serializers.BaseSerializer[Any]]) -> type[serializers.Serializer[Any]]:
+    """The schema of a cursor page of ``output`` items, for ``@extend_schema(responses=page_of(X))`` on a
+    plain ``APIView`` that answers with ``cursor_page`` (generic views get it from their paginator)."""
+    if output not in _PAGE_SCHEMAS:
+        name = output.__name__.removesuffix("Serializer").removesuffix("Output") + "Page"
+        _PAGE_SCHEMAS[output] = type(
+            name,
+            (serializers.Serializer,),
+            {
+                "__qualname__": name,
+                "__module__": output.__module__,
+                "next": serializers.URLField(allow_null=True, help_text="The next page, or null on the last."),
+                "previous": serializers.URLField(allow_null=True, help_text="The previous page, or null."),
+                "results": output(many=True),
+            },
+        )
+    return _PAGE_SCHEMAS[output]
+
+
+def cursor_page(
+    *,
+    request: Request,
+    view: APIView,
+    queryset: Any,
+    output: type[serializers.BaseSerializer[Any]],
+    ordering: str = "-id",
+) -> Any:
+    """One cursor page of ``queryset`` (ordered by ``ordering``, a unique, unchanging column), rendered with
+    ``output``: ``{"next", "previous", "results"}``."""
+    paginator = CursorPage()
+    paginator.ordering = ordering
+    page: Any = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(output(page, many=True).data)
+
+
+def principal_can_write(user: Any) -> bool:
+    """A read-write key, or a signed-in person (whose role the selectors check per object)."""
+    if isinstance(user, ApiKeyPrincipal):
+        return user.api_key.scope == ApiKey.Scope.WRITE
+    return bool(getattr(user, "is_authenticated", False))
+
+
+class ScopedAccess(BasePermission):
+    """Authenticated (API key or session); a read-only key may only read. A view that takes a POST which
+    changes nothing of the organisation's data (requesting an export, say) sets ``read_key_may_post``."""
+
+    message = "This API key is read-only; writes need a read-write key."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        if not getattr(user, "is_authenticated", False):
+            return False
+        if request.method in SAFE_METHODS:
+            return True
+        if request.method == "POST" and getattr(view, "read_key_may_post", False):
+            return True
+        return principal_can_write(user)
+
+
+class ApiKeyThrottle(SimpleRateThrottle):
+    """Requests per API key: the key's own ``rate_limit`` or ``ARENA_API_KEY_RATE`` (e.g. ``1200/m``).
+    Sessions are people in a browser; their writes have the rater limits of the services."""
+
+    scope = "api_key"
+
+    def get_rate(self) -> str | None:
+        return str(settings.ARENA_API_KEY_RATE) or None
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        if not isinstance(user, ApiKeyPrincipal):
+            return True
+        rate = user.api_key.rate_limit or self.get_rate()
+        if not rate:
+            return True
+        self.rate = rate
+        self.num_requests, self.duration = self.parse_rate(rate)
+        return super().allow_request(request, view)
+
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
+        user = request.user
+        if not isinstance(user, ApiKeyPrincipal):
+            return None
+        return f"throttle_api_key_{user.api_key.pk}"
