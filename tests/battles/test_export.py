@@ -151,6 +151,18 @@ def test_fast_path_renders_what_as_event_renders(acme, mixed, texts):
     assert fast[1]["timestamp"].endswith(".001234+00:00")
 
 
+@pytest.mark.parametrize("texts", [False, True])
+def test_other_databases_get_the_same_lines_from_python(acme, mixed, texts, monkeypatch):
+    from django.db import connection
+
+    votes = selectors.votes_filtered(campaign=acme.campaign)
+    fast = b"".join(selectors.vote_event_jsonl(votes=votes, texts=texts)).decode().splitlines()
+    monkeypatch.setattr(connection, "vendor", "sqlite")  # the path SQLite takes (events built in Python)
+    python = b"".join(selectors.vote_event_jsonl(votes=votes, texts=texts)).decode().splitlines()
+    assert python == [json.dumps(e, sort_keys=True) for e in selectors.vote_events(votes=votes, texts=texts)]
+    assert [json.loads(line) for line in python] == [json.loads(line) for line in fast]
+
+
 def test_texts_hold_every_turn_of_both_sides(acme, mixed):
     events = _reference(selectors.votes_filtered(campaign=acme.campaign), texts=True)
     first, multi = events[0]["conversation"], events[1]["conversation"]
