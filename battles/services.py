@@ -1109,9 +1109,17 @@ def export_job_run(*, job_id: str) -> ExportJob | None:
     and counted on the way, renamed into place when complete; the job then records rows, bytes,
     sha256 and when it finished, and ``export.ready`` is sent. A failure marks the job failed with the
     reason and leaves no partial file. Claimed with a conditional update, so a redelivered task does
-    nothing. Not one transaction: the job shows ``running`` while it runs."""
-    claimed = ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.QUEUED).update(
-        status=ExportJob.Status.RUNNING, started_at=timezone.now()
+    nothing, unless the job has been running for longer than a task may run (its worker was killed:
+    the redelivery starts it again). Not one transaction: the job shows ``running`` while it runs."""
+    now = timezone.now()
+    abandoned = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+    claimed = (
+        ExportJob.objects.filter(pk=job_id)
+        .filter(
+            models.Q(status=ExportJob.Status.QUEUED)
+            | models.Q(status=ExportJob.Status.RUNNING, started_at__lt=abandoned)
+        )
+        .update(status=ExportJob.Status.RUNNING, started_at=now)
     )
     job = ExportJob.objects.select_related("campaign").filter(pk=job_id).first()
     if not claimed or job is None:

@@ -288,6 +288,20 @@ def test_a_redelivered_export_task_does_nothing(acme, alice, mixed, export_root)
     assert job.finished_at == finished
 
 
+def test_an_export_abandoned_by_a_killed_worker_is_run_again(acme, alice, mixed, export_root, settings):
+    job = services.export_job_create(
+        campaign=acme.campaign, requested_by=alice, api_key=None, kind="votes", format="jsonl", texts=False,
+        filters=VoteFilters(),
+    )  # fmt: skip
+    started = timezone.now() - timedelta(seconds=60)
+    ExportJob.objects.filter(pk=job.pk).update(status=ExportJob.Status.RUNNING, started_at=started)
+    assert tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id) == "running"  # still alive
+    settings.CELERY_TASK_TIME_LIMIT = 30
+    assert tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id) == "done"
+    job.refresh_from_db()
+    assert job.rows == len(mixed)
+
+
 def test_preference_pairs_are_exported_as_jsonl_only(acme, alice):
     from raters.errors import Invalid
 
