@@ -19,8 +19,11 @@ because every app's API needs it and no app should depend on another for it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import django_filters
+from django import forms
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -120,7 +123,7 @@ def too_large_message() -> str:
     return f"The request body is larger than the limit of {settings.ARENA_API_MAX_BODY_BYTES} bytes."
 
 
-@csrf_exempt  # a POST to an unknown API path is a 404 in the API's body, not the site's CSRF page
+@csrf_exempt  # it changes nothing; without this a POST with a session cookie got the HTML CSRF page
 def api_not_found(request: HttpRequest, path: str = "") -> HttpResponse:
     """Unknown paths under ``/api/`` answer in the API's body, not with the site's HTML page."""
     return JsonResponse(error_body("not_found", "No such API endpoint."), status=404)
@@ -153,12 +156,54 @@ class ApiBodyLimitMiddleware:
 
 
 class CursorPage(CursorPagination):
-    """``?limit=`` (1–500, default 50) and an opaque ``?cursor=`` from the previous page's ``next``."""
+    """``?limit=`` (1–500, default 50) and an opaque ``?cursor=`` from the previous page's ``next``.
+
+    A ``limit`` that is not a whole number from 1 to 500 is a 400 (DRF would quietly use the default, and
+    a client would believe it got what it asked for), and the schema states the range."""
 
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 500
     ordering = "-id"
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param or "limit", "")
+        if raw == "":  # an empty parameter means "not given"
+            return int(self.page_size or 50)
+        maximum = int(self.max_page_size or 500)
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= maximum:
+            raise serializers.ValidationError({"limit": [f"A whole number from 1 to {maximum}."]})
+        return size
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
+
+
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):  # type: ignore[misc]
+    """An ISO 8601 time, in UTC: Python accepts offsets up to ±23:59, PostgreSQL only to ±15:59."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        parsed: datetime | None = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError("The time is out of range.") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]  # django-filter ships no types
+    """The filter for a time query parameter (``?since=``): ISO 8601, any offset PostgreSQL can take."""
+
+    field_class = UtcIsoDateTimeField
 
 
 _PAGE_SCHEMAS: dict[type[serializers.BaseSerializer[Any]], type[serializers.Serializer[Any]]] = {}

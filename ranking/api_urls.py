@@ -3,6 +3,7 @@ from django.urls import path
 from . import apis
 
 urlpatterns = [
+    # Names without the "api-" prefix predate v1 and are kept (tests and clients reverse them).
     path("campaigns/<int:campaign_id>/leaderboard/", apis.LeaderboardLatestApi.as_view(), name="leaderboard"),
     path(
         "campaigns/<int:campaign_id>/leaderboard/history/",
@@ -14,6 +15,10 @@ urlpatterns = [
         apis.LeaderboardVersionApi.as_view(),
         name="leaderboard-version",
     ),
+    path("campaigns/<int:campaign_id>/pairwise/", apis.PairwiseApi.as_view(), name="api-pairwise"),
+    path("campaigns/<int:campaign_id>/statistics/", apis.StatisticsApi.as_view(), name="api-statistics"),
+    path("campaigns/<int:campaign_id>/publication/", apis.PublicationApi.as_view(), name="api-publication"),
+    path("public/boards/<str:slug>/", apis.PublicBoardApi.as_view(), name="api-public-board"),
 ]
 
 # Preference pairs (reward-model / DPO training data) and their length audit.

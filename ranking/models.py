@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from battles.models import Campaign
@@ -44,3 +45,33 @@ class LeaderboardSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.campaign} {self.category or 'overall'} {self.view} v{self.version}"
+
+
+class BoardPublication(models.Model):
+    """A campaign's leaderboard published at a public, unguessable address (``/boards/<slug>/``).
+
+    The slug is random (not the campaign's or the organisation's slug), so an unpublished board cannot
+    be found by guessing, and publishing again after an unpublish hands out a new address. A campaign
+    has at most one publication; unpublishing deletes it (the audit log keeps the history). What a
+    published board shows: scores, intervals, rank ranges, vote counts and the method of the newest
+    snapshots; never a rater; prompt texts only when ``show_prompts`` is set."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="board_publications")
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="publication")
+    slug = models.CharField(max_length=32, unique=True, editable=False)
+    published_at = models.DateTimeField(auto_now_add=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    show_prompts = models.BooleanField(
+        default=False, help_text="Also publish the texts of the campaign's active pool prompts."
+    )
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["-published_at"]
+        verbose_name = "published board"
+
+    def __str__(self) -> str:
+        return f"{self.campaign} at /boards/{self.slug}/"

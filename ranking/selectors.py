@@ -5,21 +5,25 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from django.db import connection
-from django.db.models import Max, QuerySet
+from django.db.models import Avg, Count, F, Max, QuerySet, Sum
+from django.db.models.functions import TruncDate
 from numpy.typing import NDArray
 
 from battles.exporting import VoteFilters
-from battles.models import Campaign, Choice, Vote
+from battles.models import Battle, Campaign, Choice, Competitor, Prompt, Vote
 from battles.selectors import vote_events, votes_filtered
 from raters.models import RaterFlag
+from raters.tenancy import organization_scope, scopes_disabled
 
+from . import estimators as est
 from .estimators.pairwise import wilson_interval
-from .models import LeaderboardSnapshot
+from .models import BoardPublication, LeaderboardSnapshot
 from .policy import STYLE_FEATURES, ExclusionPolicy, VoteArrays
 
 _OUTCOME_SQL = "CASE choice WHEN 'left' THEN 0 WHEN 'right' THEN 1 WHEN 'tie' THEN 2 ELSE 3 END"
@@ -112,6 +116,18 @@ def snapshot_latest(*, campaign: Campaign, category: str = "", view: str = "raw"
     )
 
 
+def snapshot_latest_id(*, campaign: Campaign, category: str = "", view: str = "raw") -> int | None:
+    """The newest snapshot's id only: the API serves the serialized snapshot from a cache keyed by it,
+    so the common read never loads the (large) JSON columns."""
+    snapshot_id: int | None = (
+        LeaderboardSnapshot.objects.filter(campaign=campaign, category=category, view=view)
+        .order_by("-version")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    return snapshot_id
+
+
 def snapshot_history(*, campaign: Campaign, category: str = "", view: str = "raw") -> QuerySet[LeaderboardSnapshot]:
     return LeaderboardSnapshot.objects.filter(campaign=campaign, category=category, view=view).order_by("-version")
 
@@ -155,6 +171,421 @@ def campaigns_voted_in(*, organization_id: int, rater_id: int) -> list[int]:
         .distinct()
         .order_by("campaign_id")
     )
+
+
+# --- Typed leaderboard rows, pairwise tables, campaign statistics (the v1 API) -------------------------
+
+
+def competitor_names(*, campaign: Campaign) -> dict[int, dict[str, Any]]:
+    """Every competitor of the campaign (retired ones too): model (the endpoint's name), version and
+    whether it still gets battles."""
+    rows = Competitor.objects.filter(campaign=campaign).values_list("pk", "endpoint__name", "version_label", "active")
+    return {pk: {"model": model, "version": version, "active": active} for pk, model, version, active in rows}
+
+
+def snapshot_rows(*, snapshot: LeaderboardSnapshot, names: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The snapshot's rows in its order, each with the competitor's model, version and ``retired`` flag
+    and its losses (votes less wins, ties and both-bad); competitors of the campaign the snapshot
+    does not know (added after it) follow as hidden rows without votes. Scores and bounds of hidden
+    rows are null; an open interval side is null with ``*_open`` true."""
+    out = []
+    seen = set()
+    for row in snapshot.rows:
+        cid = int(row["competitor_id"])
+        seen.add(cid)
+        name = names.get(cid, {"model": "", "version": "", "active": False})
+        out.append(
+            {
+                "competitor_id": cid,
+                "label": row.get("label", ""),
+                "model": name["model"],
+                "version": name["version"],
+                "retired": not name["active"],
+                "hidden": bool(row.get("hidden", True)),
+                "component": int(row.get("component", -1)),
+                "score": row.get("score"),
+                "lower": row.get("lower"),
+                "upper": row.get("upper"),
+                "lower_open": bool(row.get("lower_open", False)),
+                "upper_open": bool(row.get("upper_open", False)),
+                "interval_method": row.get("interval_method"),
+                "rank_best": row.get("rank_best"),
+                "rank_worst": row.get("rank_worst"),
+                "votes": int(row["votes"]),
+                "counted": int(row.get("counted", row["votes"])),
+                "wins": int(row["wins"]),
+                "ties": int(row["ties"]),
+                "both_bad": int(row["both_bad"]),
+                "losses": int(row["votes"]) - int(row["wins"]) - int(row["ties"]) - int(row["both_bad"]),
+                "win_rate": row.get("win_rate"),
+                "tie_rate": row.get("tie_rate"),
+                "both_bad_rate": row.get("both_bad_rate"),
+            }
+        )
+    for cid, name in sorted(names.items()):
+        if cid in seen:
+            continue
+        out.append(
+            {
+                "competitor_id": cid,
+                "label": f"{name['model']} {name['version']}",
+                "model": name["model"],
+                "version": name["version"],
+                "retired": not name["active"],
+                "hidden": True,
+                "component": -1,
+                "score": None,
+                "lower": None,
+                "upper": None,
+                "lower_open": False,
+                "upper_open": False,
+                "interval_method": None,
+                "rank_best": None,
+                "rank_worst": None,
+                "votes": 0,
+                "counted": 0,
+                "wins": 0,
+                "ties": 0,
+                "both_bad": 0,
+                "losses": 0,
+                "win_rate": None,
+                "tie_rate": None,
+                "both_bad_rate": None,
+            }
+        )
+    return out
+
+
+def _none_if_nan(value: float, digits: int = 4) -> float | None:
+    return None if not np.isfinite(value) else round(float(value), digits)
+
+
+def snapshot_pairwise(*, snapshot: LeaderboardSnapshot) -> dict[str, Any]:
+    """Every pair that met in the votes the snapshot was computed from: battles, wins, ties, both-bad,
+    losses, win rate with its Wilson interval and the exact binomial p (unadjusted; Holm-adjusted
+    where the snapshot shows both competitors).
+
+    The snapshot stores rates for its shown competitors only, not the counts, so the counts are
+    recomputed from the vote log *as the snapshot saw it*: votes up to its ``last_vote_id``, under
+    the exclusion policy it recorded (not today's), in its category. So the numbers match the
+    snapshot even after new votes or a newly flagged rater."""
+    votes = vote_arrays(campaign_id=snapshot.campaign_id)
+    votes = votes.subset(votes.vote_id <= snapshot.last_vote_id)
+    policy_data = dict(snapshot.policy)
+    policy_data["flagged_raters"] = tuple(policy_data.get("flagged_raters", ()))
+    policy = ExclusionPolicy(**policy_data)
+    keep, _ = policy.apply(votes)
+    kept = votes.subset(keep)
+    if snapshot.category:
+        code = kept.categories.index(snapshot.category) if snapshot.category in kept.categories else -1
+        kept = kept.subset(kept.category == code)
+    competitor_ids = np.array(
+        sorted(Competitor.objects.filter(campaign_id=snapshot.campaign_id).values_list("pk", flat=True)),
+        dtype=np.int64,
+    )
+    method = snapshot.method
+    both_bad: Literal["tie", "drop"] = "drop" if method.get("both_bad") == "drop" else "tie"
+    confidence = float(method.get("confidence", 0.95))
+    stored = snapshot.pairwise or {}
+    holm_ids = stored.get("competitor_ids", [])
+    holm_at = {cid: k for k, cid in enumerate(holm_ids)}
+    holm = stored.get("p_holm")
+    pairs: list[dict[str, Any]] = []
+    if len(kept) and competitor_ids.shape[0] >= 2:
+        a = np.searchsorted(competitor_ids, kept.left)
+        b = np.searchsorted(competitor_ids, kept.right)
+        cells = est.aggregate_cells(a, b, kept.outcome, n_competitors=int(competitor_ids.shape[0]))
+        table = est.pairwise_table(cells, both_bad=both_bad, confidence=confidence)
+        rows, cols = np.nonzero(table.battles > 0)
+        for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
+            if i == j:
+                continue
+            ci, cj = int(competitor_ids[i]), int(competitor_ids[j])
+            p_holm = None
+            if holm and ci in holm_at and cj in holm_at:
+                p_holm = holm[holm_at[ci]][holm_at[cj]]
+            pairs.append(
+                {
+                    "competitor_id": ci,
+                    "opponent_id": cj,
+                    "battles": int(table.battles[i, j]),
+                    "wins": int(table.wins[i, j]),
+                    "ties": int(table.ties[i, j]),
+                    "both_bad": int(table.both_bad[i, j]),
+                    "losses": int(table.wins[j, i]),
+                    "win_rate": _none_if_nan(table.win_rate[i, j]),
+                    "wilson_lower": _none_if_nan(table.wilson_lower[i, j]),
+                    "wilson_upper": _none_if_nan(table.wilson_upper[i, j]),
+                    "p_value": _none_if_nan(table.p_value[i, j], 6),
+                    "p_holm": p_holm,
+                }
+            )
+    return {
+        "confidence": confidence,
+        "both_bad": both_bad,
+        "votes_used": len(kept),
+        "pairs": pairs,
+        "intransitive_triads": stored.get("intransitive_triads"),
+        "correction": stored.get("correction", ""),
+    }
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    count: int
+    mean: float | None
+    p50: float | None
+    p95: float | None
+
+
+def _window(since: datetime | None, until: datetime | None) -> tuple[str, list[Any]]:
+    sql, params = "", []
+    if since is not None:
+        sql += " AND created_at >= %s"
+        params.append(connection.ops.adapt_datetimefield_value(since))
+    if until is not None:
+        sql += " AND created_at < %s"
+        params.append(connection.ops.adapt_datetimefield_value(until))
+    return sql, params
+
+
+def _sides_sql(campaign_id: int, since: datetime | None, until: datetime | None) -> tuple[str, list[Any]]:
+    """Both sides of every vote in the window as rows (side, competitor, tokens, latency, finish reason):
+    the unit the per-competitor statistics count."""
+    table = Vote._meta.db_table
+    where, params = _window(since, until)
+    sql = (
+        f"SELECT 'left' AS side, left_id AS competitor_id, left_tokens AS tokens, left_latency_s AS latency_s, "
+        f"left_finish_reason AS finish_reason FROM {table} WHERE campaign_id = %s{where} "
+        f"UNION ALL SELECT 'right', right_id, right_tokens, right_latency_s, right_finish_reason "
+        f"FROM {table} WHERE campaign_id = %s{where}"
+    )
+    return sql, [campaign_id, *params, campaign_id, *params]
+
+
+# Percentiles as PostgreSQL's percentile_cont computes them (linear between the two nearest ranks),
+# written with window functions and integer arithmetic, which SQLite has too: the values are sorted
+# once per group by the database, and only two rows per percentile and group come back.
+_PERCENTILES = (50, 95)
+
+
+def _percentiles(sides: str, params: list[Any], key: str, value: str) -> dict[Any, Percentiles]:
+    picks = ", ".join(
+        f"MIN(CASE WHEN rn = (cnt - 1) * {p} / 100 + 1 THEN v END), MIN(CASE WHEN rn = (cnt - 1) * {p} / 100 + 2 "
+        f"THEN v END)"
+        for p in _PERCENTILES
+    )
+    sql = (
+        f"WITH sides AS ({sides}), ranked AS (SELECT {key} AS k, {value} AS v, "
+        f"ROW_NUMBER() OVER (PARTITION BY {key} ORDER BY {value}) AS rn, COUNT(*) OVER (PARTITION BY {key}) AS cnt "
+        f"FROM sides) SELECT k, COUNT(*), AVG(v), {picks} FROM ranked GROUP BY k ORDER BY k"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        fetched = cursor.fetchall()
+    out = {}
+    for k, count, mean, *values in fetched:
+        found = []
+        for index, p in enumerate(_PERCENTILES):
+            low, high = values[2 * index], values[2 * index + 1]
+            frac = ((count - 1) * p % 100) / 100
+            low = float(low)
+            found.append(round(low + frac * (float(high) - low) if high is not None else low, 4))
+        out[k] = Percentiles(count=int(count), mean=round(float(mean), 4), p50=found[0], p95=found[1])
+    return out
+
+
+def _as_dict(stats: Percentiles) -> dict[str, Any]:
+    return {"count": stats.count, "mean": stats.mean, "p50": stats.p50, "p95": stats.p95}
+
+
+def exclusions_in_window(
+    *, campaign: Campaign, since: datetime | None = None, until: datetime | None = None
+) -> dict[str, int]:
+    """How many votes of the window each rule of the campaign's current exclusion policy leaves out,
+    counted as a recompute counts them: the caps over the whole log in order, only the tally limited
+    to the window (a vote may break several rules; ``total`` counts each once)."""
+    votes = vote_arrays(campaign_id=campaign.pk)
+    policy = exclusion_policy_for(campaign)
+    rules = policy.rules(votes)
+    within = np.ones(len(votes), dtype=bool)
+    if since is not None or until is not None:
+        window = Vote.objects.filter(campaign=campaign)
+        if since is not None:
+            window = window.filter(created_at__gte=since)
+        if until is not None:
+            window = window.filter(created_at__lt=until)
+        ids = np.asarray(window.values_list("id", flat=True), dtype=np.int64)
+        within = np.isin(votes.vote_id, ids)
+    _, counts = ExclusionPolicy._count(rules, within)
+    return counts
+
+
+def campaign_statistics(
+    *, campaign: Campaign, since: datetime | None = None, until: datetime | None = None
+) -> dict[str, Any]:
+    """Votes per day, exclusions by rule, output tokens, latency, finish reasons, serving seconds per
+    vote and exposure, for the votes with ``since <= created_at < until``. Every number is an SQL
+    aggregate (the exclusions use the policy's arrays, as a recompute does)."""
+    votes = Vote.objects.filter(campaign=campaign)
+    if since is not None:
+        votes = votes.filter(created_at__gte=since)
+    if until is not None:
+        votes = votes.filter(created_at__lt=until)
+    per_day = [
+        {"day": row["day"], "votes": row["votes"]}
+        for row in votes.annotate(day=TruncDate("created_at", tzinfo=UTC))
+        .values("day")
+        .annotate(votes=Count("id"))
+        .order_by("day")
+    ]
+    serving = votes.aggregate(
+        n=Count("id"),
+        total=Sum(F("left_latency_s") + F("right_latency_s")),
+        mean=Avg(F("left_latency_s") + F("right_latency_s")),
+    )
+    n_votes = int(serving["n"] or 0)
+    sides, params = _sides_sql(campaign.pk, since, until)
+    tokens_side = _percentiles(sides, params, "side", "tokens")
+    tokens_competitor = _percentiles(sides, params, "competitor_id", "tokens")
+    latency_competitor = _percentiles(sides, params, "competitor_id", "latency_s")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH sides AS ({sides}) SELECT competitor_id, finish_reason, COUNT(*) FROM sides "
+            "GROUP BY competitor_id, finish_reason ORDER BY competitor_id, finish_reason",
+            params,
+        )
+        finish_rows = cursor.fetchall()
+    finish: dict[int, dict[str, int]] = {}
+    for cid, reason, count in finish_rows:
+        finish.setdefault(int(cid), {})[reason] = int(count)
+    battles = Battle.objects.filter(campaign=campaign, shown_at__isnull=False)
+    if since is not None:
+        battles = battles.filter(shown_at__gte=since)
+    if until is not None:
+        battles = battles.filter(shown_at__lt=until)
+    served: dict[int, int] = {}
+    for side in ("left", "right"):
+        for cid, count in battles.values_list(f"{side}_id").annotate(n=Count("id")).order_by():
+            served[cid] = served.get(cid, 0) + count
+    names = competitor_names(campaign=campaign)
+    competitors = []
+    for cid, name in sorted(names.items()):
+        tokens = tokens_competitor.get(cid)
+        latency = latency_competitor.get(cid)
+        reasons = finish.get(cid, {})
+        sides_voted = sum(reasons.values())
+        competitors.append(
+            {
+                "competitor_id": cid,
+                "model": name["model"],
+                "version": name["version"],
+                "retired": not name["active"],
+                "battles_served": served.get(cid, 0),
+                "battles_voted": sides_voted,
+                "vote_share": round(sides_voted / (2 * n_votes), 4) if n_votes else None,
+                "tokens": _as_dict(tokens) if tokens else None,
+                "latency_s": _as_dict(latency) if latency else None,
+                "finish_reasons": {
+                    reason: {"count": count, "share": round(count / sides_voted, 4)}
+                    for reason, count in sorted(reasons.items())
+                },
+            }
+        )
+    return {
+        "since": since,
+        "until": until,
+        "votes": n_votes,
+        "votes_per_day": per_day,
+        "policy": exclusion_policy_for(campaign).as_dict(),
+        "excluded": exclusions_in_window(campaign=campaign, since=since, until=until),
+        "tokens_by_side": {side: _as_dict(tokens_side[side]) for side in ("left", "right") if side in tokens_side},
+        "serving_seconds": {
+            "total": round(float(serving["total"] or 0.0), 3),
+            "mean_per_vote": round(float(serving["mean"]), 4) if serving["mean"] is not None else None,
+        },
+        "competitors": competitors,
+    }
+
+
+# --- Published boards ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PublicBoard:
+    """Everything a published board shows, read inside its organisation's scope and materialised, so
+    that the page and the JSON render it with no scope open (the visitor has none)."""
+
+    slug: str
+    campaign_id: int
+    campaign_name: str
+    organization_name: str
+    published_at: datetime
+    show_prompts: bool
+    category: str
+    view: str
+    categories: list[str]
+    snapshot: dict[str, Any] | None  # version, created_at, votes, method, policy, excluded; no rows
+    rows: list[dict[str, Any]]
+    prompts: dict[str, Any] | None  # {"count", "offset", "limit", "results": [{"id", "category", "text"}]}
+
+
+PUBLIC_PROMPTS_PAGE = 100
+
+
+def board_publication_by_slug(*, slug: str) -> BoardPublication | None:
+    """The publication at ``slug``. The slug is the credential of an anonymous visitor, so this one
+    lookup is made across tenants (like an API key's); everything else is read in the board's scope."""
+    with scopes_disabled():
+        return BoardPublication.objects.select_related("campaign", "organization").filter(slug=slug).first()
+
+
+def public_board(*, slug: str, category: str = "", view: str = "raw", prompts_offset: int = 0) -> PublicBoard | None:
+    """The published board at ``slug`` (None: unknown or unpublished): the newest snapshot of the
+    selection, every competitor (retired ones marked), never a rater; the active pool prompts' texts
+    (one page) only when the publication shows prompts."""
+    publication = board_publication_by_slug(slug=slug)
+    if publication is None:
+        return None
+    with organization_scope(publication.organization_id):
+        campaign = publication.campaign
+        # Not the stored matrices (megabytes at 200 competitors): a published board shows none of them.
+        snapshot = snapshot_history(campaign=campaign, category=category, view=view).defer("pairwise").first()
+        names = competitor_names(campaign=campaign)
+        rows: list[dict[str, Any]] = []
+        summary = None
+        if snapshot is not None:
+            rows = snapshot_rows(snapshot=snapshot, names=names)
+            summary = {
+                "version": snapshot.version,
+                "created_at": snapshot.created_at,
+                "votes_total": snapshot.votes_total,
+                "votes_used": snapshot.votes_used,
+                "method": snapshot.method,
+                "policy": {k: v for k, v in snapshot.policy.items() if k != "flagged_raters"},
+                "flagged_raters": len(snapshot.policy.get("flagged_raters", [])),
+                "excluded": snapshot.excluded,
+                "components": snapshot.extra.get("components"),
+            }
+        prompts = None
+        if publication.show_prompts:
+            pool = Prompt.objects.filter(campaign=campaign, active=True, source=Prompt.Source.POOL).order_by("id")
+            page = list(pool.values("id", "category", "text")[prompts_offset : prompts_offset + PUBLIC_PROMPTS_PAGE])
+            prompts = {"count": pool.count(), "offset": prompts_offset, "limit": PUBLIC_PROMPTS_PAGE, "results": page}
+        return PublicBoard(
+            slug=publication.slug,
+            campaign_id=campaign.pk,
+            campaign_name=campaign.name,
+            organization_name=publication.organization.name,
+            published_at=publication.published_at,
+            show_prompts=publication.show_prompts,
+            category=category,
+            view=view,
+            categories=snapshot_categories(campaign=campaign),
+            snapshot=summary,
+            rows=rows,
+            prompts=prompts,
+        )
 
 
 # --- Preference pairs (reward-model / DPO training data) and their length audit. ------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -10,16 +11,19 @@ from contextlib import contextmanager
 
 import numpy as np
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Max
 
 from battles.models import Campaign, Competitor, Vote
+from raters.models import AuditAction
+from raters.services import audit_record
 from raters.tenancy import organization_scope, scopes_disabled
 
 from . import selectors
 from .compute import Method, board_compute, elo_compute
-from .models import LeaderboardSnapshot
+from .models import BoardPublication, LeaderboardSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -231,3 +235,62 @@ def leaderboards_recompute_soon(*, campaign_id: int) -> None:
     from .tasks import leaderboards_recompute_task
 
     leaderboards_recompute_task.delay(campaign_id, organization_id=_organization_of(campaign_id))
+
+
+# --- Published boards ----------------------------------------------------------------------------------
+
+
+def _board_slug() -> str:
+    # 96 random bits: the address is the only secret an unpublished-but-bookmarked board relies on.
+    return secrets.token_urlsafe(12)
+
+
+@transaction.atomic
+def board_publish(
+    *, campaign: Campaign, actor: User | None, show_prompts: bool = False, via: str = "console"
+) -> tuple[BoardPublication, bool]:
+    """Publish the campaign's leaderboard at a new random address, or change the options of the
+    existing publication (its address stays). Returns the publication and whether it is new. One
+    audit row either way; ``actor`` is None for an API key (``via`` then names the key)."""
+    # The campaign row lock settles two publishes racing: the second sees the first's row.
+    Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
+    publication = BoardPublication.objects.filter(campaign=campaign).first()
+    created = publication is None
+    if publication is None:
+        publication = BoardPublication.objects.create(
+            organization_id=campaign.organization_id,
+            campaign=campaign,
+            slug=_board_slug(),
+            published_by=actor,
+            show_prompts=show_prompts,
+        )
+    elif publication.show_prompts != show_prompts:
+        publication.show_prompts = show_prompts
+        publication.save(update_fields=["show_prompts"])
+    audit_record(
+        organization=campaign.organization,
+        actor=actor,
+        action=AuditAction.BOARD_PUBLISHED,
+        obj=campaign,
+        data={"slug": publication.slug, "show_prompts": show_prompts, "new": created, "via": via},
+    )
+    return publication, created
+
+
+@transaction.atomic
+def board_unpublish(*, campaign: Campaign, actor: User | None, via: str = "console") -> bool:
+    """Take the campaign's board off its public address (the address then answers 404 and is never
+    reused). Returns whether there was a publication."""
+    publication = BoardPublication.objects.select_for_update().filter(campaign=campaign).first()
+    if publication is None:
+        return False
+    slug = publication.slug
+    publication.delete()
+    audit_record(
+        organization=campaign.organization,
+        actor=actor,
+        action=AuditAction.BOARD_UNPUBLISHED,
+        obj=campaign,
+        data={"slug": slug, "via": via},
+    )
+    return True

@@ -5,6 +5,7 @@ from . import views
 app_name = "ranking"
 
 urlpatterns = [
+    path("boards/<str:slug>/", views.board_public, name="board-public"),
     path("leaderboard/<int:campaign_id>/", views.leaderboard, name="leaderboard"),
     path("leaderboard/<int:campaign_id>/v/<int:version>/", views.leaderboard_version, name="leaderboard-version"),
     path(

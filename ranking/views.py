@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -287,3 +287,44 @@ def _render(
             }
         )
     return render(request, "ranking/leaderboard.html", context)
+
+
+# --- Published boards: public, no login --------------------------------------------------------------
+
+
+@require_GET
+def board_public(request: HttpRequest, slug: str) -> HttpResponse:
+    """A published leaderboard for anyone with its address: no login, no tenant of the visitor's
+    (the selector opens the board's own organisation scope). Unknown or unpublished: 404."""
+    category = request.GET.get("category", "")
+    view = request.GET.get("view", LeaderboardSnapshot.View.RAW)
+    if view not in LeaderboardSnapshot.View.values:
+        view = LeaderboardSnapshot.View.RAW
+    board = selectors.public_board(slug=slug, category=category, view=view)
+    if board is None:
+        raise Http404("No such board.")
+    shown = [dict(r) for r in board.rows if not r["hidden"]]
+    lo, hi = _interval_geometry(shown)
+    width = hi - lo
+    for row in shown:
+        left = lo if row["lower"] is None else row["lower"]
+        right = hi if row["upper"] is None else row["upper"]
+        row["bar_left"] = 100 * (left - lo) / width
+        row["bar_width"] = max(0.5, 100 * (right - left) / width)
+        row["dot"] = 100 * (row["score"] - lo) / width
+        row["interval_text"] = interval_text(row)
+    context: dict[str, Any] = {
+        "board": board,
+        "snapshot": board.snapshot,
+        "shown": shown,
+        "hidden": [r for r in board.rows if r["hidden"]],
+        "axis": (round(lo), round(hi)),
+        "views": LeaderboardSnapshot.View.choices,
+        "any_open": any(r["lower_open"] or r["upper_open"] for r in shown),
+        "any_retired": any(r["retired"] for r in board.rows),
+    }
+    response = render(request, "ranking/public_board.html", context)
+    # Public, but not for search engines or shared caches: unpublishing must take effect at once.
+    response["X-Robots-Tag"] = "noindex"
+    response["Cache-Control"] = "no-store"
+    return response

@@ -157,6 +157,8 @@ class AuditAction(models.TextChoices):
     PROMPT_CREATED = "prompt.created", "Prompt created"
     PROMPT_CHANGED = "prompt.changed", "Prompt changed"
     PROMPT_DELETED = "prompt.deleted", "Prompt deleted"
+    BOARD_PUBLISHED = "board.published", "Leaderboard published"
+    BOARD_UNPUBLISHED = "board.unpublished", "Leaderboard unpublished"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:

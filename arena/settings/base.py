@@ -291,6 +291,11 @@ RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
 # Per rater: how many votes and new battles a minute before the server answers 429.
 ARENA_VOTE_RATE = env_str("ARENA_VOTE_RATE", "30/m")
 ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
+# Published boards (ranking.apis.PublicRateThrottle): requests a minute per client IP to the public,
+# keyless endpoints (empty: no limit). The serialized latest leaderboard is cached this many seconds per snapshot (a new
+# version is a new snapshot; only a competitor's live model, version and retired flag can lag).
+ARENA_PUBLIC_RATE = env_str("ARENA_PUBLIC_RATE", "60/m")
+ARENA_LEADERBOARD_CACHE_S = env_int("ARENA_LEADERBOARD_CACHE_S", 30, minimum=0)
 
 # The Triton server that serves the demo's local models (started by ``manage.py demo``).
 ARENA_TRITON_HTTP_PORT = env_int("ARENA_TRITON_HTTP_PORT", 8500, minimum=1)

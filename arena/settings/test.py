@@ -4,6 +4,8 @@ from .local import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 RATELIMIT_ENABLE = False
+# Every test client is 127.0.0.1: the published boards' per-IP limit would count across tests.
+ARENA_PUBLIC_RATE = ""
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

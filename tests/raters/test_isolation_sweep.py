@@ -81,6 +81,9 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         "kind": ["jsonl", "csv"],
         "fmt": ["json", "csv"],
         "token": [world.invitation.token],
+        # A published board is public by design (tests/ranking/test_published_boards.py); none is
+        # published here, so its routes must answer 404 to everyone.
+        "slug": ["not-a-published-board"],
     }
     if param not in values:
         pytest.fail(f"the isolation sweep does not know how to fill {param!r} of {route.name}: add it to _value")
