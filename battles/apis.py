@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -74,9 +75,21 @@ class BinaryRenderer(_PassthroughRenderer):
 # --- Filters shared by the streamed exports, the export jobs and the preference pairs --------------
 
 
+class UtcDateTimeField(serializers.DateTimeField):
+    """ISO 8601 with any offset, as UTC: PostgreSQL takes offsets up to 15:59 only, and a time at the edge
+    of the calendar may have no UTC equivalent (a 400, not a 500)."""
+
+    def to_internal_value(self, value: Any) -> datetime:
+        parsed = super().to_internal_value(value)
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise serializers.ValidationError("The time is out of range.") from None
+
+
 class ExportFiltersInput(serializers.Serializer[Any]):
-    since = serializers.DateTimeField(required=False, help_text="Votes cast at or after this time (ISO 8601).")
-    until = serializers.DateTimeField(required=False, help_text="Votes cast before this time (ISO 8601).")
+    since = UtcDateTimeField(required=False, help_text="Votes cast at or after this time (ISO 8601).")
+    until = UtcDateTimeField(required=False, help_text="Votes cast before this time (ISO 8601).")
     category = serializers.ChoiceField(choices=list(CATEGORIES), required=False, help_text="The prompt's category.")
     competitor = serializers.IntegerField(
         required=False, min_value=1, max_value=2**63 - 1, help_text="A competitor's id: votes with it on either side."

@@ -363,11 +363,24 @@ def test_streamed_export_filters_and_texts_over_http(acme, mixed, alice_client):
 
 @pytest.mark.parametrize(
     "query",
-    [{"since": "yesterday"}, {"since": "2026-11-02T00:00:00Z", "until": "2026-11-01T00:00:00Z"}, {"competitor": "x"}],
+    [
+        {"since": "yesterday"},
+        {"since": "2026-11-02T00:00:00Z", "until": "2026-11-01T00:00:00Z"},
+        {"competitor": "x"},
+        {"until": "0001-01-01T00:00:00+05:00"},  # no UTC equivalent
+    ],
 )
 def test_bad_filters_are_400(acme, alice_client, query):
     response = alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"]), query)
     assert response.status_code == 400
+
+
+def test_times_with_any_offset_are_taken_as_utc(acme, mixed, alice_client):
+    # PostgreSQL itself refuses offsets past 15:59; the API converts to UTC first.
+    since = (mixed[1].created_at + timedelta(hours=23, minutes=59)).strftime("%Y-%m-%dT%H:%M:%S.%f") + "+23:59"
+    response = alice_client.get(reverse("api:votes", args=[acme.campaign.pk, "jsonl"]), {"since": since})
+    assert response.status_code == 200
+    assert [json.loads(line)["vote_id"] for line in _body(response).splitlines()] == [v.pk for v in mixed[1:]]
 
 
 def test_outsiders_and_raters_get_404_everywhere(acme, globex, mixed, alice, charlie_client, bob_client, export_root):
