@@ -405,10 +405,6 @@ def votes_filtered(*, campaign: Campaign, filters: VoteFilters | None = None) ->
     return votes.order_by("id")
 
 
-def votes_for_export(*, campaign: Campaign, filters: VoteFilters | None = None) -> Iterator[Vote]:
-    return votes_filtered(campaign=campaign, filters=filters).iterator(chunk_size=exporting.CHUNK_SIZE)
-
-
 def conversations_for(votes: list[Vote]) -> dict[UUID, list[dict[str, Any]]]:
     """Each vote's battle as turns of texts (``exporting.conversation``), for a chunk of votes in one
     query: the generations, each with its turn's text. The votes carry their prompt's text as
