@@ -453,3 +453,26 @@ def test_export_request_is_validated(acme, alice_client):
     for body in ({"format": "xml"}, {"kind": "everything"}, {"kind": "preference_pairs", "format": "csv"}):
         assert alice_client.post(url, body, content_type="application/json").status_code == 400, body
     assert not ExportJob.objects.exists()
+
+
+@pytest.mark.tenant_scoped
+def test_beat_purges_old_exports_of_every_tenant_without_a_scope(acme, globex, export_root, settings):
+    from raters.tenancy import scopes_disabled
+
+    old = timezone.now() - timedelta(days=settings.ARENA_EXPORT_RETENTION_DAYS + 1)
+    with scopes_disabled():
+        for tenant in (acme, globex):
+            path = Path(export_root) / str(tenant.organization.pk) / "old.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("{}\n")
+            ExportJob.objects.create(
+                organization=tenant.organization,
+                campaign=tenant.campaign,
+                status=ExportJob.Status.DONE,
+                path=str(path.relative_to(export_root)),
+                finished_at=old,
+            )
+    assert tasks.export_jobs_purge_task() == 2
+    with scopes_disabled():
+        assert set(ExportJob.objects.values_list("status", flat=True)) == {ExportJob.Status.EXPIRED}
+    assert not list(Path(export_root).rglob("*.jsonl"))
