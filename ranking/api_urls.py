@@ -19,6 +19,7 @@ urlpatterns = [
     path("campaigns/<int:campaign_id>/statistics/", apis.StatisticsApi.as_view(), name="api-statistics"),
     path("campaigns/<int:campaign_id>/publication/", apis.PublicationApi.as_view(), name="api-publication"),
     path("public/boards/<str:slug>/", apis.PublicBoardApi.as_view(), name="api-public-board"),
+    path("campaigns/<int:campaign_id>/rater-quality/", apis.RaterQualityApi.as_view(), name="api-rater-quality"),
 ]
 
 # Preference pairs (reward-model / DPO training data) and their length audit.

@@ -25,6 +25,7 @@ from . import estimators as est
 from .estimators.pairwise import wilson_interval
 from .models import BoardPublication, LeaderboardSnapshot
 from .policy import STYLE_FEATURES, ExclusionPolicy, VoteArrays
+from .quality import quality_report
 
 _OUTCOME_SQL = "CASE choice WHEN 'left' THEN 0 WHEN 'right' THEN 1 WHEN 'tie' THEN 2 ELSE 3 END"
 
@@ -586,6 +587,35 @@ def public_board(*, slug: str, category: str = "", view: str = "raw", prompts_of
             rows=rows,
             prompts=prompts,
         )
+
+
+# Item-bootstrap rounds for the agreement intervals (seed 0: the same log gives the same intervals).
+QUALITY_BOOTSTRAP_ROUNDS = 1000
+
+
+def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 10) -> dict[str, Any]:
+    """Agreement on shared items (overall and per pool of the campaign) and the outlier test per rater,
+    from every vote in the campaign's log (read-only; nothing is excluded, the flagged raters
+    included: they are what this measures). Items are keyed by prompt hash and competitor pair with
+    sides normalised, a stand-in until shared battles exist (``ranking.quality``). Computed on request."""
+    votes = vote_arrays(campaign_id=campaign.pk)
+    pools = [
+        (pool.pk, pool.name, [member.pk for member in pool.members.all()])
+        for pool in campaign.rater_pools.prefetch_related("members").order_by("name", "pk")
+    ]
+    report = quality_report(
+        vote_id=votes.vote_id,
+        rater=votes.rater,
+        prompt=votes.prompt,
+        left=votes.left,
+        right=votes.right,
+        outcome=votes.outcome,
+        pools=pools,
+        alpha=alpha,
+        min_common=min_common,
+        bootstrap=QUALITY_BOOTSTRAP_ROUNDS,
+    )
+    return {"campaign_id": campaign.pk, **report}
 
 
 # --- Preference pairs (reward-model / DPO training data) and their length audit. ------------------
