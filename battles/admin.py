@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db import models
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from arena.admin_site import admin_user
@@ -17,8 +20,9 @@ from raters.admin import ReadOnlyTenantAdmin, TenantAdmin, TenantInlineMixin
 from raters.errors import DomainError
 from serving.selectors import endpoint_health_line, endpoints_not_ready
 
-from . import selectors, services
+from . import prompt_import, selectors, services
 from .models import Battle, Campaign, Competitor, Generation, Prompt, Turn, Vote
+from .prompt_import import PromptRow
 from .prompting import prompt_validate
 
 # django-stubs makes these classes generic; Django's own are not subscriptable at run time.
@@ -139,6 +143,21 @@ class CampaignForm(_CampaignModelForm):
         )
 
 
+class PromptImportForm(forms.Form):
+    file = forms.FileField(
+        help_text="JSON lines (.jsonl, one object per line) or CSV (.csv, with a header row): text (required), "
+        "category, language, external_id. Nothing is imported unless every row is valid."
+    )
+    on_duplicate = forms.ChoiceField(
+        choices=[
+            ("error", "An external id the campaign already has is an error"),
+            ("skip", "Skip rows whose external id the campaign already has"),
+        ],
+        initial="error",
+        label="Known external ids",
+    )
+
+
 @admin.register(Campaign)
 class CampaignAdmin(TenantAdmin):
     form = CampaignForm
@@ -200,6 +219,75 @@ class CampaignAdmin(TenantAdmin):
             },
         ),
     )
+
+    def get_urls(self) -> list[URLPattern]:
+        own = [
+            path(
+                "<path:object_id>/import-prompts/",
+                self.admin_site.admin_view(self.import_prompts_view),
+                name="battles_campaign_import_prompts",
+            )
+        ]
+        return own + super().get_urls()
+
+    def import_prompts_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A file of prompts into the campaign's pool, all or nothing, with every bad row named (the
+        parser and the service of the API's import)."""
+        campaign = self.get_object(request, unquote(object_id))  # None for another tenant's campaign
+        if campaign is None or not self.has_change_permission(request, campaign):
+            raise Http404("No such campaign.")
+        errors: dict[str, list[str]] = {}
+        summary = ""
+        form = PromptImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            kind = prompt_import.format_for(upload.content_type or "", upload.name or "")
+            if kind is None:
+                form.add_error("file", "Upload a JSON lines file (.jsonl, .ndjson) or a CSV file (.csv).")
+            elif upload.size > settings.ARENA_API_MAX_BODY_BYTES:
+                form.add_error("file", f"The file is larger than {settings.ARENA_API_MAX_BODY_BYTES} bytes; split it.")
+            else:
+                parsed = prompt_import.parse(upload.read(), kind=kind, max_rows=settings.ARENA_PROMPT_IMPORT_MAX_ROWS)
+                if not parsed.ok:
+                    summary, errors = parsed.summary(), parsed.errors
+                else:
+                    try:
+                        result = services.prompts_import(
+                            campaign=campaign,
+                            rows=parsed.rows,
+                            actor=admin_user(request),
+                            on_duplicate=form.cleaned_data["on_duplicate"],
+                        )
+                    except DomainError as exc:
+                        summary, errors = exc.message, exc.field_errors
+                    else:
+                        skipped = len(result.skipped_external_ids)
+                        note = f", {skipped} skipped (external id already there)" if skipped else ""
+                        repeats = (
+                            f"; {result.repeated_texts} repeat an earlier prompt's text"
+                            if result.repeated_texts
+                            else ""
+                        )
+                        self.message_user(
+                            request,
+                            f"{len(result.prompt_ids)} prompts imported into {campaign.name}{note}{repeats}.",
+                            messages.SUCCESS,
+                        )
+                        return HttpResponseRedirect(reverse("admin:battles_campaign_change", args=[campaign.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Import prompts into {campaign.name}",
+            "opts": self.opts,
+            "original": campaign,
+            "form": form,
+            "summary": summary,
+            "row_errors": sorted(errors.items(), key=lambda item: _error_order(item[0])),
+            "max_rows": settings.ARENA_PROMPT_IMPORT_MAX_ROWS,
+            "categories": prompt_import.CATEGORIES,
+        }
+        return TemplateResponse(
+            request, "admin/battles/campaign/import_prompts.html", context, status=400 if summary else 200
+        )
 
     @admin.display(description="Buffer now")
     def buffer_state(self, obj: Campaign) -> str:
@@ -264,19 +352,20 @@ class CampaignAdmin(TenantAdmin):
                 )
             for deleted in formset.deleted_objects:
                 services.competitor_delete(competitor=deleted, actor=admin_user(request))
-        lines = [line for line in form.cleaned_data.get("new_prompts", "").splitlines() if line.strip()]
-        if lines:
+        category = form.cleaned_data.get("new_prompts_category", "")
+        lines = form.cleaned_data.get("new_prompts", "").splitlines()
+        rows = [
+            PromptRow(row=number, text=line, category=category)
+            for number, line in enumerate(lines, start=1)
+            if line.strip()
+        ]
+        if rows:
             try:
-                services.prompts_import(
-                    campaign=form.instance,
-                    texts=lines,
-                    actor=request.user,
-                    category=form.cleaned_data.get("new_prompts_category", ""),
-                )
+                services.prompts_import(campaign=form.instance, rows=rows, actor=admin_user(request))
             except DomainError as exc:
                 messages.error(request, f"Prompts not imported: {exc.message}")
             else:
-                messages.success(request, f"{len(lines)} prompts added to the pool.")
+                messages.success(request, f"{len(rows)} prompts added to the pool.")
 
     @admin.action(description="Open the selected campaigns for voting")
     def open_campaigns(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[Campaign]) -> None:
@@ -305,6 +394,14 @@ class CampaignAdmin(TenantAdmin):
             messages.success(request, f"{campaign.name} is closed.")
 
 
+def _error_order(key: str) -> tuple[int, int, str]:
+    """File and header problems first, then rows by number."""
+    if not key.startswith("row "):
+        return (0, 0, key)
+    number, _, name = key[4:].partition(".")
+    return (1, int(number) if number.isdigit() else 0, name)
+
+
 class PromptForm(_PromptModelForm):
     class Meta:
         model = Prompt
@@ -320,10 +417,10 @@ class PromptForm(_PromptModelForm):
 @admin.register(Prompt)
 class PromptAdmin(TenantAdmin):
     form = PromptForm
-    list_display = ("short_text", "campaign", "category", "language", "source", "active")
+    list_display = ("short_text", "campaign", "category", "language", "source", "external_id", "active")
     list_filter = ("category", "language", "source", "active")
-    search_fields = ("text",)
-    readonly_fields = ("text_hash", "source", "author")
+    search_fields = ("text", "external_id")
+    readonly_fields = ("text_hash", "source", "author", "external_id")
     exclude = ("organization",)
 
     @admin.display(description="Prompt")

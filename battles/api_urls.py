@@ -8,6 +8,13 @@ urlpatterns = [
     re_path(
         r"^campaigns/(?P<campaign_id>[0-9]+)/votes\.(?P<kind>jsonl|csv)$", apis.VoteLogExportApi.as_view(), name="votes"
     ),
+    # Campaigns, competitors, categories, prompts; the prompt import.
+    path("campaigns/", apis.CampaignListApi.as_view(), name="campaigns"),
+    path("campaigns/<int:campaign_id>/", apis.CampaignDetailApi.as_view(), name="campaign"),
+    path("campaigns/<int:campaign_id>/competitors/", apis.CompetitorListApi.as_view(), name="competitors"),
+    path("campaigns/<int:campaign_id>/categories/", apis.CategoryListApi.as_view(), name="categories"),
+    path("campaigns/<int:campaign_id>/prompts/", apis.PromptListApi.as_view(), name="prompts"),
+    path("campaigns/<int:campaign_id>/prompts/import", apis.PromptImportApi.as_view(), name="prompts-import"),
     # Asynchronous exports (the vote log, preference pairs) written to a file by a worker.
     path("campaigns/<int:campaign_id>/exports/", apis.ExportJobListCreateApi.as_view(), name="exports"),
     path("campaigns/<int:campaign_id>/exports/<uuid:job_id>/", apis.ExportJobDetailApi.as_view(), name="export"),

@@ -1,31 +1,43 @@
-"""REST endpoints for the vote log: the streamed export and the asynchronous export jobs."""
+"""REST endpoints of battles: the vote log (the streamed export and the asynchronous export jobs);
+campaigns, competitors, categories and prompts (read); the prompt import."""
 
 from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import django_filters
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import RequestDataTooBig
+from django.db.models import QuerySet
 from django.http import FileResponse, Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import UnsupportedMediaType, ValidationError
+from rest_framework.parsers import BaseParser, JSONParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import cursor_page, page_of
+from arena.api import CursorPage, ErrorOutput, cursor_page, page_of
 from raters.authentication import ApiKeyPrincipal
-from raters.errors import Conflict
+from raters.errors import Conflict, Invalid, NotFound, PermissionDenied
 
-from . import exporting, selectors, services
+from . import exporting, prompt_import, selectors, services
 from .exporting import CSV_COLUMNS as CSV_COLUMNS  # the export's columns, where clients have always found them
 from .exporting import VoteFilters
-from .models import Campaign, ExportJob, Prompt
+from .models import Campaign, Competitor, ExportJob, Prompt
 from .prompting import CATEGORIES
 
 
@@ -433,3 +445,519 @@ class ExportJobDownloadApi(APIView):
         response["X-Checksum-Sha256"] = job.sha256
         response["Digest"] = "sha-256=" + base64.b64encode(bytes.fromhex(job.sha256)).decode()
         return response
+
+
+# =====================================================================================================
+# Campaigns, competitors, categories and prompts (read), and the prompt import (write).
+# Reads are scoped by ``selectors.campaigns_viewable_by`` (a key: its organisation; a person: where they
+# own, manage or view); the import by ``selectors.campaign_writable_by``. Another organisation's
+# campaign is 404 on every endpoint.
+# =====================================================================================================
+
+
+class _Page(CursorPage):
+    """``CursorPage`` that refuses a ``?limit=`` that is not a whole number of at least 1 (400, as the
+    schema says) instead of silently using the default; above 500 is still capped at 500."""
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param or "limit", "")
+        if raw == "":
+            return self.page_size
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValidationError({"limit": ["A whole number from 1 (at most 500 are returned)."]})
+        return min(value, self.max_page_size or value)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == "limit":
+                parameter["schema"] = {"type": "integer", "minimum": 1}
+                parameter["description"] = "Rows per page, default 50; more than 500 are returned as 500."
+        return parameters
+
+
+class _FilterSet(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no type information
+    pass
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class _BooleanFilter(django_filters.TypedChoiceFilter):  # type: ignore[misc]  # no types in django-filter
+    """``true`` or ``false``, and anything else a 400: django-filter's ``BooleanFilter`` reads an unknown
+    value as "not given", which would answer a typo with the unfiltered list."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=[("true", "true"), ("false", "false")], coerce=lambda v: v == "true", **kwargs)
+
+
+class _InstantFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]  # no types in django-filter
+    """An ISO 8601 bound compared in UTC. PostgreSQL takes UTC offsets up to 15:59 only, and ISO allows
+    23:59, so the value is converted first; a bound past the calendar's ends (year 1, year 9999 in UTC)
+    bounds nothing, or everything."""
+
+    def filter(self, qs: Any, value: datetime | None) -> Any:
+        if value is None:
+            return qs
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:
+            offset = value.utcoffset()
+            before_year_1 = offset is not None and offset > timedelta(0)
+            lower_bound = self.lookup_expr in ("gt", "gte")
+            # "after a time before year 1" and "before a time after year 9999" exclude nothing.
+            return qs if before_year_1 == lower_bound else qs.none()
+        return super().filter(qs, value)
+
+
+def _viewable_campaign(request: Request, campaign_id: int) -> Campaign:
+    user = request.user
+    assert isinstance(user, (User, ApiKeyPrincipal))  # ScopedAccess let only these through
+    campaign = selectors.campaign_viewable_by(user=user, campaign_id=campaign_id)
+    if campaign is None:
+        raise NotFound("No such campaign.")
+    return campaign
+
+
+class CampaignParamsOutput(serializers.Serializer[Any]):
+    temperature = serializers.FloatField()
+    top_p = serializers.FloatField()
+    max_tokens = serializers.IntegerField()
+    system_prompt = serializers.CharField()
+
+
+class CampaignCapsOutput(serializers.Serializer[Any]):
+    session_cap = serializers.IntegerField(help_text="Battles per rater session.")
+    rater_vote_cap = serializers.IntegerField(allow_null=True, help_text="Votes per rater; null: no cap.")
+    prompt_hash_cap = serializers.IntegerField(
+        allow_null=True, help_text="Votes per normalised prompt text; null: no cap."
+    )
+    min_decision_ms = serializers.IntegerField(help_text="Faster votes are left out of the rankings.")
+
+
+class CampaignCountsOutput(serializers.Serializer[Any]):
+    competitors = serializers.IntegerField(source="n_competitors")
+    prompts = serializers.IntegerField(source="n_prompts")
+    votes = serializers.IntegerField(source="n_votes")
+
+
+class CampaignOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    organization = serializers.CharField(source="organization.slug")
+    name = serializers.CharField()
+    slug = serializers.CharField()
+    description = serializers.CharField()
+    status = serializers.ChoiceField(choices=Campaign.Status.choices)
+    sampling = serializers.ChoiceField(choices=Campaign.Sampling.choices)
+    params = CampaignParamsOutput(source="*", help_text="The one sampling parameter set both sides are generated with.")
+    max_turns = serializers.IntegerField()
+    allow_rater_prompts = serializers.BooleanField()
+    caps = CampaignCapsOutput(source="*")
+    counts = CampaignCountsOutput(source="*")
+    created_at = serializers.DateTimeField()
+    opened_at = serializers.DateTimeField(allow_null=True)
+    closed_at = serializers.DateTimeField(allow_null=True)
+
+
+_CAMPAIGN_EXAMPLE = {
+    "id": 3,
+    "organization": "acme",
+    "name": "Acme chat",
+    "slug": "acme-chat",
+    "description": "Pick the answer you would rather get.",
+    "status": "open",
+    "sampling": "uniform",
+    "params": {"temperature": 0.7, "top_p": 1.0, "max_tokens": 256, "system_prompt": ""},
+    "max_turns": 1,
+    "allow_rater_prompts": False,
+    "caps": {"session_cap": 20, "rater_vote_cap": None, "prompt_hash_cap": None, "min_decision_ms": 1500},
+    "counts": {"competitors": 2, "prompts": 120, "votes": 431},
+    "created_at": "2026-11-02T09:00:00Z",
+    "opened_at": "2026-11-03T08:30:00Z",
+    "closed_at": None,
+}
+
+
+class CampaignFilter(_FilterSet):
+    status = django_filters.ChoiceFilter(choices=Campaign.Status.choices)
+    slug = django_filters.CharFilter()
+
+    class Meta:
+        model = Campaign
+        fields = ["status", "slug"]
+
+
+class CampaignListApi(generics.ListAPIView[Campaign]):
+    serializer_class = CampaignOutput
+    filterset_class = CampaignFilter
+    pagination_class = _Page
+
+    def get_queryset(self) -> QuerySet[Campaign]:
+        if getattr(self, "swagger_fake_view", False):
+            return Campaign.objects.none()
+        user = self.request.user
+        assert isinstance(user, (User, ApiKeyPrincipal))
+        return selectors.campaigns_with_counts(user).select_related("organization")
+
+    @extend_schema(
+        operation_id="campaigns_list",
+        summary="Campaigns",
+        description="The campaigns the caller may read, newest first: an API key sees its organisation's, a "
+        "person those of the organisations they own, manage or view. Cursor pages (`?limit=`, `?cursor=`).",
+        responses={200: CampaignOutput(many=True)},
+        examples=[OpenApiExample("A page of campaigns", value=_CAMPAIGN_EXAMPLE, response_only=True)],
+        tags=["campaigns"],
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class CampaignDetailApi(APIView):
+    @extend_schema(
+        operation_id="campaigns_retrieve",
+        summary="A campaign",
+        description="One campaign: its state, sampling policy, generation parameters, caps and counts. "
+        "Another organisation's campaign is 404.",
+        responses={200: CampaignOutput},
+        examples=[OpenApiExample("A campaign", value=_CAMPAIGN_EXAMPLE, response_only=True)],
+        tags=["campaigns"],
+    )
+    def get(self, request: Request, campaign_id: int) -> Response:
+        user = request.user
+        assert isinstance(user, (User, ApiKeyPrincipal))
+        campaign = selectors.campaigns_with_counts(user).select_related("organization").filter(pk=campaign_id).first()
+        if campaign is None:
+            raise NotFound("No such campaign.")
+        return Response(CampaignOutput(campaign).data)
+
+
+class CompetitorFilter(_FilterSet):
+    active = _BooleanFilter(label="Only active (true) or inactive (false) competitors.")
+
+    class Meta:
+        model = Competitor
+        fields = ["active"]
+
+
+class CompetitorOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    model = serializers.CharField(source="endpoint.name", help_text="The model's public name.")
+    version = serializers.CharField(source="version_label")
+    endpoint = serializers.IntegerField(source="endpoint_id")
+    active = serializers.BooleanField(help_text="Inactive competitors get no new battles.")
+    created_at = serializers.DateTimeField()
+
+
+class CompetitorListApi(generics.ListAPIView[Competitor]):
+    serializer_class = CompetitorOutput
+    filterset_class = CompetitorFilter
+    pagination_class = _Page
+
+    def get_queryset(self) -> QuerySet[Competitor]:
+        if getattr(self, "swagger_fake_view", False):  # the schema generator, with no campaign
+            return Competitor.objects.none()
+        return selectors.competitors_of(_viewable_campaign(self.request, self.kwargs["campaign_id"]))
+
+    @extend_schema(
+        operation_id="campaigns_competitors_list",
+        summary="A campaign's competitors",
+        description="Each competitor is a model endpoint at one version; a new version is a new competitor "
+        "with its own rating. Filter with `?active=true`.",
+        examples=[
+            OpenApiExample(
+                "A competitor",
+                value={
+                    "id": 7,
+                    "model": "Acme small",
+                    "version": "2026-11",
+                    "endpoint": 4,
+                    "active": True,
+                    "created_at": "2026-11-02T09:01:00Z",
+                },
+                response_only=True,
+            )
+        ],
+        tags=["campaigns"],
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class CategoryCountOutput(serializers.Serializer[Any]):
+    category = serializers.ChoiceField(choices=CATEGORIES)
+    prompts = serializers.IntegerField(help_text="Prompts of the category, active or not.")
+    active_prompts = serializers.IntegerField()
+    votes = serializers.IntegerField(help_text="Votes the log records for the category.")
+
+
+class CategoryListApi(APIView):
+    class OutputSerializer(serializers.Serializer[Any]):
+        campaign = serializers.IntegerField()
+        results = CategoryCountOutput(many=True)
+
+    @extend_schema(
+        operation_id="campaigns_categories_list",
+        summary="A campaign's categories",
+        description="Every prompt category, in a fixed order, with how many prompts the campaign has in it and "
+        "how many votes the log records for it (the category stored with each vote). Not paginated.",
+        responses={200: OutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Categories",
+                value={
+                    "campaign": 3,
+                    "results": [
+                        {"category": "coding", "prompts": 40, "active_prompts": 38, "votes": 210},
+                        {"category": "math", "prompts": 12, "active_prompts": 12, "votes": 51},
+                    ],
+                },
+                response_only=True,
+            )
+        ],
+        tags=["campaigns"],
+    )
+    def get(self, request: Request, campaign_id: int) -> Response:
+        campaign = _viewable_campaign(request, campaign_id)
+        rows = selectors.category_counts(campaign)
+        return Response(self.OutputSerializer({"campaign": campaign.pk, "results": rows}).data)
+
+
+class PromptOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    text = serializers.CharField()
+    text_hash = serializers.CharField(help_text="SHA-256 of the normalised text (NFKC, case-folded, spaces).")
+    category = serializers.ChoiceField(choices=CATEGORIES)
+    language = serializers.CharField()
+    # A field named "source" shadows Field.source for the type checker only (the serializer's metaclass
+    # takes declared fields off the class).
+    source = serializers.ChoiceField(choices=Prompt.Source.choices)  # type: ignore[assignment]
+    external_id = serializers.CharField(help_text="The id given at import; empty when none.")
+    active = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+
+class PromptFilter(_FilterSet):
+    category = django_filters.ChoiceFilter(choices=[(c, c) for c in CATEGORIES])
+    language = django_filters.CharFilter()
+    source = django_filters.ChoiceFilter(choices=Prompt.Source.choices)
+    active = _BooleanFilter(label="Only active (true) or inactive (false) prompts.")
+    external_id = django_filters.CharFilter()
+    created_after = _InstantFilter(field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601).")
+    created_before = _InstantFilter(field_name="created_at", lookup_expr="lt", label="Created before (ISO 8601).")
+
+    class Meta:
+        model = Prompt
+        fields = ["category", "language", "source", "active", "external_id", "created_after", "created_before"]
+
+
+class PromptListApi(generics.ListAPIView[Prompt]):
+    serializer_class = PromptOutput
+    filterset_class = PromptFilter
+    pagination_class = _Page
+
+    def get_queryset(self) -> QuerySet[Prompt]:
+        if getattr(self, "swagger_fake_view", False):  # the schema generator, with no campaign
+            return Prompt.objects.none()
+        return selectors.prompts_of(_viewable_campaign(self.request, self.kwargs["campaign_id"]))
+
+    @extend_schema(
+        operation_id="campaigns_prompts_list",
+        summary="A campaign's prompts",
+        description="The prompt pool and the prompts raters typed, newest first, in cursor pages. Filters: "
+        "`category`, `language`, `source` (`pool`, `rater`), `active`, `external_id`, `created_after`, "
+        "`created_before`. Owners, managers and viewers only (raters do not read the pool).",
+        examples=[
+            OpenApiExample(
+                "A prompt",
+                value={
+                    "id": 981,
+                    "text": "Why is the sky blue?",
+                    "text_hash": "1f3870be274f6c49b3e31a0c6728957f0c1b7e8e5a5b6c2d4e9f8a7b6c5d4e3f",
+                    "category": "knowledge",
+                    "language": "en",
+                    "source": "pool",
+                    "external_id": "faq-17",
+                    "active": True,
+                    "created_at": "2026-11-02T09:05:00Z",
+                },
+                response_only=True,
+            )
+        ],
+        tags=["prompts"],
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class _PromptFileParser(BaseParser):
+    """The request body as bytes, for ``battles.prompt_import`` to read."""
+
+    # DRF passes whatever ``parse`` returns on as ``request.data``: bytes here, which its stubs do not foresee.
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:  # type: ignore[override]
+        data: bytes = stream.read() if stream is not None else b""
+        return data
+
+
+class NdjsonParser(_PromptFileParser):
+    media_type = "application/x-ndjson"
+
+
+class JsonlParser(_PromptFileParser):
+    media_type = "application/jsonl"
+
+
+class CsvParser(_PromptFileParser):
+    media_type = "text/csv"
+
+
+class PromptImportApi(APIView):
+    parser_classes = [NdjsonParser, JsonlParser, CsvParser, MultiPartParser]
+
+    class QueryInput(serializers.Serializer[Any]):
+        on_duplicate = serializers.ChoiceField(choices=["error", "skip"], default="error")
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        campaign = serializers.IntegerField()
+        imported = serializers.IntegerField(help_text="Prompts added.")
+        prompt_ids = serializers.ListField(child=serializers.IntegerField(), help_text="In file order.")
+        skipped = serializers.IntegerField(help_text="Rows left out (on_duplicate=skip).")
+        skipped_external_ids = serializers.ListField(child=serializers.CharField())
+        repeated_texts = serializers.IntegerField(
+            help_text="Imported prompts whose normalised text the campaign (or an earlier row) already had."
+        )
+
+    @extend_schema(
+        operation_id="campaigns_prompts_import",
+        summary="Import prompts",
+        description="Adds a file of prompts to the campaign's pool, **all or nothing**. The body is the file "
+        "itself, as JSON lines (`application/x-ndjson` or `application/jsonl`: one object per line) or CSV "
+        "(`text/csv`, a header row first), or a multipart form with the file in `file` (the format from its "
+        "media type or name, .jsonl/.ndjson/.csv). Fields: `text` (required), `category` (coding, math, "
+        "writing, knowledge, reasoning, advice, other), `language` (a tag such as en or pt-BR), `external_id` "
+        "(unique per campaign). A category or language left out is set by the classifier. Any other field is "
+        "an error.\n\n"
+        "Every invalid row is reported (400, `fields` keyed `row N` or `row N.field`; rows are JSON-lines "
+        "line numbers, or CSV record numbers with the header as row 1) and nothing is imported. An "
+        "`external_id` the campaign already has is such an error, unless `?on_duplicate=skip`, which leaves "
+        "those rows out. The same text twice is allowed (counted in `repeated_texts`). A closed campaign "
+        "answers 409; a body over the API's size limit 413; more rows than `ARENA_PROMPT_IMPORT_MAX_ROWS` 400. "
+        "A read-write key, or an owner or manager.",
+        parameters=[
+            OpenApiParameter(
+                "on_duplicate",
+                str,
+                OpenApiParameter.QUERY,
+                enum=["error", "skip"],
+                description="An external id the campaign already has: an error (default), or skip the row.",
+            )
+        ],
+        request={
+            "application/x-ndjson": OpenApiTypes.STR,
+            "application/jsonl": OpenApiTypes.STR,
+            "text/csv": OpenApiTypes.STR,
+            "multipart/form-data": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}},
+        },
+        responses={201: OutputSerializer, 409: ErrorOutput, 413: ErrorOutput, 415: ErrorOutput},
+        examples=[
+            OpenApiExample(
+                "JSON lines",
+                value='{"text": "Why is the sky blue?", "category": "knowledge", "external_id": "faq-17"}\n'
+                '{"text": "Write a limerick about Postgres", "language": "en"}\n',
+                media_type="application/x-ndjson",
+                request_only=True,
+            ),
+            OpenApiExample(
+                "CSV",
+                value="text,category,external_id\nWhy is the sky blue?,knowledge,faq-17\n",
+                media_type="text/csv",
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Imported",
+                value={
+                    "campaign": 3,
+                    "imported": 2,
+                    "prompt_ids": [981, 982],
+                    "skipped": 0,
+                    "skipped_external_ids": [],
+                    "repeated_texts": 0,
+                },
+                response_only=True,
+                status_codes=["201"],
+            ),
+            OpenApiExample(
+                "Bad rows",
+                value={
+                    "error": {
+                        "code": "invalid",
+                        "message": "2 rows are invalid; nothing was imported.",
+                        "fields": {
+                            "row 2": ["Not valid JSON: Expecting ',' delimiter (column 31)."],
+                            "row 4.category": ["Not a category; the categories are coding, math, ..."],
+                        },
+                    }
+                },
+                response_only=True,
+                status_codes=["400"],
+            ),
+        ],
+        tags=["prompts"],
+    )
+    def post(self, request: Request, campaign_id: int) -> Response:
+        user = request.user
+        assert isinstance(user, (User, ApiKeyPrincipal))
+        campaign = selectors.campaign_writable_by(user=user, campaign_id=campaign_id)
+        if campaign is None:
+            if selectors.campaign_viewable_by(user=user, campaign_id=campaign_id) is not None:
+                raise PermissionDenied("Only owners and managers (or a read-write key) import prompts.")
+            raise NotFound("No such campaign.")
+        query = self.QueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        if campaign.status == Campaign.Status.CLOSED:  # before reading the file; the service checks again
+            raise services.CampaignClosed("The campaign is closed; it takes no new prompts.")
+        data, kind = self._file(request)
+        if len(data) > settings.ARENA_API_MAX_BODY_BYTES:
+            raise RequestDataTooBig("The file is over the API's size limit.")
+        parsed = prompt_import.parse(data, kind=kind, max_rows=settings.ARENA_PROMPT_IMPORT_MAX_ROWS)
+        if not parsed.ok:
+            raise Invalid(parsed.summary(), field_errors=parsed.errors)
+        result = services.prompts_import(
+            campaign=campaign,
+            rows=parsed.rows,
+            actor=user,
+            on_duplicate=query.validated_data["on_duplicate"],
+            via="api",
+        )
+        body = {
+            "campaign": campaign.pk,
+            "imported": len(result.prompt_ids),
+            "prompt_ids": result.prompt_ids,
+            "skipped": len(result.skipped_external_ids),
+            "skipped_external_ids": result.skipped_external_ids,
+            "repeated_texts": result.repeated_texts,
+        }
+        return Response(self.OutputSerializer(body).data, status=201)
+
+    def _file(self, request: Request) -> tuple[bytes, str]:
+        """The file's bytes and format, from the body or the multipart form's ``file``."""
+        data = request.data  # parsed first: a media type no parser takes is 415 here
+        kind = prompt_import.format_for(request.content_type)
+        if kind is not None:  # the body is the file (DRF gives an empty dict for an empty body)
+            return (data if isinstance(data, bytes) else b""), kind
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise Invalid(
+                "Send the file as the body (application/x-ndjson, application/jsonl or text/csv) or in a "
+                "multipart form's file field.",
+                field_errors={"file": "No file was sent."},
+            )
+        kind = prompt_import.format_for(upload.content_type or "", upload.name or "")
+        if kind is None:
+            raise UnsupportedMediaType(
+                upload.content_type or "", detail="The file is neither JSON lines (.jsonl, .ndjson) nor CSV (.csv)."
+            )
+        if upload.size is not None and upload.size > settings.ARENA_API_MAX_BODY_BYTES:
+            raise RequestDataTooBig("The file is over the API's size limit.")
+        return upload.read(), kind

@@ -199,11 +199,20 @@ class Prompt(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     active = models.BooleanField(default=True)
+    # The prompt's id in the system it was imported from (empty: none); re-importing a file finds it.
+    external_id = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantManager()
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="prompt_unique_external_id",
+            )
+        ]
         indexes = [models.Index(fields=["campaign", "text_hash"])]
         ordering = ["campaign", "id"]
 

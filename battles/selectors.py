@@ -12,8 +12,9 @@ from uuid import UUID
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery, TextField
+from django.db.models import Count, F, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, TextField
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
@@ -25,6 +26,7 @@ from serving.selectors import endpoint_outage_periods, periods_overlap_s
 from . import exporting, hooks
 from .exporting import VoteFilters
 from .models import Battle, Campaign, Competitor, ExportJob, Generation, Prompt, Turn, Vote
+from .prompting import CATEGORIES
 from .sampling import active_pair_weights
 
 
@@ -484,3 +486,66 @@ def export_job_for(*, campaign: Campaign, job_id: UUID | str) -> ExportJob | Non
         return ExportJob.objects.filter(campaign=campaign, pk=job_id).first()
     except (ValueError, TypeError, ValidationError):
         return None
+
+
+# --- The REST API's reads: campaigns, competitors, categories, prompts --------------------------------
+
+
+def _count_of(queryset: QuerySet[Any]) -> Coalesce:
+    """A correlated ``COUNT(*)`` of ``queryset``'s rows of the outer campaign (one subquery per count, so
+    three counts do not multiply into a join of competitors × prompts × votes)."""
+    counted = queryset.filter(campaign=OuterRef("pk")).order_by().values("campaign").annotate(n=Count("*")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def campaigns_with_counts(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
+    """``campaigns_viewable_by`` with ``n_competitors``, ``n_prompts`` and ``n_votes`` annotated."""
+    return campaigns_viewable_by(user).annotate(
+        n_competitors=_count_of(Competitor.objects.all()),
+        n_prompts=_count_of(Prompt.objects.all()),
+        n_votes=_count_of(Vote.objects.all()),
+    )
+
+
+def competitors_of(campaign: Campaign) -> QuerySet[Competitor]:
+    return Competitor.objects.filter(campaign=campaign).select_related("endpoint")
+
+
+def prompts_of(campaign: Campaign) -> QuerySet[Prompt]:
+    return Prompt.objects.filter(campaign=campaign)
+
+
+@dataclass(frozen=True)
+class CategoryCounts:
+    category: str
+    prompts: int
+    active_prompts: int
+    votes: int
+
+
+def category_counts(campaign: Campaign) -> list[CategoryCounts]:
+    """Every category (``prompting.CATEGORIES``, in that order), with its prompts and the votes the log
+    records for it (the vote's own category, as stored when it was cast)."""
+    prompts: dict[str, tuple[int, int]] = {
+        row["category"]: (row["n"], row["active"])
+        for row in Prompt.objects.filter(campaign=campaign)
+        .order_by()
+        .values("category")
+        .annotate(n=Count("*"), active=Count("pk", filter=Q(active=True)))
+    }
+    votes: dict[str, int] = dict(
+        Vote.objects.filter(campaign=campaign)
+        .order_by()
+        .values("category")
+        .annotate(n=Count("*"))
+        .values_list("category", "n")
+    )
+    return [
+        CategoryCounts(
+            category=category,
+            prompts=prompts.get(category, (0, 0))[0],
+            active_prompts=prompts.get(category, (0, 0))[1],
+            votes=votes.get(category, 0),
+        )
+        for category in CATEGORIES
+    ]

@@ -13,7 +13,7 @@ import logging
 import os
 import random
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -41,6 +41,7 @@ from . import exporting, hooks, selectors
 from .exporting import VoteFilters
 from .live import LivePublisher
 from .models import Battle, Campaign, Choice, Competitor, ExportJob, Generation, Prompt, Side, Turn, Vote
+from .prompt_import import ERRORS_LISTED, PromptRow
 from .prompting import prompt_classify, prompt_hash, prompt_validate
 
 # The refusals of this app, as domain errors (raters.errors): the edges map them to pages and statuses.
@@ -272,7 +273,8 @@ def prompt_build(
         clean = prompt_validate(text)
     except ValueError as exc:
         raise Invalid(str(exc), field_errors={"text": str(exc)}) from None
-    auto_category, auto_language = prompt_classify(clean)
+    # The classifier costs about a millisecond a prompt: a file that names both is imported without it.
+    auto_category, auto_language = prompt_classify(clean) if not (category and language) else ("", "")
     return Prompt(
         organization_id=campaign.organization_id,
         campaign=campaign,
@@ -285,24 +287,126 @@ def prompt_build(
     )
 
 
+@dataclass(frozen=True)
+class PromptsImported:
+    """What an import stored: the new prompts' ids in file order, the external ids skipped because the
+    campaign had them already (``on_duplicate="skip"``), and how many new prompts repeat the text of
+    an earlier prompt (the campaign's or the file's, by normalised hash: allowed, and counted)."""
+
+    prompt_ids: list[int]
+    skipped_external_ids: list[str]
+    repeated_texts: int
+
+
+class CampaignClosed(Conflict):
+    pass
+
+
+_IMPORT_CHUNK = 2000
+
+
+def _audit_actor(actor: Any) -> User | None:
+    # An API key acts for its organisation, not as a person: the audit row names no user then.
+    return actor if isinstance(actor, User) else None
+
+
 @transaction.atomic
 def prompts_import(
-    *, campaign: Campaign, texts: list[str], actor: User | AnonymousUser | None, category: str = ""
-) -> list[Prompt]:
-    prompts = [
-        prompt_build(campaign=campaign, text=t, source=Prompt.Source.POOL, category=category)
-        for t in texts
-        if t.strip()
-    ]
-    Prompt.objects.bulk_create(prompts)
+    *,
+    campaign: Campaign,
+    rows: Sequence[PromptRow],
+    actor: User | AnonymousUser | None,
+    on_duplicate: str = "error",
+    via: str = "console",
+) -> PromptsImported:
+    """Add parsed rows (``battles.prompt_import``) to the campaign's pool, all or nothing.
+
+    Each prompt is validated, hashed and classified as every prompt is (``prompt_build``). An external
+    id the campaign already has is an error naming the row, or, with ``on_duplicate="skip"``, that row
+    is left out. A closed campaign takes no prompts (``Conflict``). The campaign row is locked, so two
+    imports into one campaign run one after the other and see each other's external ids; the unique
+    constraint stays the last word."""
+    if on_duplicate not in ("error", "skip"):
+        raise Invalid("on_duplicate is error or skip.", field_errors={"on_duplicate": "Choose error or skip."})
+    locked = Campaign.objects.select_for_update().get(pk=campaign.pk)
+    if locked.status == Campaign.Status.CLOSED:
+        raise CampaignClosed("The campaign is closed; it takes no new prompts.")
+    if not rows:
+        raise Invalid("The file has no rows; nothing was imported.", field_errors={"file": "The file has no rows."})
+
+    external_ids = [row.external_id for row in rows if row.external_id]
+    taken: set[str] = set()
+    for start in range(0, len(external_ids), _IMPORT_CHUNK):
+        taken.update(
+            Prompt.objects.filter(
+                campaign=campaign, external_id__in=external_ids[start : start + _IMPORT_CHUNK]
+            ).values_list("external_id", flat=True)
+        )
+    skipped: list[str] = []
+    if taken and on_duplicate == "error":
+        clashes = [row for row in rows if row.external_id in taken]
+        listed = clashes[:ERRORS_LISTED]
+        more = f" (the first {len(listed)} are listed)" if len(listed) < len(clashes) else ""
+        raise Invalid(
+            f"{len(clashes)} rows name an external id the campaign already has{more}; nothing was imported. "
+            "Import with on_duplicate=skip to leave those rows out.",
+            field_errors={
+                f"row {row.row}.external_id": "The campaign already has a prompt with this external id."
+                for row in listed
+            },
+        )
+    if taken:
+        skipped = [row.external_id for row in rows if row.external_id in taken]
+        rows = [row for row in rows if row.external_id not in taken]
+
+    prompts: list[Prompt] = []
+    for row in rows:
+        try:
+            prompt = prompt_build(
+                campaign=campaign,
+                text=row.text,
+                source=Prompt.Source.POOL,
+                author=actor if isinstance(actor, User) else None,
+                category=row.category,
+                language=row.language,
+            )
+        except Invalid as exc:
+            raise Invalid(
+                f"Row {row.row}: {exc.message} Nothing was imported.",
+                field_errors={f"row {row.row}.{name}": errors for name, errors in exc.field_errors.items()},
+            ) from None
+        prompt.external_id = row.external_id
+        prompts.append(prompt)
+
+    hashes = sorted({prompt.text_hash for prompt in prompts})
+    known: set[str] = set()
+    for start in range(0, len(hashes), _IMPORT_CHUNK):
+        known.update(
+            Prompt.objects.filter(campaign=campaign, text_hash__in=hashes[start : start + _IMPORT_CHUNK]).values_list(
+                "text_hash", flat=True
+            )
+        )
+    repeated = 0
+    for prompt in prompts:
+        repeated += prompt.text_hash in known
+        known.add(prompt.text_hash)
+
+    try:
+        with transaction.atomic():
+            Prompt.objects.bulk_create(prompts, batch_size=1000)
+    except IntegrityError:
+        # Only a concurrent writer that bypassed the campaign lock could get here.
+        raise Conflict("Another import added some of these external ids meanwhile; nothing was imported.") from None
     audit_record(
         organization=campaign.organization,
-        actor=actor,
+        actor=_audit_actor(actor),
         action=AuditAction.PROMPTS_IMPORTED,
         obj=campaign,
-        data={"count": len(prompts)},
+        data={"count": len(prompts), "skipped": len(skipped), "repeated_texts": repeated, "via": via},
     )
-    return prompts
+    return PromptsImported(
+        prompt_ids=[prompt.pk for prompt in prompts], skipped_external_ids=skipped, repeated_texts=repeated
+    )
 
 
 @transaction.atomic

@@ -199,6 +199,8 @@ CELERY_BEAT_SCHEDULE["exports-purge"] = {
 # between worker and web); without it tasks run eagerly, so typed prompts are generated like pool
 # battles unless a generation worker shares this process (manage.py demo, battles/generation_worker.py).
 ARENA_LIVE_STREAMING = env_bool("ARENA_LIVE_STREAMING", bool(REDIS_URL))
+# Most rows one prompt file may hold (API and console imports); a larger file is refused whole.
+ARENA_PROMPT_IMPORT_MAX_ROWS = env_int("ARENA_PROMPT_IMPORT_MAX_ROWS", 100_000, minimum=1)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('battles', '0011_multi_turn'),
+        ('battles', '0013_prompt_external_id'),
         ('raters', '0005_audit_action_choices'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
