@@ -19,11 +19,10 @@ because every app's API needs it and no app should depend on another for it."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import django_filters
-from django import forms
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -187,23 +186,23 @@ class CursorPage(CursorPagination):
         return parameters
 
 
-class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):  # type: ignore[misc]
-    """An ISO 8601 time, in UTC: Python accepts offsets up to ±23:59, PostgreSQL only to ±15:59."""
-
-    def to_python(self, value: Any) -> datetime | None:
-        parsed: datetime | None = super().to_python(value)
-        if parsed is None:
-            return None
-        try:
-            return parsed.astimezone(UTC)
-        except OverflowError:
-            raise forms.ValidationError("The time is out of range.") from None
-
-
 class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]  # django-filter ships no types
-    """The filter for a time query parameter (``?since=``): ISO 8601, any offset PostgreSQL can take."""
+    """An ISO 8601 bound compared in UTC. PostgreSQL takes UTC offsets up to 15:59 only, and ISO allows
+    23:59, so the value is converted first; a bound past the calendar's ends (year 1, year 9999 in UTC)
+    bounds nothing, or everything."""
 
-    field_class = UtcIsoDateTimeField
+    def filter(self, qs: Any, value: datetime | None) -> Any:
+        if value is None:
+            return qs
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:
+            offset = value.utcoffset()
+            before_year_1 = offset is not None and offset > timedelta(0)
+            lower_bound = self.lookup_expr in ("gt", "gte")
+            # "after a time before year 1" and "before a time after year 9999" exclude nothing.
+            return qs if before_year_1 == lower_bound else qs.none()
+        return super().filter(qs, value)
 
 
 _PAGE_SCHEMAS: dict[type[serializers.BaseSerializer[Any]], type[serializers.Serializer[Any]]] = {}

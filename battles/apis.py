@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
@@ -23,14 +23,14 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import UnsupportedMediaType, ValidationError
+from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.parsers import BaseParser, JSONParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import CursorPage, ErrorOutput, cursor_page, page_of
+from arena.api import CursorPage, ErrorOutput, UtcIsoDateTimeFilter, cursor_page, page_of
 from raters.authentication import ApiKeyPrincipal
 from raters.errors import Conflict, Invalid, NotFound, PermissionDenied
 
@@ -455,31 +455,6 @@ class ExportJobDownloadApi(APIView):
 # =====================================================================================================
 
 
-class _Page(CursorPage):
-    """``CursorPage`` that refuses a ``?limit=`` that is not a whole number of at least 1 (400, as the
-    schema says) instead of silently using the default; above 500 is still capped at 500."""
-
-    def get_page_size(self, request: Request) -> int:
-        raw = request.query_params.get(self.page_size_query_param or "limit", "")
-        if raw == "":
-            return self.page_size
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise ValidationError({"limit": ["A whole number from 1 (at most 500 are returned)."]})
-        return min(value, self.max_page_size or value)
-
-    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
-        for parameter in parameters:
-            if parameter["name"] == "limit":
-                parameter["schema"] = {"type": "integer", "minimum": 1}
-                parameter["description"] = "Rows per page, default 50; more than 500 are returned as 500."
-        return parameters
-
-
 class _FilterSet(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no type information
     pass
 
@@ -491,25 +466,6 @@ class _BooleanFilter(django_filters.TypedChoiceFilter):  # type: ignore[misc]  #
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(choices=[("true", "true"), ("false", "false")], coerce=lambda v: v == "true", **kwargs)
-
-
-class _InstantFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]  # no types in django-filter
-    """An ISO 8601 bound compared in UTC. PostgreSQL takes UTC offsets up to 15:59 only, and ISO allows
-    23:59, so the value is converted first; a bound past the calendar's ends (year 1, year 9999 in UTC)
-    bounds nothing, or everything."""
-
-    def filter(self, qs: Any, value: datetime | None) -> Any:
-        if value is None:
-            return qs
-        try:
-            value = value.astimezone(UTC)
-        except OverflowError:
-            offset = value.utcoffset()
-            before_year_1 = offset is not None and offset > timedelta(0)
-            lower_bound = self.lookup_expr in ("gt", "gte")
-            # "after a time before year 1" and "before a time after year 9999" exclude nothing.
-            return qs if before_year_1 == lower_bound else qs.none()
-        return super().filter(qs, value)
 
 
 def _viewable_campaign(request: Request, campaign_id: int) -> Campaign:
@@ -592,7 +548,7 @@ class CampaignFilter(_FilterSet):
 class CampaignListApi(generics.ListAPIView[Campaign]):
     serializer_class = CampaignOutput
     filterset_class = CampaignFilter
-    pagination_class = _Page
+    pagination_class = CursorPage
 
     def get_queryset(self) -> QuerySet[Campaign]:
         if getattr(self, "swagger_fake_view", False):
@@ -653,7 +609,7 @@ class CompetitorOutput(serializers.Serializer[Any]):
 class CompetitorListApi(generics.ListAPIView[Competitor]):
     serializer_class = CompetitorOutput
     filterset_class = CompetitorFilter
-    pagination_class = _Page
+    pagination_class = CursorPage
 
     def get_queryset(self) -> QuerySet[Competitor]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator, with no campaign
@@ -744,8 +700,10 @@ class PromptFilter(_FilterSet):
     source = django_filters.ChoiceFilter(choices=Prompt.Source.choices)
     active = _BooleanFilter(label="Only active (true) or inactive (false) prompts.")
     external_id = django_filters.CharFilter()
-    created_after = _InstantFilter(field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601).")
-    created_before = _InstantFilter(field_name="created_at", lookup_expr="lt", label="Created before (ISO 8601).")
+    created_after = UtcIsoDateTimeFilter(
+        field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
+    )
+    created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt", label="Created before (ISO 8601).")
 
     class Meta:
         model = Prompt
@@ -755,7 +713,7 @@ class PromptFilter(_FilterSet):
 class PromptListApi(generics.ListAPIView[Prompt]):
     serializer_class = PromptOutput
     filterset_class = PromptFilter
-    pagination_class = _Page
+    pagination_class = CursorPage
 
     def get_queryset(self) -> QuerySet[Prompt]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator, with no campaign

@@ -166,9 +166,11 @@ def test_prompts_come_in_cursor_pages_newest_first(acme, alice_client):
     }
 
 
-def test_a_prompt_page_over_the_limit_is_capped(acme, alice_client):
-    body = alice_client.get(reverse("api:prompts", args=[acme.campaign.pk]) + "?limit=100000").json()
-    assert len(body["results"]) == 8
+def test_a_page_larger_than_the_maximum_is_refused_not_silently_shortened(acme, alice_client):
+    url = reverse("api:prompts", args=[acme.campaign.pk])
+    assert len(alice_client.get(url + "?limit=500").json()["results"]) == 8
+    response = alice_client.get(url + "?limit=100000")
+    assert response.status_code == 400 and list(response.json()["error"]["fields"]) == ["limit"]
 
 
 def test_prompts_filter(acme, alice_client):
