@@ -20,6 +20,7 @@ urlpatterns = [
     *api_docs,
     path("api/v1/", include("battles.api_urls")),
     path("api/v1/", include("ranking.api_urls")),
+    path("api/v1/", include("raters.api_urls")),
     # Anything else under /api/ answers in the API's error body, not with the site's HTML 404.
     re_path(r"^api/(?P<path>[\s\S]*)$", api_not_found),
     path("", include("ranking.urls")),

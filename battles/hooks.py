@@ -33,10 +33,11 @@ def current_intervals(campaign_id: int) -> dict[int, tuple[float, float]]:
     return _interval_source[0](campaign_id) if _interval_source else {}
 
 
-# An export job finished (done or failed), sent after its row commits. Arguments: ``organization_id``,
-# ``event`` ("export.ready"), ``payload`` (``battles.services.export_event_payload``: the job's id,
-# campaign, kind, format, status, rows, bytes, sha256, finished_at). The webhooks subscribe:
-# ``raters.services.webhook_event_emit(organization=..., event=event, payload=payload)``.
+# An export job finished (done or failed), sent after its row commits, for in-process subscribers (the
+# webhooks' ``export.ready`` delivery is written by the service itself, ``raters.services.
+# webhook_event_emit``, in the same transaction). Arguments: ``organization_id``, ``event``
+# ("export.ready"), ``payload`` (``battles.services.export_event_payload``: the job's id, campaign,
+# kind, format, status, rows, bytes, sha256, error, finished_at).
 export_ready = Signal()
 
 

@@ -29,8 +29,8 @@ from redis.exceptions import RedisError
 
 from raters.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
 from raters.hooks import send_on_commit
-from raters.models import ApiKey, AuditAction, RaterPool
-from raters.services import audit_record
+from raters.models import ApiKey, AuditAction, RaterPool, WebhookEvent
+from raters.services import audit_record, webhook_event_emit
 from raters.tenancy import scopes_disabled
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
 from serving.models import ModelEndpoint
@@ -101,6 +101,11 @@ def campaign_close(*, campaign: Campaign, actor: User | AnonymousUser | None) ->
     _open_battles_void(Battle.objects.filter(campaign=campaign), "The campaign was closed before the vote.")
     campaign.refresh_from_db()
     audit_record(organization=campaign.organization, actor=actor, action=AuditAction.CAMPAIGN_CLOSED, obj=campaign)
+    webhook_event_emit(
+        organization_id=campaign.organization_id,
+        event=WebhookEvent.CAMPAIGN_CLOSED,
+        payload={"campaign_id": campaign.pk, "slug": campaign.slug, "closed_at": campaign.closed_at},
+    )
     return campaign
 
 
@@ -1129,6 +1134,25 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
     except IntegrityError:
         raise VoteRejected("This battle has already been voted on. Your first vote stands.") from None
     send_on_commit(hooks.vote_stored, sender=Vote, campaign_id=vote.campaign_id, vote_id=vote.pk)
+    # The battle is locked by the vote, so its competitors may be named; the rater only by an opaque id.
+    webhook_event_emit(
+        organization_id=vote.organization_id,
+        event=WebhookEvent.BATTLE_RATED,
+        payload={
+            "campaign_id": vote.campaign_id,
+            "battle_id": battle.pk,
+            "vote_id": vote.pk,
+            "choice": vote.choice,
+            "source": "rater",
+            "rater_id": vote.rater_id,
+            "pool_id": vote.pool_id,
+            "prompt_id": vote.prompt_id,
+            "category": vote.category,
+            "left": {"competitor_id": vote.left_id, "model": vote.left_model, "version": vote.left_version},
+            "right": {"competitor_id": vote.right_id, "model": vote.right_model, "version": vote.right_version},
+            "created_at": vote.created_at,
+        },
+    )
     return vote
 
 
@@ -1267,6 +1291,10 @@ def export_job_run(*, job_id: str) -> ExportJob | None:
     with transaction.atomic():
         ExportJob.objects.filter(pk=job.pk).update(**changes)
         job.refresh_from_db()
+        # The webhooks' deliveries are written with the job's final state and sent after the commit.
+        webhook_event_emit(
+            organization_id=job.organization_id, event=WebhookEvent.EXPORT_READY, payload=export_event_payload(job)
+        )
         send_on_commit(
             hooks.export_ready,
             sender=ExportJob,

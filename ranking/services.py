@@ -17,8 +17,8 @@ from django.db import transaction
 from django.db.models import Max
 
 from battles.models import Campaign, Competitor, Vote
-from raters.models import AuditAction
-from raters.services import audit_record
+from raters.models import AuditAction, WebhookEvent
+from raters.services import audit_record, webhook_event_emit
 from raters.tenancy import organization_scope, scopes_disabled
 
 from . import selectors
@@ -115,6 +115,19 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
         for draft in drafts:
             draft.version = version
         snapshots = LeaderboardSnapshot.objects.bulk_create(drafts)
+        webhook_event_emit(
+            organization_id=campaign.organization_id,
+            event=WebhookEvent.LEADERBOARD_UPDATED,
+            payload={
+                "campaign_id": campaign.pk,
+                "version": version,
+                "categories": sorted({draft.category for draft in drafts}),
+                "views": sorted({draft.view for draft in drafts}),
+                "votes_total": len(votes),
+                "votes_used": len(kept),
+                "last_vote_id": last_vote_id,
+            },
+        )
     logger.info(
         "campaign %s: leaderboards v%s from %s votes (%s kept) in %.2f s",
         campaign.pk,

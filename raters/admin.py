@@ -15,8 +15,19 @@ from arena.http import AuthenticatedHttpRequest
 
 from . import services
 from .errors import DomainError
-from .models import ApiKey, AuditEvent, Invitation, Membership, Organization, RaterFlag, RaterPool
-from .selectors import organizations_managed_by, user_manages_anything
+from .models import (
+    ApiKey,
+    AuditEvent,
+    Invitation,
+    Membership,
+    Organization,
+    RaterFlag,
+    RaterPool,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+from .selectors import organizations_managed_by, organizations_owned_by, user_manages_anything, user_owns_anything
 
 # django-stubs makes these classes generic; Django's own are not subscriptable at run time.
 if TYPE_CHECKING:
@@ -425,3 +436,137 @@ class RaterFlagAdmin(TenantAdmin):
 
     def delete_model(self, request: HttpRequest, obj: RaterFlag) -> None:
         services.rater_flag_remove(flag=obj, actor=admin_user(request))
+
+
+# --- Webhooks: owners only (a webhook's secret signs what the organisation's receivers trust) ---------
+
+
+class OwnerOnlyAdmin(TenantAdmin):
+    """Rows only the organisation's owners see: the organisations offered and listed are those the
+    user owns, and a manager who owns none does not see the pages at all."""
+
+    def _orgs(self, request: HttpRequest) -> models.QuerySet[Organization]:
+        return organizations_owned_by(request.user)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return user_owns_anything(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return user_owns_anything(request.user)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return user_owns_anything(request.user)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return user_owns_anything(request.user)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return user_owns_anything(request.user)
+
+
+if TYPE_CHECKING:
+    _WebhookModelForm = forms.ModelForm[WebhookEndpoint]
+else:
+    _WebhookModelForm = forms.ModelForm
+
+
+class WebhookEndpointForm(_WebhookModelForm):
+    url = forms.URLField(max_length=2000, assume_scheme="https")
+    events = forms.MultipleChoiceField(
+        choices=[(value, label) for value, label in WebhookEvent.choices if value != WebhookEvent.PING],
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    class Meta:
+        model = WebhookEndpoint
+        fields = ("organization", "url", "description", "events")
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(OwnerOnlyAdmin):
+    form = WebhookEndpointForm
+    list_display = ("url", "organization", "active", "consecutive_failures", "disabled_at", "created_at")
+    list_filter = ("active",)
+    readonly_fields = (
+        "secret",
+        "active",
+        "consecutive_failures",
+        "failing_since",
+        "disabled_at",
+        "disabled_reason",
+        "created_by",
+        "created_at",
+    )
+    actions = ("ping", "enable")
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = ["organization", "url", "description", "events"]
+        if obj is None:
+            return fields  # the secret is made at creation and shown once, in the message
+        return fields + list(self.readonly_fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return super().get_readonly_fields(request, obj) if obj is not None else ()
+
+    def save_model(self, request: HttpRequest, obj: WebhookEndpoint, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        if change:
+            # The form has already copied its values onto ``obj``: the service compares with the stored row.
+            services.webhook_endpoint_update(
+                endpoint=WebhookEndpoint.objects.get(pk=obj.pk),
+                actor=admin_user(request),
+                url=data.get("url"),
+                events=data.get("events"),
+                description=data.get("description"),
+            )
+            return
+        endpoint = services.webhook_endpoint_create(
+            organization=obj.organization,
+            url=data["url"],
+            events=list(data["events"]),
+            description=data.get("description", ""),
+            actor=admin_user(request),
+        )
+        obj.pk = endpoint.pk
+        obj.refresh_from_db()
+        messages.warning(
+            request,
+            f"Signing secret of the webhook {endpoint.url}: {endpoint.secret} — copy it to your receiver now; "
+            "owners can read it again on this page.",
+        )
+
+    def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
+        services.webhook_endpoint_delete(endpoint=obj, actor=admin_user(request))
+
+    @admin.action(description="Send a test event (ping) to the selected webhooks")
+    def ping(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset:
+            try:
+                delivery = services.webhook_ping(endpoint=endpoint, actor=request.user)
+            except DomainError as exc:
+                messages.error(request, f"{endpoint.url}: {exc.message}")
+            else:
+                messages.success(request, f"Test event {delivery.event_id} queued for {endpoint.url}.")
+
+    @admin.action(description="Enable the selected webhooks again")
+    def enable(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset:
+            services.webhook_endpoint_enable(endpoint=endpoint, actor=request.user)
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(OwnerOnlyAdmin):
+    """The delivery log: read only."""
+
+    list_display = ("created_at", "event", "endpoint", "status", "attempts", "response_status", "duration_ms")
+    list_filter = ("status", "event")
+    list_select_related = ("endpoint",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -12,6 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 from .tenancy import TenantManager
+from .webhook_transport import webhook_url_check
 
 
 class Organization(models.Model):
@@ -159,6 +160,11 @@ class AuditAction(models.TextChoices):
     PROMPT_DELETED = "prompt.deleted", "Prompt deleted"
     BOARD_PUBLISHED = "board.published", "Leaderboard published"
     BOARD_UNPUBLISHED = "board.unpublished", "Leaderboard unpublished"
+    WEBHOOK_CREATED = "webhook.created", "Webhook created"
+    WEBHOOK_CHANGED = "webhook.changed", "Webhook changed"
+    WEBHOOK_DELETED = "webhook.deleted", "Webhook deleted"
+    WEBHOOK_DISABLED = "webhook.disabled", "Webhook disabled after failed deliveries"
+    WEBHOOK_ENABLED = "webhook.enabled", "Webhook re-enabled"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:
@@ -169,7 +175,7 @@ class AuditAction(models.TextChoices):
 
 
 # Audit subjects named differently from their model.
-_AUDIT_SUBJECTS = {"raterpool": "pool", "modelendpoint": "endpoint", "apikey": "api_key"}
+_AUDIT_SUBJECTS = {"raterpool": "pool", "modelendpoint": "endpoint", "apikey": "api_key", "webhookendpoint": "webhook"}
 
 
 class AuditEvent(models.Model):
@@ -277,3 +283,128 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class WebhookEvent(models.TextChoices):
+    """What an organisation can subscribe to (README, "Webhooks")."""
+
+    LEADERBOARD_UPDATED = "leaderboard.updated", "Leaderboards recomputed"
+    EXPORT_READY = "export.ready", "Export ready"
+    CAMPAIGN_CLOSED = "campaign.closed", "Campaign closed"
+    BATTLE_RATED = "battle.rated", "Battle rated"
+    PING = "ping", "Test event"
+
+
+def _webhook_secret() -> str:
+    return f"whsec_{secrets.token_urlsafe(32)}"
+
+
+def _webhook_events_default() -> list[str]:
+    return [event for event in WebhookEvent.values if event != WebhookEvent.PING]
+
+
+class WebhookEndpoint(models.Model):
+    """An organisation's receiver of events: a URL the platform POSTs signed JSON to.
+
+    The secret is stored in plain text because signing needs it (HMAC); it is returned once, to whoever
+    creates the endpoint, and is shown afterwards to the organisation's owners only (the console's
+    webhook pages are for owners). The URL is checked against the outbound rule (arena/outbound.py)
+    where it is entered and again before every send."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.URLField(max_length=2000)
+    description = models.CharField(max_length=200, blank=True)
+    events = models.JSONField(default=_webhook_events_default, help_text="The event types this endpoint receives.")
+    secret = models.CharField(max_length=100, default=_webhook_secret, editable=False)
+    active = models.BooleanField(default=True)
+    # Failed attempts in a row (any delivery) and when that run began; a success resets both.
+    consecutive_failures = models.PositiveIntegerField(default=0, editable=False)
+    failing_since = models.DateTimeField(null=True, blank=True, editable=False)
+    disabled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    disabled_reason = models.CharField(max_length=500, blank=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["organization", "created_at", "id"]
+        verbose_name = "webhook"
+
+    def __str__(self) -> str:
+        return self.url
+
+    def subscribes_to(self, event: str) -> bool:
+        return event == WebhookEvent.PING or event in (self.events or [])
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        super().clean()
+        events = self.events
+        if not isinstance(events, list) or not events or not all(isinstance(e, str) for e in events):
+            raise ValidationError({"events": "Choose at least one event."})
+        subscribable = _webhook_events_default()  # every event but the test event, which is sent on request
+        unknown = sorted(set(events) - set(subscribable))
+        if unknown:
+            raise ValidationError(
+                {"events": f"Unknown events: {', '.join(unknown)}. Known: {', '.join(subscribable)}."}
+            )
+        self.events = sorted(set(events))
+        if self.url:
+            try:
+                webhook_url_check(self.url)
+            except ValueError as exc:
+                raise ValidationError({"url": str(exc)}) from None
+
+
+class WebhookDelivery(models.Model):
+    """One event for one endpoint, and how sending it went. ``attempts`` counts tries; ``next_attempt_at``
+    is when the next one is due (the beat sweep sends what is due), null once it is final.
+
+    pending: not tried yet; failed: the last try failed and another is scheduled; succeeded: a 2xx;
+    gave_up: final without success (out of attempts, the endpoint disabled or its URL refused)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        FAILED = "failed", "Failed, will retry"
+        SUCCEEDED = "succeeded", "Succeeded"
+        GAVE_UP = "gave_up", "Gave up"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
+    event_id = models.UUIDField(db_index=True)
+    event = models.CharField(max_length=64, choices=WebhookEvent.choices)
+    payload = models.JSONField(default=dict)
+    attempts = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    response_status = models.PositiveIntegerField(null=True, blank=True)
+    response_excerpt = models.CharField(max_length=1000, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["endpoint", "event_id"], name="webhook_delivery_unique_event"),
+        ]
+        indexes = [
+            # The beat sweep: what is due, across organisations.
+            models.Index(
+                fields=["next_attempt_at"],
+                name="webhook_delivery_due",
+                condition=models.Q(status__in=["pending", "failed"]),
+            ),
+            models.Index(fields=["endpoint", "-created_at"], name="webhook_delivery_endpoint"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.event_id} to {self.endpoint_id} ({self.status})"

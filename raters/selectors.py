@@ -6,7 +6,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from .authentication import ApiKeyPrincipal
-from .models import MANAGING_ROLES, ApiKey, Invitation, Membership, Organization, Role
+from .models import MANAGING_ROLES, ApiKey, Invitation, Membership, Organization, Role, WebhookDelivery, WebhookEndpoint
 from .tenancy import scopes_disabled
 
 
@@ -14,6 +14,22 @@ def organizations_managed_by(user: User) -> QuerySet[Organization]:
     if user.is_superuser:
         return Organization.objects.all()
     return Organization.objects.filter(memberships__user=user, memberships__role__in=MANAGING_ROLES).distinct()
+
+
+def organizations_owned_by(user: User | AnonymousUser) -> QuerySet[Organization]:
+    """Organisations whose owner-only settings (webhooks: their secrets and delivery logs) the user may
+    see and change: those they own; every one for a superuser."""
+    if not user.is_authenticated or not user.is_active:
+        return Organization.objects.none()
+    if user.is_superuser:
+        return Organization.objects.all()
+    return Organization.objects.filter(memberships__user=user, memberships__role=Role.OWNER).distinct()
+
+
+def user_owns_anything(user: User | AnonymousUser) -> bool:
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return user.is_superuser or Membership.objects.filter(user=user, role=Role.OWNER).exists()
 
 
 def organizations_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organization]:
@@ -48,3 +64,38 @@ def invitation_by_token(token: str) -> Invitation | None:
     across tenants; the caller then works inside the invitation's organisation's scope."""
     with scopes_disabled():
         return Invitation.objects.select_related("pool", "organization").filter(token=token).first()
+
+
+# --- Webhooks: an organisation's keys and its owners ---------------------------------------------------
+
+
+def webhooks_visible_to(principal: User | AnonymousUser | ApiKeyPrincipal) -> QuerySet[WebhookEndpoint]:
+    """The webhooks a request may read: every one of an API key's organisation (read or write key),
+    those of the organisations a user owns (a superuser: all)."""
+    if isinstance(principal, ApiKeyPrincipal):
+        return WebhookEndpoint.objects.filter(organization_id=principal.api_key.organization_id)
+    return WebhookEndpoint.objects.filter(organization__in=organizations_owned_by(principal))
+
+
+def webhook_visible_to(principal: User | AnonymousUser | ApiKeyPrincipal, webhook_id: int) -> WebhookEndpoint | None:
+    return webhooks_visible_to(principal).select_related("organization").filter(pk=webhook_id).first()
+
+
+def webhook_writable_by(principal: User | AnonymousUser | ApiKeyPrincipal, webhook_id: int) -> WebhookEndpoint | None:
+    """A webhook the request may change: a write key of its organisation, or an owner of it."""
+    if isinstance(principal, ApiKeyPrincipal) and principal.api_key.scope != ApiKey.Scope.WRITE:
+        return None
+    return webhook_visible_to(principal, webhook_id)
+
+
+def organizations_for_webhooks(principal: User | AnonymousUser | ApiKeyPrincipal) -> QuerySet[Organization]:
+    """Where the request may create webhooks: a write key's organisation, the organisations a user owns."""
+    if isinstance(principal, ApiKeyPrincipal):
+        if principal.api_key.scope != ApiKey.Scope.WRITE:
+            return Organization.objects.none()
+        return Organization.objects.filter(pk=principal.api_key.organization_id)
+    return organizations_owned_by(principal)
+
+
+def webhook_deliveries(endpoint: WebhookEndpoint) -> QuerySet[WebhookDelivery]:
+    return WebhookDelivery.objects.filter(endpoint=endpoint)

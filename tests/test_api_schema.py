@@ -33,6 +33,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from raters.services import webhook_endpoint_create, webhook_event_emit
 from raters.tenancy import scopes_disabled
 from tests.conftest import api_client
 
@@ -97,9 +98,14 @@ def api_world(acme, globex, bob, wsgi_in_test_transaction):  # type: ignore[no-u
             categories=("coding", "writing"),
         )
         leaderboards_recompute(campaign_id=acme.campaign.pk)
+        webhook = webhook_endpoint_create(
+            organization=acme.organization, url="https://93.184.216.34/hook", events=["battle.rated"], actor=None
+        )
+        webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"n": 1})
     cache.clear()  # throttle counters of earlier tests
     return {
         "campaign": acme.campaign,
+        "webhook": webhook,
         "read": api_client(acme.organization, scope="read", rate_limit="100000/m").api_key_header,
         "write": api_client(acme.organization, scope="write", rate_limit="100000/m").api_key_header,
     }
@@ -108,9 +114,10 @@ def api_world(acme, globex, bob, wsgi_in_test_transaction):  # type: ignore[no-u
 def _aim(case: schemathesis.Case, world: dict[str, Any]) -> None:
     # A random id is nearly always another organisation's or nobody's: a 404 that tests little.
     # Only a well-formed id is replaced: a malformed one is a negative draw, to be refused as drawn.
-    drawn = (case.path_parameters or {}).get("campaign_id")
-    if isinstance(drawn, int) or (isinstance(drawn, str) and drawn.isdigit()):
-        case.path_parameters["campaign_id"] = world["campaign"].pk
+    for name, target in (("campaign_id", world["campaign"]), ("webhook_id", world["webhook"])):
+        drawn = (case.path_parameters or {}).get(name)
+        if isinstance(drawn, int) or (isinstance(drawn, str) and drawn.isdigit()):
+            case.path_parameters[name] = target.pk
 
 
 @pytest.mark.django_db
@@ -120,7 +127,7 @@ def _aim(case: schemathesis.Case, world: dict[str, Any]) -> None:
 def test_every_endpoint_keeps_to_its_schema(case: schemathesis.Case, api_world: dict[str, Any], scope: str) -> None:
     _aim(case, api_world)
     checks = CHECKS
-    if any(value == "" for value in (case.query or {}).values()):
+    if any(value in ("", {}, []) for value in (case.query or {}).values()):  # {} and [] are sent as "limit="
         # An empty query parameter means "not given" (the web form's convention, read so by DRF and
         # django-filter alike), so a draw that only blanks one is not a violation to be refused.
         checks = [check for check in CHECKS if check is not negative_data_rejection]

@@ -316,8 +316,28 @@ ARENA_TRITON_ENV = Path(env_str("ARENA_TRITON_ENV", "") or BASE_DIR / ".venv-tri
 # or networks, each optionally with a port. Any other host must resolve to public addresses only, so a
 # manager cannot make the server call loopback, private ranges or link-local (metadata) addresses.
 ARENA_MODEL_HOSTS = env_hosts("ARENA_MODEL_HOSTS", [])
-# The same rule for webhook URLs (none are sent yet; arena.outbound.url_check is the guard to use).
+# The same rule for webhook URLs (raters/webhook_transport.py); a listed host may also be plain http://.
 ARENA_WEBHOOK_HOSTS = env_hosts("ARENA_WEBHOOK_HOSTS", [])
+# Webhook deliveries (README, "Webhooks"): each POST's socket timeout and how much of the answer is read;
+# failed attempts are retried after base * 4^(n-1) seconds (capped, with +-20% jitter) up to the maximum
+# number of attempts; an endpoint whose attempts have all failed for at least DISABLE_AFTER_S and at
+# least DISABLE_AFTER_FAILURES times in a row is disabled. Beat sends what is due every SWEEP_S.
+ARENA_WEBHOOK_TIMEOUT_S = env_int("ARENA_WEBHOOK_TIMEOUT_S", 10, minimum=1)
+ARENA_WEBHOOK_RESPONSE_MAX_BYTES = env_int("ARENA_WEBHOOK_RESPONSE_MAX_BYTES", 65536, minimum=0)
+ARENA_WEBHOOK_MAX_ATTEMPTS = env_int("ARENA_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+ARENA_WEBHOOK_RETRY_BASE_S = env_int("ARENA_WEBHOOK_RETRY_BASE_S", 30, minimum=1)
+ARENA_WEBHOOK_RETRY_MAX_S = env_int("ARENA_WEBHOOK_RETRY_MAX_S", 6 * 3600, minimum=1)
+ARENA_WEBHOOK_DISABLE_AFTER_FAILURES = env_int("ARENA_WEBHOOK_DISABLE_AFTER_FAILURES", 10, minimum=1)
+ARENA_WEBHOOK_DISABLE_AFTER_S = env_int("ARENA_WEBHOOK_DISABLE_AFTER_S", 24 * 3600, minimum=0)
+ARENA_WEBHOOK_SWEEP_S = env_int("ARENA_WEBHOOK_SWEEP_S", 30, minimum=1)
+# Certificates of https:// receivers are verified against the system's trust store, or against this PEM
+# bundle instead (receivers on an internal network with a private CA).
+ARENA_WEBHOOK_CA_FILE = env_str("ARENA_WEBHOOK_CA_FILE", "")
+CELERY_BEAT_SCHEDULE["webhook-deliveries-send-due"] = {
+    "task": "raters.tasks.webhook_deliveries_due_task",
+    "schedule": float(ARENA_WEBHOOK_SWEEP_S),
+    "options": {"expires": float(ARENA_WEBHOOK_SWEEP_S)},
+}
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 # Behind a TLS-terminating proxy (docker/: put one in front of web) the app must trust its header, or

@@ -262,6 +262,24 @@ def test_export_job_writes_the_file_with_its_checksum(
     assert received[0]["payload"]["sha256"] == job.sha256 and received[0]["payload"]["status"] == "done"
 
 
+def test_a_finished_export_is_a_webhook_delivery(acme, globex, alice, mixed, export_root):
+    from raters.models import WebhookDelivery, WebhookEndpoint
+
+    ours = WebhookEndpoint.objects.create(
+        organization=acme.organization, url="https://hooks.acme.test/arena", events=["export.ready"]
+    )
+    WebhookEndpoint.objects.create(organization=globex.organization, url="https://hooks.globex.test/arena")
+    job = services.export_job_create(
+        campaign=acme.campaign, requested_by=alice, api_key=None, kind="votes", format="jsonl", texts=False,
+        filters=VoteFilters(),
+    )  # fmt: skip
+    tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id)
+    job.refresh_from_db()
+    deliveries = list(WebhookDelivery.objects.all())
+    assert [(d.endpoint_id, d.event) for d in deliveries] == [(ours.pk, "export.ready")]
+    assert deliveries[0].payload["id"] == str(job.pk) and deliveries[0].payload["sha256"] == job.sha256
+
+
 def test_a_failed_export_records_why_and_leaves_no_file(acme, alice, mixed, settings, tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")

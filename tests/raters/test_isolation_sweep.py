@@ -26,8 +26,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from battles.models import Battle, Vote
 from ranking.models import LeaderboardSnapshot
 from ranking.services import leaderboards_recompute
-from raters.models import AuditEvent, Invitation
-from raters.services import api_key_create, invitation_create
+from raters.models import AuditEvent, Invitation, WebhookEndpoint
+from raters.services import api_key_create, invitation_create, webhook_endpoint_create, webhook_event_emit
 from tests.conftest import Tenant, login, start_battle
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton]  # one real battle gives every route an object
@@ -36,7 +36,7 @@ SKIPPED_NAMESPACES = {"admin"}  # swept model by model below, from the admin reg
 SKIPPED_PREFIXES = ("accounts/",)  # allauth's own pages: not tenant data
 # The home page lists only the visitor's own campaigns; the API's schema and its page describe the API
 # (no tenant's data).
-PUBLIC_ROUTES = {"battles:campaigns", "api-schema", "api-docs"}
+PUBLIC_ROUTES = {"battles:campaigns", "api-schema", "api-docs", "api-webhooks"}  # api-webhooks: the caller's own
 # The read API's leaderboard routes are not namespaced (ranking/api_urls.py).
 MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard")
 
@@ -70,6 +70,7 @@ class World:
     battle: Battle
     invitation: Invitation
     version: int
+    webhook: WebhookEndpoint
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
@@ -81,6 +82,7 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         "kind": ["jsonl", "csv"],
         "fmt": ["json", "csv"],
         "token": [world.invitation.token],
+        "webhook_id": [world.webhook.pk],
         # A published board is public by design (tests/ranking/test_published_boards.py); none is
         # published here, so its routes must answer 404 to everyone.
         "slug": ["not-a-published-board"],
@@ -111,7 +113,11 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client) -> World:
     invitation = invitation_create(pool=acme.pool, actor=acme.organization.memberships.first().user)  # type: ignore[union-attr]
     # A battle waiting for bob, so the battle routes are reached with an open one too.
     start_battle(bob_client, acme.campaign)
-    return World(acme, battle, invitation, snapshot.version)
+    webhook = webhook_endpoint_create(
+        organization=acme.organization, url="https://93.184.216.34/hook", events=["battle.rated"], actor=None
+    )
+    webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"battle_id": 1})
+    return World(acme, battle, invitation, snapshot.version, webhook)
 
 
 def _state() -> tuple[int, int, int, int]:
