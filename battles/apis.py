@@ -520,7 +520,7 @@ class CampaignOutput(serializers.Serializer[Any]):
 _CAMPAIGN_EXAMPLE = {
     "id": 3,
     "organization": "acme",
-    "name": "Acme chat",
+    "name": "Support assistant, June release",
     "slug": "acme-chat",
     "description": "Pick the answer you would rather get.",
     "status": "open",
