@@ -23,7 +23,10 @@ from django.db import models
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 
-from battles.models import Battle, Vote
+from battles.exporting import VoteFilters
+from battles.models import Battle, ExportJob, Vote
+from battles.services import export_job_create
+from battles.tasks import export_job_run_task
 from ranking.models import LeaderboardSnapshot
 from ranking.services import leaderboards_recompute
 from raters.models import AuditEvent, Invitation, WebhookEndpoint
@@ -72,6 +75,7 @@ class World:
     invitation: Invitation
     version: int
     webhook: WebhookEndpoint
+    export_job: ExportJob
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
@@ -84,6 +88,7 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         "fmt": ["json", "csv"],
         "token": [world.invitation.token],
         "webhook_id": [world.webhook.pk],
+        "job_id": [world.export_job.pk],
         # A published board is public by design (tests/ranking/test_published_boards.py); none is
         # published here, so its routes must answer 404 to everyone.
         "slug": ["not-a-published-board"],
@@ -105,7 +110,7 @@ def _body(response: Any) -> bytes:
 
 
 @pytest.fixture
-def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client) -> World:
+def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings: Any, tmp_path: Any) -> World:
     battle, _ = start_battle(bob_client, acme.campaign)
     assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"}).status_code == 302
     leaderboards_recompute(campaign_id=acme.campaign.pk)  # tests queue to a broker nobody serves
@@ -118,7 +123,15 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client) -> World:
         organization=acme.organization, url="https://93.184.216.34/hook", events=["battle.rated"], actor=None
     )
     webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"battle_id": 1})
-    return World(acme, battle, invitation, snapshot.version, webhook)
+    # A finished export, so its status and download routes are reached with a file behind them.
+    settings.ARENA_EXPORT_ROOT = tmp_path / "exports"
+    owner = acme.organization.memberships.first().user  # type: ignore[union-attr]
+    job = export_job_create(
+        campaign=acme.campaign, requested_by=owner, api_key=None, kind="votes", format="jsonl", texts=False,
+        filters=VoteFilters(),
+    )  # fmt: skip
+    export_job_run_task(str(job.pk), organization_id=acme.organization.pk)
+    return World(acme, battle, invitation, snapshot.version, webhook, job)
 
 
 def _state() -> tuple[int, int, int, int]:
@@ -183,6 +196,11 @@ def test_a_rater_is_refused_every_managers_page(world: World, bob: User):
         if not route.name.startswith(MANAGER_ROUTES_PREFIXES):
             continue
         for url in _urls(world, route):
+            view = getattr(resolve(url).func, "cls", None)
+            if view is not None and not hasattr(view, "get"):  # a write-only route (an import): its POST
+                response = client.post(url, data="{}", content_type="application/json")
+                assert response.status_code == 404, url
+                continue
             response = client.get(url)
             if route.name == "api:campaigns":  # a list of what the caller may read: nothing, for a rater
                 assert response.status_code == 200 and response.json()["results"] == [], url
@@ -203,6 +221,10 @@ def test_a_read_only_key_cannot_write_through_any_api_route(world: World, alice:
                 assert client.get(url).status_code == 200, url  # the key reads its own organisation
             for method in ("post", "put", "patch", "delete"):
                 response = getattr(client, method)(url, data="{}", content_type="application/json")
+                if method == "post" and getattr(view, "read_key_may_post", False):
+                    # A POST that reads (asking for an export): open to read keys, and it changes no data.
+                    assert response.status_code == 202, (url, method, response.status_code)
+                    continue
                 assert response.status_code in (403, 405), (url, method, response.status_code)
     assert _state() == before
 
