@@ -71,7 +71,12 @@ class SelectionInput(serializers.Serializer[Any]):
 
 SELECTION_PARAMETERS = [
     OpenApiParameter("category", str, description="A prompt category; empty or absent: all categories."),
-    OpenApiParameter("view", str, enum=LeaderboardSnapshot.View.values, description="raw (default) or style."),
+    OpenApiParameter(
+        "view",
+        str,
+        enum=LeaderboardSnapshot.View.values,
+        description="raw (default), style or reliability (crowd Bradley-Terry).",
+    ),
 ]
 
 
@@ -247,16 +252,17 @@ def _snapshot_response(snapshot_id: int, *, include_pairwise: bool) -> HttpRespo
 
 
 class LeaderboardLatestApi(APIView):
-    """``GET /api/v1/campaigns/<id>/leaderboard/?category=&view=raw|style``: the newest snapshot."""
+    """``GET /api/v1/campaigns/<id>/leaderboard/?category=&view=raw|style|reliability``: the newest snapshot."""
 
     @extend_schema(
         operation_id="leaderboard_latest",
         tags=["leaderboards"],
         summary="The newest leaderboard of a campaign",
-        description="The newest snapshot for the selection (overall or one category; raw or style-controlled): "
-        "every competitor with score, interval (open sides null with *_open true), rank range, vote, win, tie "
-        "and loss counts; the method and its parameters, the exclusion policy and how many votes each rule "
-        "excluded. 404 before the first recompute. Cached per snapshot (a new version is a new snapshot).",
+        description="The newest snapshot for the selection (overall or one category; raw, style-controlled or "
+        "reliability-weighted): every competitor with score, interval (open sides null with *_open true), rank "
+        "range, vote, win, tie and loss counts; the method and its parameters, the exclusion policy and how "
+        "many votes each rule excluded. 404 before the first recompute. Cached per snapshot (a new version is "
+        "a new snapshot).",
         parameters=LEADERBOARD_PARAMETERS,
         responses={200: SnapshotOutput},
         examples=[

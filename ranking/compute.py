@@ -34,13 +34,19 @@ class Method:
     def as_dict(self, *, view: str) -> dict[str, Any]:
         return {
             **asdict(self),
-            "estimator": "Bradley-Terry" if view == "raw" else "Bradley-Terry with style control",
+            "estimator": {
+                "raw": "Bradley-Terry",
+                "style": "Bradley-Terry with style control",
+                "reliability": "crowd Bradley-Terry (a reliability per rater, fitted jointly)",
+            }.get(view, view),
             "ties": "Davidson's tie model (tie parameter estimated, Wald intervals from the prior-regularised "
             "information)"
             if self.ties == "davidson" and view == "raw"
             else "half a win each side",
             "confidence_pct": round(self.confidence * 100),
-            "interval": self.interval if view == "raw" else self.style_interval,
+            "interval": {"raw": self.interval, "style": self.style_interval, "reliability": "rater_bootstrap"}.get(
+                view, self.interval
+            ),
             "anchor": f"competitor {self.anchor} at 1000"
             if self.anchor is not None
             else "geometric mean of strengths at 1000",
@@ -49,7 +55,27 @@ class Method:
             "union with its profile-likelihood interval; a side the votes cannot bound is open",
             "pairwise_correction": "Holm",
             "sequential": est.CONFIDENCE_SEQUENCE_METHOD,
+            **({"reliability": RELIABILITY_METHOD} if view == "reliability" else {}),
         }
+
+
+RELIABILITY_METHOD: dict[str, Any] = {
+    "model": "P(rater r reports i over j) = rho_r sigmoid(theta_i - theta_j) + (1 - rho_r) / 2: with probability "
+    "rho_r the rater reports the model's preference, otherwise a coin flip; eta_r = (1 + rho_r) / 2 in [0.5, 1] is "
+    "the probability of agreeing with it (crowd Bradley-Terry, Chen et al. 2013, without the flip side: a rater "
+    "worse than chance counts as random)",
+    "estimation": "empirical Bayes EM (SQUAREM-accelerated): eta_r on the grid 0.5, 0.525, ..., 1 with its "
+    "distribution over the raters estimated (at least half of it at eta = 1, which pins the scale); scores from "
+    "the raw view's Bradley-Terry fit on the posterior-weighted votes; ties half a win each side",
+    "prior": f"Dirichlet on the grid weights worth {est.crowd.PRIOR_RATERS:g} rater, spread as Beta("
+    f"{est.crowd.PRIOR_A:g}, {est.crowd.PRIOR_B:g}) (favours reliable raters)",
+    "identifiability": f"eta_r is estimated for a rater with at least {est.crowd.MIN_OVERLAP} counted votes on pairs "
+    "another rater also voted on, else held at 1 (the vote counts as in the raw view); the view needs at least "
+    f"{est.crowd.MIN_RATERS} raters with an estimated eta",
+    "intervals": "scores: percentile bootstrap over raters (a rater's votes are resampled together; the campaign's "
+    "rounds, capped at 5,000,000 / the number of (rater, pair) cells and at least 10: extra.bootstrap_rounds); "
+    "eta_r: 95% credible interval of its posterior over the grid, with the scores at their estimate",
+}
 
 
 @dataclass(frozen=True)
@@ -208,7 +234,7 @@ def board_compute(
     labels: dict[int, str],
     method: Method,
     *,
-    view: Literal["raw", "style"] = "raw",
+    view: Literal["raw", "style", "reliability"] = "raw",
 ) -> Board:
     """Scores with intervals and rank ranges for every competitor with enough votes; the others are
     listed as hidden, with their vote counts only. An interval side the votes cannot bound is open:
@@ -261,6 +287,16 @@ def board_compute(
             differences = est.difference_intervals(cells, fit, idx, confidence=method.confidence, samples=samples)
         extra["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(fit.bounds.centre & shown)]
         extra["normalisation"] = fit.params.normalisation
+    elif view == "reliability":
+        rel = _reliability_fit(votes, a, b, n, method, competitor_ids, cells, shown)
+        extra.update(rel["extra"])
+        if rel["withheld"]:
+            extra["reliability_withheld"] = rel["withheld"]
+            extra["components"] = 0
+            rows = [_row_counts(i, competitor_ids, labels, counts, method) for i in range(n)]
+            return Board(rows=rows, pairwise={}, extra=extra)
+        scores, lower, upper, components = rel["scores"], rel["lower"], rel["upper"], rel["components"]
+        profiled = rel["profiled"]
     else:
         style = _style_fit(votes, a, b, n, method, competitor_ids, cells, shown)
         extra["style_checks"] = style["checks"]
@@ -293,7 +329,7 @@ def board_compute(
                     if profiled[i]
                     else "fisher"
                     if "tie_parameter" in extra
-                    else (method.interval if view == "raw" else method.style_interval),
+                    else {"raw": method.interval, "style": method.style_interval}.get(view, "rater_bootstrap"),
                     "rank_best": int(ranks.best[i]),
                     "rank_worst": int(ranks.worst[i]),
                 }
@@ -470,6 +506,93 @@ def _style_fit(
             },
         }
     )
+    return out
+
+
+# Each rater-bootstrap round reruns EM over every (rater, pair) cell; past this many cell-rounds a board
+# gets fewer rounds than the campaign's (never under RELIABILITY_MIN_ROUNDS), so a million-vote campaign
+# stays within minutes, not hours. Deterministic in the data (the same votes, the same rounds).
+RELIABILITY_CELL_ROUNDS = 5_000_000
+RELIABILITY_MIN_ROUNDS = 10
+
+
+def reliability_rounds(rounds: int, n_cells: int) -> int:
+    return min(rounds, max(RELIABILITY_MIN_ROUNDS, RELIABILITY_CELL_ROUNDS // max(n_cells, 1)))
+
+
+def _reliability_fit(
+    votes: VoteArrays,
+    a: NDArray[np.int64],
+    b: NDArray[np.int64],
+    n: int,
+    method: Method,
+    competitor_ids: NDArray[np.int64],
+    cells: est.Cells,
+    shown: NDArray[np.bool_],
+) -> dict[str, Any]:
+    """The reliability-weighted view (crowd Bradley-Terry), or the reason it is withheld, with the
+    per-rater reliabilities either way. Open sides and the profile widening carry over from the raw
+    view, as in the style view (the win digraph does not depend on who voted)."""
+    reference = _anchor(method, competitor_ids)
+    raw = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=reference)
+    crowd_cells = est.crowd_cells(a, b, votes.outcome, votes.rater, n_competitors=n, both_bad=method.both_bad)
+    fit = est.fit_crowd_bt(crowd_cells, raw, confidence=method.confidence)
+    raters = [
+        {
+            "rater_id": int(crowd_cells.rater_ids[r]),
+            "eta": round(float(fit.eta[r]), 4),
+            "lower": round(float(fit.eta_lower[r]), 4) if fit.estimated[r] else None,
+            "upper": round(float(fit.eta_upper[r]), 4) if fit.estimated[r] else None,
+            "votes": int(round(float(crowd_cells.votes[r]))),
+            "shared_votes": int(round(float(crowd_cells.overlap[r]))),
+            "estimated": bool(fit.estimated[r]),
+        }
+        for r in np.argsort(fit.eta, kind="stable")
+    ]
+    report: dict[str, Any] = {
+        "raters": raters,
+        "raters_estimated": int(fit.estimated.sum()),
+        "raters_held": int((~fit.estimated).sum()),
+        "reliability_converged": fit.converged,
+        "reliability_iterations": fit.iterations,
+        "reliability_distribution": {
+            "grid": [round(float(g), 4) for g in est.crowd.GRID],
+            "weights": [round(float(w), 4) for w in fit.weights],
+        },
+    }
+    out: dict[str, Any] = {"extra": report, "withheld": None}
+    if crowd_cells.n_raters < est.crowd.MIN_RATERS or not fit.identified:
+        out["withheld"] = (
+            f"reliability is identified only by comparing raters on the same pairs, and fewer than "
+            f"{est.crowd.MIN_RATERS} raters have {est.crowd.MIN_OVERLAP} or more votes on pairs another rater also "
+            "voted on"
+        )
+        return out
+    rounds = reliability_rounds(method.rounds, crowd_cells.n_cells)
+    report["unreliable_vote_share"] = round(est.crowd.unreliable_share(crowd_cells, fit), 4)
+    if report["unreliable_vote_share"] > 0.5:
+        out["withheld"] = (
+            "the fit finds most votes unreliable, which contradicts the view's assumption that most raters are "
+            "reliable (a consistent minority may have been taken for the reliable raters)"
+        )
+        return out
+    boot = est.crowd_bootstrap(crowd_cells, fit, rounds=rounds, confidence=method.confidence, seed=method.seed)
+    report["bootstrap_rounds"] = rounds
+    report["bootstrap_rounds_not_converged"] = boot.not_converged
+    lower, upper = boot.lower, boot.upper
+    raw_base = est.sandwich_intervals(cells, raw, confidence=method.confidence)
+    raw_iv = est.boundary_intervals(
+        cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence, only=shown
+    )
+    need = raw.bounds.needs_profile & shown
+    with np.errstate(invalid="ignore"):
+        lower = np.where(need, np.minimum(lower, fit.scores - (raw.scores - raw_iv.lower)), lower)
+        upper = np.where(need, np.maximum(upper, fit.scores + (raw_iv.upper - raw.scores)), upper)
+    lower = np.where(raw.bounds.open_lower, -np.inf, lower)
+    upper = np.where(raw.bounds.open_upper, np.inf, upper)
+    report["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(raw.bounds.centre & shown)]
+    report["normalisation"] = raw.params.normalisation
+    out.update({"scores": fit.scores, "lower": lower, "upper": upper, "profiled": need, "components": fit.components})
     return out
 
 

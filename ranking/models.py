@@ -14,13 +14,14 @@ class LeaderboardSnapshot(models.Model):
     class View(models.TextChoices):
         RAW = "raw", "Raw"
         STYLE = "style", "Style-controlled"
+        RELIABILITY = "reliability", "Reliability-weighted"
 
     OVERALL = ""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="snapshots")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="snapshots")
     category = models.CharField(max_length=32, blank=True, help_text="Empty: all categories.")
-    view = models.CharField(max_length=8, choices=View.choices)
+    view = models.CharField(max_length=16, choices=View.choices)
     version = models.PositiveIntegerField(help_text="Counts up per campaign with every recompute.")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     last_vote_id = models.BigIntegerField(default=0, help_text="The newest vote the snapshot saw.")

@@ -42,9 +42,9 @@ def method_for(campaign: Campaign) -> Method:
 
 
 def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
-    """One new version of every snapshot of the campaign: overall and per category, raw and
-    style-controlled, under the campaign's exclusion policy. Computed outside any transaction and
-    written in one, so readers see all of a version or none of it."""
+    """One new version of every snapshot of the campaign: overall and per category, raw,
+    style-controlled and reliability-weighted, under the campaign's exclusion policy. Computed outside
+    any transaction and written in one, so readers see all of a version or none of it."""
     started = time.perf_counter()
     campaign = Campaign.objects.filter(pk=campaign_id).first()
     if campaign is None:  # deleted while the task waited in the queue
@@ -66,9 +66,9 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     selections += [(name, kept.category == code, int(totals[code])) for code, name in enumerate(kept.categories)]
     for category, mask, total in selections:
         subset = kept.subset(mask)
-        for view in (LeaderboardSnapshot.View.RAW, LeaderboardSnapshot.View.STYLE):
+        for view in LeaderboardSnapshot.View:
             t0 = time.perf_counter()
-            # A View member is the str its Literal names ("raw", "style"); mypy cannot relate a
+            # A View member is the str its Literal names ("raw", "style", "reliability"); mypy cannot relate a
             # TextChoices member to a Literal, as with the campaign's interval choices above.
             board = board_compute(subset, competitor_ids, labels, method, view=view)  # type: ignore[arg-type]
             extra = dict(board.extra)

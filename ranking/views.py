@@ -196,6 +196,7 @@ def _render(
     *,
     permalinked: bool,
 ) -> HttpResponse:
+    # Ranks are compared with the raw view (the raw view with the style-controlled one).
     other = selectors.snapshot_latest(
         campaign=campaign,
         category=category,

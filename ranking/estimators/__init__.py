@@ -5,6 +5,7 @@ outcome codes below; ``aggregate_cells`` reduces them once and every Bradley-Ter
 on the cells.
 """
 
+from . import crowd
 from .aggregate import (
     BOTH_BAD,
     LEFT_WINS,
@@ -17,6 +18,7 @@ from .aggregate import (
     validate_battles,
 )
 from .bradley_terry import BASE, SCALE, BTResult, FitParams, fit_bradley_terry, normalise
+from .crowd import CrowdCells, CrowdFit, CrowdIntervals, crowd_bootstrap, crowd_cells, fit_crowd_bt
 from .davidson import DavidsonResult, fit_davidson, simulate_davidson
 from .elo import EloResult, online_elo
 from .graph import Boundedness, boundedness, components, laplacian
@@ -67,6 +69,13 @@ from .style import (
 )
 
 __all__ = [
+    "CrowdCells",
+    "CrowdFit",
+    "CrowdIntervals",
+    "crowd",
+    "crowd_bootstrap",
+    "crowd_cells",
+    "fit_crowd_bt",
     "BoundaryIntervals",
     "DavidsonResult",
     "fit_davidson",

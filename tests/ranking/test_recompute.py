@@ -78,7 +78,7 @@ def test_recompute_writes_every_snapshot_with_known_order(board):
     campaign, competitors, rare = board
     snapshots = leaderboards_recompute(campaign_id=campaign.pk)
     assert {(s.category, s.view) for s in snapshots} == {
-        (c, v) for c in ("", "coding", "writing") for v in ("raw", "style")
+        (c, v) for c in ("", "coding", "writing") for v in ("raw", "style", "reliability")
     }
     assert {s.version for s in snapshots} == {1}
     overall = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="raw")
@@ -152,7 +152,7 @@ def test_debounce_schedules_once_per_window(board, settings):
     assert leaderboards_schedule(campaign_id=campaign.pk) is False
     assert leaderboards_schedule(campaign_id=campaign.pk) is False
     leaderboards_recompute_pending(campaign_id=campaign.pk)
-    assert LeaderboardSnapshot.objects.filter(campaign=campaign, version=1).count() == 6
+    assert LeaderboardSnapshot.objects.filter(campaign=campaign, version=1).count() == 9
     assert leaderboards_schedule(campaign_id=campaign.pk) is True
     cache.delete(f"ranking:recompute-pending:{campaign.pk}")
 
