@@ -196,11 +196,6 @@ def test_a_rater_is_refused_every_managers_page(world: World, bob: User):
         if not route.name.startswith(MANAGER_ROUTES_PREFIXES):
             continue
         for url in _urls(world, route):
-            view = getattr(resolve(url).func, "cls", None)
-            if view is not None and not hasattr(view, "get"):  # a write-only route (an import): its POST
-                response = client.post(url, data="{}", content_type="application/json")
-                assert response.status_code == 404, url
-                continue
             response = client.get(url)
             if route.name == "api:campaigns":  # a list of what the caller may read: nothing, for a rater
                 assert response.status_code == 200 and response.json()["results"] == [], url
