@@ -57,7 +57,7 @@ def test_the_schema_passes_openapi_validation() -> None:
     from django.core.management import call_command
 
     # drf-spectacular validates the generated document against the OpenAPI 3 JSON schema.
-    call_command("spectacular", "--validate", "--file", "/dev/null")
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null")
 
 
 def test_the_docs_page_runs_under_the_content_security_policy() -> None:

@@ -281,7 +281,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {},
+    # Choice sets that share a field name ("status") get names of their own in generated clients.
+    "ENUM_NAME_OVERRIDES": {"BattleStatusEnum": "battles.models.Battle.Status"},
 }
 # Requests per minute (or /s, /h, /d) for each API key unless the key sets its own (ApiKey.rate_limit).
 ARENA_API_KEY_RATE = env_str("ARENA_API_KEY_RATE", "1200/m")

@@ -53,7 +53,11 @@ def test_failed_side_voids_the_battle_with_a_clear_message(acme, bob_client, tri
     assert 'name="choice"' not in html  # no vote buttons
     # The working side's answer is not shown either: a voided battle reveals nothing.
     good = Generation.objects.get(battle=battle, competitor=acme.left)
-    assert good.text and good.text[:40] not in html
+    # (A stretch of the answer that is not also part of the prompt, which the page does show: the n-gram
+    # models often begin by echoing it.)
+    own = [good.text[i : i + 30] for i in range(0, max(len(good.text) - 30, 1))]
+    own = [piece for piece in own if piece not in battle.prompt.text]
+    assert own and all(piece not in html for piece in own)
     response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     assert response.status_code == 409 and "voided" in response.content.decode()
     assert not Vote.objects.exists()
