@@ -21,7 +21,8 @@ from raters.errors import DomainError
 from serving.selectors import endpoint_health_line, endpoints_not_ready
 
 from . import prompt_import, selectors, services
-from .models import Battle, Campaign, Competitor, Experiment, Generation, Prompt, Turn, Variant, Vote
+from .gold import Corruption, attention_answer_corrupt
+from .models import Battle, Campaign, Competitor, Experiment, Generation, GoldItem, Prompt, Turn, Variant, Vote
 from .prompt_import import PromptRow
 from .prompting import prompt_validate
 
@@ -30,12 +31,13 @@ if TYPE_CHECKING:
     _CompetitorModelForm = forms.ModelForm[Competitor]
     _CampaignModelForm = forms.ModelForm[Campaign]
     _PromptModelForm = forms.ModelForm[Prompt]
+    _GoldItemModelForm = forms.ModelForm[GoldItem]
     _CompetitorTabularInline = admin.TabularInline[Competitor, Campaign]
     _GenerationTabularInline = admin.TabularInline[Generation, Battle]
     _TurnTabularInline = admin.TabularInline[Turn, Battle]
     _VariantTabularInline = admin.TabularInline[Variant, Experiment]
 else:
-    _CompetitorModelForm = _CampaignModelForm = _PromptModelForm = forms.ModelForm
+    _CompetitorModelForm = _CampaignModelForm = _PromptModelForm = _GoldItemModelForm = forms.ModelForm
     _CompetitorTabularInline = _GenerationTabularInline = _TurnTabularInline = admin.TabularInline
     _VariantTabularInline = admin.TabularInline
 
@@ -136,6 +138,10 @@ class CampaignForm(_CampaignModelForm):
             "min_decision_ms",
             "buffer_size",
             "buffer_max_age_s",
+            "gold_rate",
+            "attention_warn_after",
+            "attention_block_after",
+            "gold_feedback",
             "exclude_identity_leaks",
             "both_bad_as_tie",
             "ranking_min_votes",
@@ -207,6 +213,10 @@ class CampaignAdmin(TenantAdmin):
             {"fields": ("buffer_size", "buffer_max_age_s", "buffer_state")},
         ),
         ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
+        (
+            "Gold battles and attention checks",
+            {"fields": ("gold_rate", "attention_warn_after", "attention_block_after", "gold_feedback")},
+        ),
         (
             "Leaderboards",
             {
@@ -434,6 +444,81 @@ class PromptAdmin(TenantAdmin):
 
     def save_model(self, request: HttpRequest, obj: Prompt, form: Any, change: bool) -> None:
         services.prompt_save(prompt=obj, actor=admin_user(request), changed=list(form.changed_data))
+
+
+class GoldItemForm(_GoldItemModelForm):
+    """A gold item, or an attention check: for one, the manager may leave the broken answer empty and
+    have the platform break the other one (``attention_answer_corrupt``)."""
+
+    corrupt = forms.ChoiceField(
+        required=False,
+        choices=[("", "(no: I wrote both answers)"), *((c.value, c.value) for c in Corruption)],
+        help_text="Attention check: fill the answer that is not the expected one by breaking the expected "
+        "one (shuffled words, truncated, or lorem ipsum).",
+    )
+
+    class Meta:
+        model = GoldItem
+        fields = (
+            "campaign",
+            "prompt_text",
+            "category",
+            "language",
+            "kind",
+            "expected",
+            "answer_1",
+            "answer_2",
+            "active",
+            "note",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("answer_1", "answer_2"):
+            self.fields[name].required = False
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        method = data.get("corrupt")
+        expected = data.get("expected")
+        if method:
+            if data.get("kind") != GoldItem.Kind.ATTENTION or expected not in ("answer_1", "answer_2"):
+                raise forms.ValidationError("Only an attention check with answer 1 or 2 expected can be generated.")
+            good, broken = ("answer_1", "answer_2") if expected == "answer_1" else ("answer_2", "answer_1")
+            if not (data.get(good) or "").strip():
+                self.add_error(good, "Write the good answer: the broken one is made from it.")
+            else:
+                data[broken] = attention_answer_corrupt(data[good], method=method, seed=len(data[good]))
+                self.instance.__dict__[broken] = data[broken]
+        for name in ("answer_1", "answer_2"):
+            if not (data.get(name) or "").strip():
+                self.add_error(name, "Write this answer (or generate it for an attention check).")
+        return data
+
+
+@admin.register(GoldItem)
+class GoldItemAdmin(TenantAdmin):
+    """Gold items and attention checks; their answers are labelled answer 1 / answer 2 only."""
+
+    form = GoldItemForm
+    list_display = ("short_prompt", "campaign", "kind", "expected", "active", "served", "created_at")
+    list_filter = ("kind", "expected", "active")
+    search_fields = ("prompt_text", "note")
+    exclude = ("organization",)
+
+    @admin.display(description="Prompt")
+    def short_prompt(self, obj: GoldItem) -> str:
+        return obj.prompt_text[:80]
+
+    @admin.display(description="Battles served")
+    def served(self, obj: GoldItem) -> int:
+        return obj.battles.count()
+
+    def save_model(self, request: HttpRequest, obj: GoldItem, form: Any, change: bool) -> None:
+        services.gold_item_save(item=obj, actor=admin_user(request), changed=list(form.changed_data))
+
+    def delete_model(self, request: HttpRequest, obj: GoldItem) -> None:
+        services.gold_item_delete(item=obj, actor=admin_user(request))
 
 
 class GenerationInline(TenantInlineMixin, _GenerationTabularInline):

@@ -11,18 +11,30 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, F, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
-from raters.models import RaterPool
+from raters.models import RaterFlag, RaterPool
 from raters.selectors import organizations_managed_by, organizations_viewable_by, organizations_writable_by
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
 from . import hooks
-from .models import Battle, Campaign, Competitor, Experiment, Exposure, Prompt, Variant, Vote
+from .models import (
+    Battle,
+    BattleSource,
+    Campaign,
+    Choice,
+    Competitor,
+    Experiment,
+    Exposure,
+    GoldItem,
+    Prompt,
+    Variant,
+    Vote,
+)
 from .prompting import CATEGORIES
 from .sampling import active_pair_weights
 
@@ -297,7 +309,7 @@ def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
     A battle already assigned to a rater when a competitor goes down stays valid: its answers exist, so
     it is shown and voted on as usual; one still generating voids if its model fails. External
     competitors (no endpoint, shadow battles only) are available while active."""
-    return Competitor.objects.filter(campaign=campaign, active=True).exclude(endpoint__health=Health.DOWN)
+    return Competitor.objects.filter(campaign=campaign, active=True, gold=False).exclude(endpoint__health=Health.DOWN)
 
 
 def competitors_generating(*, campaign: Campaign) -> QuerySet[Competitor]:
@@ -418,7 +430,9 @@ def campaigns_with_counts(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
 
 
 def competitors_of(campaign: Campaign) -> QuerySet[Competitor]:
-    return Competitor.objects.filter(campaign=campaign).select_related("endpoint")
+    """The campaign's competitors as lists show them: not the gold pseudo-competitors (they present
+    known answers, are never ranked and would only confuse a list of models)."""
+    return Competitor.objects.filter(campaign=campaign, gold=False).select_related("endpoint")
 
 
 def prompts_of(campaign: Campaign) -> QuerySet[Prompt]:
@@ -534,3 +548,83 @@ def experiment_exposures(experiment: Experiment) -> list[VariantExposure]:
         .select_related("competitor__endpoint")
         .order_by("id")
     ]
+
+
+# --- Gold battles and attention checks -----------------------------------------------------------------
+
+
+def gold_items_unseen(*, campaign: Campaign, user: User) -> QuerySet[GoldItem]:
+    """The campaign's active gold items this rater has never been served (in any battle, voted or not)."""
+    seen = Battle.objects.filter(campaign=campaign, rater=user, gold_item__isnull=False).values("gold_item_id")
+    return GoldItem.objects.filter(campaign=campaign, active=True).exclude(pk__in=seen)
+
+
+def battles_served_to(*, campaign: Campaign, user: User) -> int:
+    """How many battles the rater has been handed in the campaign (the position in their sequence that
+    the gold draw is seeded by)."""
+    return Battle.objects.filter(campaign=campaign, rater=user).count()
+
+
+def _attention_failed() -> Q:
+    """A vote on an attention check that picked the broken answer or called it a tie (``both_bad`` is
+    not a failure: the good answer may really be bad)."""
+    return Q(choice=Choice.TIE) | (
+        Q(battle__gold_expected=Choice.LEFT, choice=Choice.RIGHT)
+        | Q(battle__gold_expected=Choice.RIGHT, choice=Choice.LEFT)
+    )
+
+
+def attention_failures(*, campaign: Campaign, user: User) -> int:
+    return (
+        Vote.objects.filter(
+            campaign=campaign, rater=user, source=BattleSource.GOLD, battle__gold_item__kind=GoldItem.Kind.ATTENTION
+        )
+        .filter(_attention_failed())
+        .count()
+    )
+
+
+def rater_blocked(*, campaign: Campaign, user: User) -> bool:
+    """Blocked from the campaign: at least ``attention_block_after`` failed attention checks here and a
+    flag in force (a manager who removes the flag lets the rater back in)."""
+    if campaign.attention_block_after is None:
+        return False
+    if not RaterFlag.objects.filter(organization_id=campaign.organization_id, rater=user).exists():
+        return False
+    return attention_failures(campaign=campaign, user=user) >= campaign.attention_block_after
+
+
+@dataclass(frozen=True)
+class GoldCounts:
+    rater_id: int
+    gold_answered: int  # votes on gold items and attention checks
+    gold_correct: int  # of those, the known answer
+    attention_answered: int
+    attention_failed: int
+
+
+def gold_counts(*, campaign: Campaign) -> dict[int, GoldCounts]:
+    """Per rater, their votes on the campaign's gold battles: answered and correct (the vote equals the
+    item's verdict on the sides shown), and of the attention checks among them, answered and failed."""
+    gold = Vote.objects.filter(campaign=campaign, source=BattleSource.GOLD)
+    attention = Q(battle__gold_item__kind=GoldItem.Kind.ATTENTION)
+    rows = gold.values("rater_id").annotate(
+        answered=Count("id"),
+        correct=Count("id", filter=Q(choice=F("battle__gold_expected"))),
+        attention_answered=Count("id", filter=attention),
+        attention_failed=Count("id", filter=attention & _attention_failed()),
+    )
+    return {
+        row["rater_id"]: GoldCounts(
+            rater_id=row["rater_id"],
+            gold_answered=row["answered"],
+            gold_correct=row["correct"],
+            attention_answered=row["attention_answered"],
+            attention_failed=row["attention_failed"],
+        )
+        for row in rows.order_by("rater_id")
+    }
+
+
+def gold_items_of(campaign: Campaign) -> QuerySet[GoldItem]:
+    return GoldItem.objects.filter(campaign=campaign)

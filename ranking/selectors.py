@@ -15,6 +15,7 @@ from django.db.models.functions import TruncDate
 from numpy.typing import NDArray
 
 from battles.models import Battle, Campaign, Competitor, Prompt, Vote
+from battles.selectors import gold_counts
 from raters.models import RaterFlag
 from raters.tenancy import organization_scope, scopes_disabled
 
@@ -40,7 +41,7 @@ def _vote_sql(vendor: str) -> str:
     identity = "CASE WHEN prompt_asks_identity OR answer_names_model THEN 1 ELSE 0 END"
     return (
         f"SELECT id, left_id, right_id, {_OUTCOME_SQL}, decision_ms, rater_id, prompt_hash, category, "
-        f"{identity}, {styles} FROM battles_vote WHERE campaign_id = %s ORDER BY id"
+        f"{identity}, {styles} FROM battles_vote WHERE campaign_id = %s AND source <> 'gold' ORDER BY id"
     )
 
 
@@ -282,7 +283,7 @@ def snapshot_pairwise(*, snapshot: LeaderboardSnapshot) -> dict[str, Any]:
         code = kept.categories.index(snapshot.category) if snapshot.category in kept.categories else -1
         kept = kept.subset(kept.category == code)
     competitor_ids = np.array(
-        sorted(Competitor.objects.filter(campaign_id=snapshot.campaign_id).values_list("pk", flat=True)),
+        sorted(Competitor.objects.filter(campaign_id=snapshot.campaign_id, gold=False).values_list("pk", flat=True)),
         dtype=np.int64,
     )
     method = snapshot.method
@@ -604,6 +605,7 @@ def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 
         (pool.pk, pool.name, [member.pk for member in pool.members.all()])
         for pool in campaign.rater_pools.prefetch_related("members").order_by("name", "pk")
     ]
+    gold = gold_counts(campaign=campaign)
     report = quality_report(
         vote_id=votes.vote_id,
         rater=votes.rater,
@@ -616,4 +618,26 @@ def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 
         min_common=min_common,
         bootstrap=QUALITY_BOOTSTRAP_ROUNDS,
     )
+    _gold_accuracy_add(report, gold)
     return {"campaign_id": campaign.pk, **report}
+
+
+def _gold_accuracy_add(report: dict[str, Any], gold: dict[int, Any]) -> None:
+    """Per rater of the report, ``gold_accuracy``: correct / answered gold votes with its 95% Wilson
+    interval, and the attention checks answered and failed. (Gold votes are not in the ranked arrays:
+    a rater who has only voted on gold battles has no row yet.)"""
+    for row in report["raters"]:
+        rater_id = row["rater_id"]
+        counts = gold.get(rater_id)
+        answered = counts.gold_answered if counts else 0
+        correct = counts.gold_correct if counts else 0
+        lower, upper = est.wilson_interval(np.array([correct]), np.array([answered]))
+        row["gold_accuracy"] = {
+            "answered": answered,
+            "correct": correct,
+            "accuracy": correct / answered if answered else None,
+            "lower": float(lower[0]) if answered else None,
+            "upper": float(upper[0]) if answered else None,
+            "attention_answered": counts.attention_answered if counts else 0,
+            "attention_failed": counts.attention_failed if counts else 0,
+        }
