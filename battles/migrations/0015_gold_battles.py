@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('battles', '0013_prompt_external_id'),
+        ('battles', '0014_export_jobs'),
         ('raters', '0010_gold'),
     ]
 
