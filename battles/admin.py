@@ -86,6 +86,10 @@ class CompetitorInline(TenantInlineMixin, _CompetitorTabularInline):
     fields = ("endpoint", "external_model", "version_label", "active", "availability", "unavailable")
     readonly_fields = ("availability", "unavailable")
 
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Competitor]:
+        # Not the gold pseudo-competitors: created by the platform, never edited (Gold items).
+        return super().get_queryset(request).filter(gold=False)
+
     @admin.display(description="Endpoint health")
     def availability(self, obj: Competitor) -> str:
         if obj.pk is None:
@@ -116,6 +120,13 @@ class CampaignForm(_CampaignModelForm):
         required=False,
         choices=[("", "(classify automatically)")] + Prompt._meta.get_field("category").flatchoices,
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        anchor = self.fields.get("ranking_anchor")
+        if anchor is not None and hasattr(anchor, "queryset"):
+            # The gold pseudo-competitors are never ranked, so never an anchor.
+            anchor.queryset = anchor.queryset.filter(gold=False)
 
     class Meta:
         model = Campaign

@@ -272,7 +272,9 @@ def test_gold_votes_stay_in_the_log_and_change_no_leaderboard(acme, alice, bob):
     assert sorted({e["source"] for e in events}) == ["gold", "shadow"] and len(events) == 30
     # Not in the competitor lists.
     listed = api_client(acme.organization).get(reverse("api:competitors", args=[acme.campaign.pk])).json()
-    assert "Reference answer" not in json.dumps(listed)
+    assert "Reference answer" not in json.dumps(listed) and "prod" in json.dumps(listed)
+    console = login(alice).get(reverse("admin:battles_campaign_change", args=[acme.campaign.pk])).content.decode()
+    assert "Reference answer" not in console and "prod" in console
     # The name is reserved: a shadow battle cannot pass itself off as a gold pseudo-competitor.
     with pytest.raises(Invalid, match="reserved"):
         services.shadow_battles_import(
