@@ -263,6 +263,11 @@ def test_gold_votes_stay_in_the_log_and_change_no_leaderboard(acme, alice, bob):
     assert after.rows == before.rows
     gold_ids = set(Competitor.objects.filter(campaign=acme.campaign, gold=True).values_list("pk", flat=True))
     assert len(gold_ids) == 2
+    # Never drawn for a generated battle either.
+    assert not set(selectors.competitors_available(campaign=acme.campaign).values_list("pk", flat=True)) & gold_ids
+    for i in range(20):
+        pair = selectors.pair_pick(campaign=acme.campaign, rng=random.Random(i))
+        assert pair is not None and not {pair[0].pk, pair[1].pk} & gold_ids
     assert after.rows and all("competitor_id" in row for row in after.rows)
     assert not {row["competitor_id"] for row in after.rows} & gold_ids
     # Kept in the log, marked gold, in the export.
