@@ -12,7 +12,7 @@ from django.db import models
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from arena.admin_site import admin_user
 from arena.http import AuthenticatedHttpRequest
@@ -21,7 +21,7 @@ from raters.errors import DomainError
 from serving.selectors import endpoint_health_line, endpoints_not_ready
 
 from . import prompt_import, selectors, services
-from .gold import Corruption, attention_answer_corrupt
+from .gold import Corruption, attention_answer_corrupt, wilson_interval
 from .models import Battle, Campaign, Competitor, Experiment, Generation, GoldItem, Prompt, Turn, Variant, Vote
 from .prompt_import import PromptRow
 from .prompting import prompt_validate
@@ -196,7 +196,7 @@ class CampaignAdmin(TenantAdmin):
     filter_horizontal = ("rater_pools",)
     inlines = (CompetitorInline,)
     actions = ("open_campaigns", "close_campaigns", "recompute_leaderboards")
-    readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link", "buffer_state")
+    readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link", "buffer_state", "gold_report")
     fieldsets = (
         (
             None,
@@ -226,7 +226,15 @@ class CampaignAdmin(TenantAdmin):
         ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
         (
             "Gold battles and attention checks",
-            {"fields": ("gold_rate", "attention_warn_after", "attention_block_after", "gold_feedback")},
+            {
+                "fields": (
+                    "gold_rate",
+                    "attention_warn_after",
+                    "attention_block_after",
+                    "gold_feedback",
+                    "gold_report",
+                )
+            },
         ),
         (
             "Leaderboards",
@@ -312,6 +320,45 @@ class CampaignAdmin(TenantAdmin):
         }
         return TemplateResponse(
             request, "admin/battles/campaign/import_prompts.html", context, status=400 if summary else 200
+        )
+
+    @admin.display(description="Gold accuracy per rater")
+    def gold_report(self, obj: Campaign) -> str:
+        if obj.pk is None:
+            return "—"
+        counts = selectors.gold_counts(campaign=obj)
+        if not counts:
+            return "No gold votes yet."
+        people = selectors.raters_named(organization_id=obj.organization_id, user_ids=list(counts))
+        flagged = selectors.raters_flagged(organization_id=obj.organization_id, user_ids=list(counts))
+        rows = []
+        for rater_id, c in counts.items():
+            interval = wilson_interval(c.gold_correct, c.gold_answered)
+            accuracy = (
+                f"{c.gold_correct / c.gold_answered:.0%} ({interval[0]:.0%}–{interval[1]:.0%})" if interval else "—"
+            )
+            rows.append(
+                format_html(
+                    "<tr><td>{}</td><td>{}/{}</td><td>{}</td><td>{}/{}</td><td>{}</td></tr>",
+                    people.get(rater_id, f"rater {rater_id}"),
+                    c.gold_correct,
+                    c.gold_answered,
+                    accuracy,
+                    c.attention_failed,
+                    c.attention_answered,
+                    "flagged" if rater_id in flagged else "",
+                )
+            )
+        head = format_html(
+            "<tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr>",
+            "Rater",
+            "Correct",
+            "Accuracy (95% Wilson)",
+            "Attention checks failed",
+            "Flag",
+        )
+        return format_html(
+            '<table class="gold-report">{}{}</table>', head, format_html_join("", "{}", ((r,) for r in rows))
         )
 
     @admin.display(description="Buffer now")

@@ -3,6 +3,7 @@ and the platform breaks it in an obvious way, so one side of the pair is plainly
 
 from __future__ import annotations
 
+import math
 import random
 from enum import StrEnum
 
@@ -41,3 +42,16 @@ def attention_answer_corrupt(text: str, *, method: Corruption | str = Corruption
     lorem = LOREM.split()
     length = max(len(words), 8)
     return " ".join(lorem[i % len(lorem)] for i in range(length))
+
+
+def wilson_interval(correct: int, answered: int, *, z: float = 1.959963984540054) -> tuple[float, float] | None:
+    """The Wilson score interval (95% by default) for ``correct`` of ``answered``, or None with none
+    answered. The console's copy of ``ranking.estimators.wilson_interval`` (battles cannot import
+    ranking); a test holds the two to one value."""
+    if answered <= 0:
+        return None
+    p = correct / answered
+    denominator = 1 + z * z / answered
+    centre = (p + z * z / (2 * answered)) / denominator
+    half = z * math.sqrt(p * (1 - p) / answered + z * z / (4 * answered * answered)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -731,3 +731,18 @@ def gold_counts(*, campaign: Campaign) -> dict[int, GoldCounts]:
 
 def gold_items_of(campaign: Campaign) -> QuerySet[GoldItem]:
     return GoldItem.objects.filter(campaign=campaign)
+
+
+def raters_named(*, organization_id: int, user_ids: list[int]) -> dict[int, str]:
+    """Members of the organisation among ``user_ids``, by email (for the console's reports)."""
+    return dict(
+        User.objects.filter(pk__in=user_ids, memberships__organization_id=organization_id).values_list("pk", "email")
+    )
+
+
+def raters_flagged(*, organization_id: int, user_ids: list[int]) -> set[int]:
+    return set(
+        RaterFlag.objects.filter(organization_id=organization_id, rater_id__in=user_ids).values_list(
+            "rater_id", flat=True
+        )
+    )

@@ -447,3 +447,27 @@ def test_managers_add_attention_checks_in_the_console_and_outsiders_get_404(acme
     assert charlie_client.get(change).status_code in (302, 404)  # the admin's "no such object"
     assert item.prompt_text not in charlie_client.get(change, follow=True).content.decode()
     assert item.prompt_text not in charlie_client.get(reverse("admin:battles_golditem_changelist")).content.decode()
+
+
+def test_the_campaign_page_reports_gold_accuracy_per_rater(acme, bob, alice_client):
+    import numpy as np
+
+    from battles.gold import wilson_interval
+    from ranking.estimators import wilson_interval as ranking_wilson
+
+    for k, n in ((7, 10), (0, 1), (5, 5), (123, 400)):
+        lower, upper = ranking_wilson(np.array([k]), np.array([n]))
+        assert wilson_interval(k, n) == (pytest.approx(float(lower[0])), pytest.approx(float(upper[0])))
+    assert wilson_interval(0, 0) is None
+
+    _shadow(acme, 2)
+    _gold(acme, 4, kind=GoldItem.Kind.ATTENTION)
+    _configure(acme, gold_rate=1.0)
+    for i in range(4):
+        battle = _next(acme, bob)
+        _vote(battle, bob, battle.gold_expected if i < 3 else Choice.TIE)
+    page = alice_client.get(reverse("admin:battles_campaign_change", args=[acme.campaign.pk])).content.decode()
+    assert "Gold accuracy per rater" in page
+    row = re.search(r"<tr><td>bob@acme.test</td>(.*?)</tr>", page)
+    assert row is not None
+    assert "<td>3/4</td><td>75% (30%–95%)</td><td>1/4</td><td></td>" == row.group(1)
