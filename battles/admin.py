@@ -164,6 +164,10 @@ class CampaignForm(_CampaignModelForm):
         )
 
 
+class GoldImportForm(forms.Form):
+    file = forms.FileField(help_text="CSV (UTF-8) with a header row; see the columns above.")
+
+
 class PromptImportForm(forms.Form):
     file = forms.FileField(
         help_text="JSON lines (.jsonl, one object per line) or CSV (.csv, with a header row): text (required), "
@@ -259,9 +263,52 @@ class CampaignAdmin(TenantAdmin):
                 "<path:object_id>/import-prompts/",
                 self.admin_site.admin_view(self.import_prompts_view),
                 name="battles_campaign_import_prompts",
-            )
+            ),
+            path(
+                "<path:object_id>/import-gold/",
+                self.admin_site.admin_view(self.import_gold_view),
+                name="battles_campaign_import_gold",
+            ),
         ]
         return own + super().get_urls()
+
+    def import_gold_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A CSV of gold items and attention checks into the campaign, all or nothing, every bad row named."""
+        campaign = self.get_object(request, unquote(object_id))  # None for another tenant's campaign
+        if campaign is None or not self.has_change_permission(request, campaign):
+            raise Http404("No such campaign.")
+        errors: dict[str, list[str]] = {}
+        summary = ""
+        form = GoldImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            if upload.size > settings.ARENA_API_MAX_BODY_BYTES:
+                form.add_error("file", f"The file is larger than {settings.ARENA_API_MAX_BODY_BYTES} bytes; split it.")
+            else:
+                try:
+                    text = upload.read().decode("utf-8-sig")
+                    made = services.gold_items_import(campaign=campaign, text=text, actor=admin_user(request))
+                except UnicodeDecodeError:
+                    form.add_error("file", "The file is not UTF-8 text.")
+                except DomainError as exc:
+                    summary, errors = exc.message, exc.field_errors
+                else:
+                    self.message_user(
+                        request, f"{len(made)} gold items imported into {campaign.name}.", messages.SUCCESS
+                    )
+                    return HttpResponseRedirect(reverse("admin:battles_golditem_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Import gold items into {campaign.name}",
+            "opts": self.opts,
+            "original": campaign,
+            "form": form,
+            "summary": summary,
+            "row_errors": sorted(errors.items()),
+            "columns": services.GOLD_IMPORT_COLUMNS,
+            "max_rows": services.GOLD_IMPORT_MAX_ROWS,
+        }
+        return TemplateResponse(request, "admin/battles/campaign/import_gold.html", context)
 
     def import_prompts_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """A file of prompts into the campaign's pool, all or nothing, with every bad row named (the

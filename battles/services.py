@@ -8,7 +8,9 @@ conditional update and appends to the log in the same transaction, so two tabs c
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
+import io
 import json
 import logging
 import math
@@ -52,6 +54,7 @@ from serving.triton.client import Prompt as ClientPrompt
 from . import exporting, hooks, selectors
 from .experimenting import unit_position, variant_index
 from .exporting import VoteFilters
+from .gold import Corruption, attention_answer_corrupt
 from .live import LivePublisher
 from .models import (
     Battle,
@@ -1805,6 +1808,71 @@ def gold_item_delete(*, item: GoldItem, actor: User | AnonymousUser | None) -> N
         data={"kind": item.kind},
     )
     item.delete()
+
+
+GOLD_IMPORT_MAX_ROWS = 2000
+GOLD_IMPORT_COLUMNS = ("prompt", "answer_1", "answer_2", "expected", "kind", "category", "language", "corrupt", "note")
+
+
+@transaction.atomic
+def gold_items_import(*, campaign: Campaign, text: str, actor: User | AnonymousUser | None) -> list[GoldItem]:
+    """Gold items from CSV with a header row (columns ``GOLD_IMPORT_COLUMNS``; ``prompt``, ``expected``
+    and the answers required, ``kind`` gold by default; an attention check may leave the broken answer
+    empty and name a ``corrupt`` method to make it from the good one). All or none: every bad row and
+    field is named (``row 3: answer_2``) and nothing is written."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = [name.strip() for name in reader.fieldnames or []]
+    unknown = sorted(set(header) - set(GOLD_IMPORT_COLUMNS))
+    missing = sorted({"prompt", "expected", "answer_1", "answer_2"} - set(header))
+    if unknown or missing:
+        problems = ([f"unknown columns: {', '.join(unknown)}"] if unknown else []) + (
+            [f"missing columns: {', '.join(missing)}"] if missing else []
+        )
+        raise Invalid(f"The header row is wrong ({'; '.join(problems)}).", field_errors={"header": problems})
+    errors: dict[str, list[str]] = {}
+    made: list[GoldItem] = []
+    for number, raw in enumerate(reader, start=2):  # row 1 is the header
+        if number - 1 > GOLD_IMPORT_MAX_ROWS:
+            raise Invalid(f"At most {GOLD_IMPORT_MAX_ROWS} rows a file.", field_errors={"file": ["too many rows"]})
+        row = {key.strip(): (value or "").strip() for key, value in raw.items() if key is not None}
+        answers = {"answer_1": row.get("answer_1", ""), "answer_2": row.get("answer_2", "")}
+        method = row.get("corrupt", "")
+        if method:
+            good, broken = ("answer_1", "answer_2") if row.get("expected") == "answer_1" else ("answer_2", "answer_1")
+            if row.get("kind") != GoldItem.Kind.ATTENTION or row.get("expected") not in ("answer_1", "answer_2"):
+                errors.setdefault(f"row {number}: corrupt", []).append(
+                    "Only an attention check with answer_1 or answer_2 expected can be generated."
+                )
+                continue
+            if method not in {c.value for c in Corruption} or not answers[good]:
+                errors.setdefault(f"row {number}: corrupt", []).append(
+                    f"Use one of {', '.join(c.value for c in Corruption)}, with the good answer written."
+                )
+                continue
+            answers[broken] = attention_answer_corrupt(answers[good], method=method, seed=number)
+        item = GoldItem(
+            campaign=campaign,
+            prompt_text=row.get("prompt", ""),
+            answer_1=answers["answer_1"],
+            answer_2=answers["answer_2"],
+            expected=row.get("expected", ""),
+            kind=row.get("kind") or GoldItem.Kind.GOLD,
+            category=row.get("category") or "other",
+            language=row.get("language") or "und",
+            note=row.get("note", ""),
+        )
+        try:
+            made.append(gold_item_save(item=item, actor=actor, changed=["imported"]))
+        except Invalid as exc:
+            for field, problems in (exc.field_errors or {"": [exc.message]}).items():
+                column = "prompt" if field == "prompt_text" else field
+                listed = problems if isinstance(problems, list) else [str(problems)]
+                errors.setdefault(f"row {number}: {column}" if column else f"row {number}", []).extend(listed)
+    if errors:
+        first = next(iter(errors.items()))
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise Invalid(f"{first[0]}: {first[1][0]}{more}; nothing was imported.", field_errors=errors)
+    return made
 
 
 def gold_item_draw(*, campaign: Campaign, user: User) -> GoldItem | None:

@@ -471,3 +471,31 @@ def test_the_campaign_page_reports_gold_accuracy_per_rater(acme, bob, alice_clie
     row = re.search(r"<tr><td>bob@acme.test</td>(.*?)</tr>", page)
     assert row is not None
     assert "<td>3/4</td><td>75% (30%–95%)</td><td>1/4</td><td></td>" == row.group(1)
+
+
+def test_gold_items_are_imported_from_csv_all_or_none(acme, globex, alice_client, charlie_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    url = reverse("admin:battles_campaign_import_gold", args=[acme.campaign.pk])
+    good = (
+        "prompt,answer_1,answer_2,expected,kind,corrupt\n"
+        '"How do I boil an egg?","Put it in boiling water for eight minutes, then cool it.","Just microwave it.",'
+        "answer_1,gold,\n"
+        '"How do I store basil?",,"Keep the stems in a glass of water at room temperature, loosely covered.",'
+        "answer_2,attention,lorem\n"
+    )
+    bad = good + '"Third?","same","same",answer_1,gold,\n"Fourth?","a","b",tie,gold,\n'
+    page = alice_client.post(url, {"file": SimpleUploadedFile("gold.csv", bad.encode(), "text/csv")})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "row 4: answer_2" in html and "row 5: expected" in html and "nothing was imported" in html
+    assert not GoldItem.objects.filter(campaign=acme.campaign).exists()
+    done = alice_client.post(url, {"file": SimpleUploadedFile("gold.csv", good.encode(), "text/csv")})
+    assert done.status_code == 302
+    items = list(GoldItem.objects.filter(campaign=acme.campaign).order_by("id"))
+    assert [(i.kind, i.expected) for i in items] == [("gold", "answer_1"), ("attention", "answer_2")]
+    assert items[1].answer_1.startswith("Lorem ipsum")
+    assert AuditEvent.objects.filter(action=AuditAction.GOLD_ITEM_CREATED).count() == 2
+    outsider = charlie_client.post(url, {"file": SimpleUploadedFile("gold.csv", good.encode(), "text/csv")})
+    assert outsider.status_code == 404
+    assert GoldItem.objects.filter(campaign=acme.campaign).count() == 2
