@@ -627,8 +627,28 @@ def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 
 
 def _gold_accuracy_add(report: dict[str, Any], gold: dict[int, Any]) -> None:
     """Per rater of the report, ``gold_accuracy``: correct / answered gold votes with its 95% Wilson
-    interval, and the attention checks answered and failed. (Gold votes are not in the ranked arrays:
-    a rater who has only voted on gold battles has no row yet.)"""
+    interval, and the attention checks answered and failed. Gold votes are not in the ranked arrays, so
+    a rater who has voted on gold battles only gets a row of their own (no votes, nothing to agree on)."""
+    known = {row["rater_id"] for row in report["raters"]}
+    for rater_id in sorted(set(gold) - known):
+        report["raters"].append(
+            {
+                "rater_id": rater_id,
+                "votes": 0,
+                "items": 0,
+                "shared_items": 0,
+                "agreement": None,
+                "agreeing_pairs": 0,
+                "pairs": 0,
+                "informative_votes": 0,
+                "e_value": None,
+                "e_value_max": None,
+                "flagged": False,
+                "votes_to_flag": None,
+                "flag_vote_id": None,
+            }
+        )
+    report["raters"].sort(key=lambda row: row["rater_id"])
     for row in report["raters"]:
         rater_id = row["rater_id"]
         counts = gold.get(rater_id)

@@ -359,6 +359,18 @@ def test_the_rater_quality_api_shows_gold_accuracy_to_the_tenant_only(acme, glob
     assert api_client(globex.organization).get(url).status_code == 404
 
 
+def test_a_rater_with_gold_votes_only_has_a_row_in_the_api(acme, bob):
+    _gold(acme, 2)
+    _configure(acme, gold_rate=1.0)
+    for _ in range(2):
+        battle = _next(acme, bob)
+        _vote(battle, bob, battle.gold_expected)
+    data = api_client(acme.organization).get(reverse("api-rater-quality", args=[acme.campaign.pk])).json()
+    [row] = data["raters"]
+    assert row["rater_id"] == bob.pk and row["votes"] == 0 and row["agreement"] is None
+    assert row["gold_accuracy"]["answered"] == 2 and row["gold_accuracy"]["accuracy"] == 1.0
+
+
 def _session(tenant: Tenant, user: User, pick, rounds: int) -> list[str]:  # type: ignore[no-untyped-def]
     """Vote ``rounds`` battles with ``pick(battle)``; returns what happened: "ok", "warned", "blocked"."""
     client = login(user)
