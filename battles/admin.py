@@ -12,7 +12,7 @@ from django.db import models
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from arena.admin_site import admin_user
 from arena.http import AuthenticatedHttpRequest
@@ -21,7 +21,8 @@ from raters.errors import DomainError
 from serving.selectors import endpoint_health_line, endpoints_not_ready
 
 from . import prompt_import, selectors, services
-from .models import Battle, Campaign, Competitor, Experiment, Generation, Prompt, Turn, Variant, Vote
+from .gold import Corruption, attention_answer_corrupt, wilson_interval
+from .models import Battle, Campaign, Competitor, Experiment, Generation, GoldItem, Prompt, Turn, Variant, Vote
 from .prompt_import import PromptRow
 from .prompting import prompt_validate
 
@@ -30,12 +31,13 @@ if TYPE_CHECKING:
     _CompetitorModelForm = forms.ModelForm[Competitor]
     _CampaignModelForm = forms.ModelForm[Campaign]
     _PromptModelForm = forms.ModelForm[Prompt]
+    _GoldItemModelForm = forms.ModelForm[GoldItem]
     _CompetitorTabularInline = admin.TabularInline[Competitor, Campaign]
     _GenerationTabularInline = admin.TabularInline[Generation, Battle]
     _TurnTabularInline = admin.TabularInline[Turn, Battle]
     _VariantTabularInline = admin.TabularInline[Variant, Experiment]
 else:
-    _CompetitorModelForm = _CampaignModelForm = _PromptModelForm = forms.ModelForm
+    _CompetitorModelForm = _CampaignModelForm = _PromptModelForm = _GoldItemModelForm = forms.ModelForm
     _CompetitorTabularInline = _GenerationTabularInline = _TurnTabularInline = admin.TabularInline
     _VariantTabularInline = admin.TabularInline
 
@@ -84,6 +86,10 @@ class CompetitorInline(TenantInlineMixin, _CompetitorTabularInline):
     fields = ("endpoint", "external_model", "version_label", "active", "availability", "unavailable")
     readonly_fields = ("availability", "unavailable")
 
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Competitor]:
+        # Not the gold pseudo-competitors: created by the platform, never edited (Gold items).
+        return super().get_queryset(request).filter(gold=False)
+
     @admin.display(description="Endpoint health")
     def availability(self, obj: Competitor) -> str:
         if obj.pk is None:
@@ -115,6 +121,13 @@ class CampaignForm(_CampaignModelForm):
         choices=[("", "(classify automatically)")] + Prompt._meta.get_field("category").flatchoices,
     )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        anchor = self.fields.get("ranking_anchor")
+        if anchor is not None and hasattr(anchor, "queryset"):
+            # The gold pseudo-competitors are never ranked, so never an anchor.
+            anchor.queryset = anchor.queryset.filter(gold=False)
+
     class Meta:
         model = Campaign
         fields = (
@@ -136,6 +149,10 @@ class CampaignForm(_CampaignModelForm):
             "min_decision_ms",
             "buffer_size",
             "buffer_max_age_s",
+            "gold_rate",
+            "attention_warn_after",
+            "attention_block_after",
+            "gold_feedback",
             "exclude_identity_leaks",
             "both_bad_as_tie",
             "ranking_min_votes",
@@ -145,6 +162,10 @@ class CampaignForm(_CampaignModelForm):
             "ranking_anchor",
             "ranking_ties",
         )
+
+
+class GoldImportForm(forms.Form):
+    file = forms.FileField(help_text="CSV (UTF-8) with a header row; see the columns above.")
 
 
 class PromptImportForm(forms.Form):
@@ -179,7 +200,7 @@ class CampaignAdmin(TenantAdmin):
     filter_horizontal = ("rater_pools",)
     inlines = (CompetitorInline,)
     actions = ("open_campaigns", "close_campaigns", "recompute_leaderboards")
-    readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link", "buffer_state")
+    readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link", "buffer_state", "gold_report")
     fieldsets = (
         (
             None,
@@ -208,6 +229,18 @@ class CampaignAdmin(TenantAdmin):
         ),
         ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
         (
+            "Gold battles and attention checks",
+            {
+                "fields": (
+                    "gold_rate",
+                    "attention_warn_after",
+                    "attention_block_after",
+                    "gold_feedback",
+                    "gold_report",
+                )
+            },
+        ),
+        (
             "Leaderboards",
             {
                 "fields": (
@@ -230,9 +263,52 @@ class CampaignAdmin(TenantAdmin):
                 "<path:object_id>/import-prompts/",
                 self.admin_site.admin_view(self.import_prompts_view),
                 name="battles_campaign_import_prompts",
-            )
+            ),
+            path(
+                "<path:object_id>/import-gold/",
+                self.admin_site.admin_view(self.import_gold_view),
+                name="battles_campaign_import_gold",
+            ),
         ]
         return own + super().get_urls()
+
+    def import_gold_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A CSV of gold items and attention checks into the campaign, all or nothing, every bad row named."""
+        campaign = self.get_object(request, unquote(object_id))  # None for another tenant's campaign
+        if campaign is None or not self.has_change_permission(request, campaign):
+            raise Http404("No such campaign.")
+        errors: dict[str, list[str]] = {}
+        summary = ""
+        form = GoldImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            if upload.size > settings.ARENA_API_MAX_BODY_BYTES:
+                form.add_error("file", f"The file is larger than {settings.ARENA_API_MAX_BODY_BYTES} bytes; split it.")
+            else:
+                try:
+                    text = upload.read().decode("utf-8-sig")
+                    made = services.gold_items_import(campaign=campaign, text=text, actor=admin_user(request))
+                except UnicodeDecodeError:
+                    form.add_error("file", "The file is not UTF-8 text.")
+                except DomainError as exc:
+                    summary, errors = exc.message, exc.field_errors
+                else:
+                    self.message_user(
+                        request, f"{len(made)} gold items imported into {campaign.name}.", messages.SUCCESS
+                    )
+                    return HttpResponseRedirect(reverse("admin:battles_golditem_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Import gold items into {campaign.name}",
+            "opts": self.opts,
+            "original": campaign,
+            "form": form,
+            "summary": summary,
+            "row_errors": sorted(errors.items()),
+            "columns": services.GOLD_IMPORT_COLUMNS,
+            "max_rows": services.GOLD_IMPORT_MAX_ROWS,
+        }
+        return TemplateResponse(request, "admin/battles/campaign/import_gold.html", context)
 
     def import_prompts_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """A file of prompts into the campaign's pool, all or nothing, with every bad row named (the
@@ -291,6 +367,45 @@ class CampaignAdmin(TenantAdmin):
         }
         return TemplateResponse(
             request, "admin/battles/campaign/import_prompts.html", context, status=400 if summary else 200
+        )
+
+    @admin.display(description="Gold accuracy per rater")
+    def gold_report(self, obj: Campaign) -> str:
+        if obj.pk is None:
+            return "—"
+        counts = selectors.gold_counts(campaign=obj)
+        if not counts:
+            return "No gold votes yet."
+        people = selectors.raters_named(organization_id=obj.organization_id, user_ids=list(counts))
+        flagged = selectors.raters_flagged(organization_id=obj.organization_id, user_ids=list(counts))
+        rows = []
+        for rater_id, c in counts.items():
+            interval = wilson_interval(c.gold_correct, c.gold_answered)
+            accuracy = (
+                f"{c.gold_correct / c.gold_answered:.0%} ({interval[0]:.0%}–{interval[1]:.0%})" if interval else "—"
+            )
+            rows.append(
+                format_html(
+                    "<tr><td>{}</td><td>{}/{}</td><td>{}</td><td>{}/{}</td><td>{}</td></tr>",
+                    people.get(rater_id, f"rater {rater_id}"),
+                    c.gold_correct,
+                    c.gold_answered,
+                    accuracy,
+                    c.attention_failed,
+                    c.attention_answered,
+                    "flagged" if rater_id in flagged else "",
+                )
+            )
+        head = format_html(
+            "<tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr>",
+            "Rater",
+            "Correct",
+            "Accuracy (95% Wilson)",
+            "Attention checks failed",
+            "Flag",
+        )
+        return format_html(
+            '<table class="gold-report">{}{}</table>', head, format_html_join("", "{}", ((r,) for r in rows))
         )
 
     @admin.display(description="Buffer now")
@@ -434,6 +549,81 @@ class PromptAdmin(TenantAdmin):
 
     def save_model(self, request: HttpRequest, obj: Prompt, form: Any, change: bool) -> None:
         services.prompt_save(prompt=obj, actor=admin_user(request), changed=list(form.changed_data))
+
+
+class GoldItemForm(_GoldItemModelForm):
+    """A gold item, or an attention check: for one, the manager may leave the broken answer empty and
+    have the platform break the other one (``attention_answer_corrupt``)."""
+
+    corrupt = forms.ChoiceField(
+        required=False,
+        choices=[("", "(no: I wrote both answers)"), *((c.value, c.value) for c in Corruption)],
+        help_text="Attention check: fill the answer that is not the expected one by breaking the expected "
+        "one (shuffled words, truncated, or lorem ipsum).",
+    )
+
+    class Meta:
+        model = GoldItem
+        fields = (
+            "campaign",
+            "prompt_text",
+            "category",
+            "language",
+            "kind",
+            "expected",
+            "answer_1",
+            "answer_2",
+            "active",
+            "note",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("answer_1", "answer_2"):
+            self.fields[name].required = False
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        method = data.get("corrupt")
+        expected = data.get("expected")
+        if method:
+            if data.get("kind") != GoldItem.Kind.ATTENTION or expected not in ("answer_1", "answer_2"):
+                raise forms.ValidationError("Only an attention check with answer 1 or 2 expected can be generated.")
+            good, broken = ("answer_1", "answer_2") if expected == "answer_1" else ("answer_2", "answer_1")
+            if not (data.get(good) or "").strip():
+                self.add_error(good, "Write the good answer: the broken one is made from it.")
+            else:
+                data[broken] = attention_answer_corrupt(data[good], method=method, seed=len(data[good]))
+                self.instance.__dict__[broken] = data[broken]
+        for name in ("answer_1", "answer_2"):
+            if not (data.get(name) or "").strip():
+                self.add_error(name, "Write this answer (or generate it for an attention check).")
+        return data
+
+
+@admin.register(GoldItem)
+class GoldItemAdmin(TenantAdmin):
+    """Gold items and attention checks; their answers are labelled answer 1 / answer 2 only."""
+
+    form = GoldItemForm
+    list_display = ("short_prompt", "campaign", "kind", "expected", "active", "served", "created_at")
+    list_filter = ("kind", "expected", "active")
+    search_fields = ("prompt_text", "note")
+    exclude = ("organization",)
+
+    @admin.display(description="Prompt")
+    def short_prompt(self, obj: GoldItem) -> str:
+        return obj.prompt_text[:80]
+
+    @admin.display(description="Battles served")
+    def served(self, obj: GoldItem) -> int:
+        return obj.battles.count()
+
+    def save_model(self, request: HttpRequest, obj: GoldItem, form: Any, change: bool) -> None:
+        services.gold_item_save(item=obj, actor=admin_user(request), changed=list(form.changed_data))
+
+    def delete_model(self, request: HttpRequest, obj: GoldItem) -> None:
+        services.gold_item_delete(item=obj, actor=admin_user(request))
 
 
 class GenerationInline(TenantInlineMixin, _GenerationTabularInline):

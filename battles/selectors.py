@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
-from raters.models import RaterPool
+from raters.models import RaterFlag, RaterPool
 from raters.selectors import organizations_managed_by, organizations_viewable_by, organizations_writable_by
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
@@ -27,12 +27,15 @@ from . import exporting, hooks
 from .exporting import VoteFilters
 from .models import (
     Battle,
+    BattleSource,
     Campaign,
+    Choice,
     Competitor,
     Experiment,
     ExportJob,
     Exposure,
     Generation,
+    GoldItem,
     Prompt,
     Turn,
     Variant,
@@ -312,7 +315,7 @@ def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
     A battle already assigned to a rater when a competitor goes down stays valid: its answers exist, so
     it is shown and voted on as usual; one still generating voids if its model fails. External
     competitors (no endpoint, shadow battles only) are available while active."""
-    return Competitor.objects.filter(campaign=campaign, active=True).exclude(endpoint__health=Health.DOWN)
+    return Competitor.objects.filter(campaign=campaign, active=True, gold=False).exclude(endpoint__health=Health.DOWN)
 
 
 def competitors_generating(*, campaign: Campaign) -> QuerySet[Competitor]:
@@ -530,7 +533,9 @@ def campaigns_with_counts(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
 
 
 def competitors_of(campaign: Campaign) -> QuerySet[Competitor]:
-    return Competitor.objects.filter(campaign=campaign).select_related("endpoint")
+    """The campaign's competitors as lists show them: not the gold pseudo-competitors (they present
+    known answers, are never ranked and would only confuse a list of models)."""
+    return Competitor.objects.filter(campaign=campaign, gold=False).select_related("endpoint")
 
 
 def prompts_of(campaign: Campaign) -> QuerySet[Prompt]:
@@ -646,3 +651,98 @@ def experiment_exposures(experiment: Experiment) -> list[VariantExposure]:
         .select_related("competitor__endpoint")
         .order_by("id")
     ]
+
+
+# --- Gold battles and attention checks -----------------------------------------------------------------
+
+
+def gold_items_unseen(*, campaign: Campaign, user: User) -> QuerySet[GoldItem]:
+    """The campaign's active gold items this rater has never been served (in any battle, voted or not)."""
+    seen = Battle.objects.filter(campaign=campaign, rater=user, gold_item__isnull=False).values("gold_item_id")
+    return GoldItem.objects.filter(campaign=campaign, active=True).exclude(pk__in=seen)
+
+
+def battles_served_to(*, campaign: Campaign, user: User) -> int:
+    """How many battles the rater has been handed in the campaign (the position in their sequence that
+    the gold draw is seeded by)."""
+    return Battle.objects.filter(campaign=campaign, rater=user).count()
+
+
+def _attention_failed() -> Q:
+    """A vote on an attention check that picked the broken answer or called it a tie (``both_bad`` is
+    not a failure: the good answer may really be bad)."""
+    return Q(choice=Choice.TIE) | (
+        Q(battle__gold_expected=Choice.LEFT, choice=Choice.RIGHT)
+        | Q(battle__gold_expected=Choice.RIGHT, choice=Choice.LEFT)
+    )
+
+
+def attention_failures(*, campaign: Campaign, user: User) -> int:
+    return (
+        Vote.objects.filter(
+            campaign=campaign, rater=user, source=BattleSource.GOLD, battle__gold_item__kind=GoldItem.Kind.ATTENTION
+        )
+        .filter(_attention_failed())
+        .count()
+    )
+
+
+def rater_blocked(*, campaign: Campaign, user: User) -> bool:
+    """Blocked from the campaign: at least ``attention_block_after`` failed attention checks here and a
+    flag in force (a manager who removes the flag lets the rater back in)."""
+    if campaign.attention_block_after is None:
+        return False
+    if not RaterFlag.objects.filter(organization_id=campaign.organization_id, rater=user).exists():
+        return False
+    return attention_failures(campaign=campaign, user=user) >= campaign.attention_block_after
+
+
+@dataclass(frozen=True)
+class GoldCounts:
+    rater_id: int
+    gold_answered: int  # votes on gold items and attention checks
+    gold_correct: int  # of those, the known answer
+    attention_answered: int
+    attention_failed: int
+
+
+def gold_counts(*, campaign: Campaign) -> dict[int, GoldCounts]:
+    """Per rater, their votes on the campaign's gold battles: answered and correct (the vote equals the
+    item's verdict on the sides shown), and of the attention checks among them, answered and failed."""
+    gold = Vote.objects.filter(campaign=campaign, source=BattleSource.GOLD)
+    attention = Q(battle__gold_item__kind=GoldItem.Kind.ATTENTION)
+    rows = gold.values("rater_id").annotate(
+        answered=Count("id"),
+        correct=Count("id", filter=Q(choice=F("battle__gold_expected"))),
+        attention_answered=Count("id", filter=attention),
+        attention_failed=Count("id", filter=attention & _attention_failed()),
+    )
+    return {
+        row["rater_id"]: GoldCounts(
+            rater_id=row["rater_id"],
+            gold_answered=row["answered"],
+            gold_correct=row["correct"],
+            attention_answered=row["attention_answered"],
+            attention_failed=row["attention_failed"],
+        )
+        for row in rows.order_by("rater_id")
+    }
+
+
+def gold_items_of(campaign: Campaign) -> QuerySet[GoldItem]:
+    return GoldItem.objects.filter(campaign=campaign)
+
+
+def raters_named(*, organization_id: int, user_ids: list[int]) -> dict[int, str]:
+    """Members of the organisation among ``user_ids``, by email (for the console's reports)."""
+    return dict(
+        User.objects.filter(pk__in=user_ids, memberships__organization_id=organization_id).values_list("pk", "email")
+    )
+
+
+def raters_flagged(*, organization_id: int, user_ids: list[int]) -> set[int]:
+    return set(
+        RaterFlag.objects.filter(organization_id=organization_id, rater_id__in=user_ids).values_list(
+            "rater_id", flat=True
+        )
+    )

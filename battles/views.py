@@ -214,6 +214,10 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         "panes": panes,
         "revealed": revealed,
         "vote": battle.vote if revealed else None,
+        # Only where the campaign says so: a gold battle's reveal otherwise shows neutral labels only.
+        "gold_feedback": (battle.vote.choice == battle.gold_expected)
+        if revealed and battle.source == Battle.Source.GOLD and campaign.gold_feedback
+        else None,
         "choices": Choice.choices,
         "position": selectors.battle_position_in_session(battle) if battle.status != Battle.Status.VOID else None,
         "progress": selectors.rater_progress(campaign=campaign, user=request.user, session_key=_session_key(request)),
@@ -255,7 +259,7 @@ def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonRespo
 @_ratelimit(key="user", rate=_vote_rate, block=True)
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     try:
-        services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))
+        vote = services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))
     except DomainError as exc:
         battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
         if battle is None:
@@ -263,6 +267,10 @@ def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpRespon
         context = _battle_context(request, battle)
         context["error"] = exc.message
         return error_response(request, exc, "battles/battle.html", context)
+    # Checked after every vote, not only a gold one: the page after a vote never tells which was a check.
+    warning = services.attention_warning(campaign=vote.campaign, user=request.user)
+    if warning is not None:
+        messages.warning(request, warning)
     return redirect("battles:battle", battle_id=battle_id)
 
 

@@ -1010,6 +1010,16 @@ class PoolAgreementOutput(AgreementSummaryOutput):
     name = serializers.CharField()
 
 
+class GoldAccuracyOutput(serializers.Serializer[Any]):
+    answered = serializers.IntegerField(help_text="Votes on gold battles and attention checks.")
+    correct = serializers.IntegerField(help_text="Of those, votes matching the item's known verdict.")
+    accuracy = serializers.FloatField(allow_null=True, help_text="correct / answered; null with none answered.")
+    lower = serializers.FloatField(allow_null=True, help_text="95% Wilson interval, lower bound.")
+    upper = serializers.FloatField(allow_null=True, help_text="95% Wilson interval, upper bound.")
+    attention_answered = serializers.IntegerField()
+    attention_failed = serializers.IntegerField(help_text="Attention checks where the broken answer won or a tie.")
+
+
 class RaterQualityRowOutput(serializers.Serializer[Any]):
     rater_id = serializers.IntegerField()
     votes = serializers.IntegerField()
@@ -1024,6 +1034,7 @@ class RaterQualityRowOutput(serializers.Serializer[Any]):
     flagged = serializers.BooleanField()
     votes_to_flag = serializers.IntegerField(allow_null=True)
     flag_vote_id = serializers.IntegerField(allow_null=True)
+    gold_accuracy = GoldAccuracyOutput()
 
 
 class OutlierTestOutput(serializers.Serializer[Any]):

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from battles.exporting import VoteFilters
 from battles.models import Battle, Campaign, Choice, Competitor, Prompt, Vote
-from battles.selectors import vote_events, votes_filtered
+from battles.selectors import gold_counts, vote_events, votes_filtered
 from raters.models import RaterFlag
 from raters.tenancy import organization_scope, scopes_disabled
 
@@ -44,7 +44,7 @@ def _vote_sql(vendor: str) -> str:
     identity = "CASE WHEN prompt_asks_identity OR answer_names_model THEN 1 ELSE 0 END"
     return (
         f"SELECT id, left_id, right_id, {_OUTCOME_SQL}, decision_ms, rater_id, prompt_hash, category, "
-        f"{identity}, {styles} FROM battles_vote WHERE campaign_id = %s ORDER BY id"
+        f"{identity}, {styles} FROM battles_vote WHERE campaign_id = %s AND source <> 'gold' ORDER BY id"
     )
 
 
@@ -286,7 +286,7 @@ def snapshot_pairwise(*, snapshot: LeaderboardSnapshot) -> dict[str, Any]:
         code = kept.categories.index(snapshot.category) if snapshot.category in kept.categories else -1
         kept = kept.subset(kept.category == code)
     competitor_ids = np.array(
-        sorted(Competitor.objects.filter(campaign_id=snapshot.campaign_id).values_list("pk", flat=True)),
+        sorted(Competitor.objects.filter(campaign_id=snapshot.campaign_id, gold=False).values_list("pk", flat=True)),
         dtype=np.int64,
     )
     method = snapshot.method
@@ -608,6 +608,7 @@ def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 
         (pool.pk, pool.name, [member.pk for member in pool.members.all()])
         for pool in campaign.rater_pools.prefetch_related("members").order_by("name", "pk")
     ]
+    gold = gold_counts(campaign=campaign)
     report = quality_report(
         vote_id=votes.vote_id,
         rater=votes.rater,
@@ -620,7 +621,49 @@ def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 
         min_common=min_common,
         bootstrap=QUALITY_BOOTSTRAP_ROUNDS,
     )
+    _gold_accuracy_add(report, gold)
     return {"campaign_id": campaign.pk, **report}
+
+
+def _gold_accuracy_add(report: dict[str, Any], gold: dict[int, Any]) -> None:
+    """Per rater of the report, ``gold_accuracy``: correct / answered gold votes with its 95% Wilson
+    interval, and the attention checks answered and failed. Gold votes are not in the ranked arrays, so
+    a rater who has voted on gold battles only gets a row of their own (no votes, nothing to agree on)."""
+    known = {row["rater_id"] for row in report["raters"]}
+    for rater_id in sorted(set(gold) - known):
+        report["raters"].append(
+            {
+                "rater_id": rater_id,
+                "votes": 0,
+                "items": 0,
+                "shared_items": 0,
+                "agreement": None,
+                "agreeing_pairs": 0,
+                "pairs": 0,
+                "informative_votes": 0,
+                "e_value": None,
+                "e_value_max": None,
+                "flagged": False,
+                "votes_to_flag": None,
+                "flag_vote_id": None,
+            }
+        )
+    report["raters"].sort(key=lambda row: row["rater_id"])
+    for row in report["raters"]:
+        rater_id = row["rater_id"]
+        counts = gold.get(rater_id)
+        answered = counts.gold_answered if counts else 0
+        correct = counts.gold_correct if counts else 0
+        lower, upper = est.wilson_interval(np.array([correct]), np.array([answered]))
+        row["gold_accuracy"] = {
+            "answered": answered,
+            "correct": correct,
+            "accuracy": correct / answered if answered else None,
+            "lower": float(lower[0]) if answered else None,
+            "upper": float(upper[0]) if answered else None,
+            "attention_answered": counts.attention_answered if counts else 0,
+            "attention_failed": counts.attention_failed if counts else 0,
+        }
 
 
 # --- Preference pairs (reward-model / DPO training data) and their length audit. ------------------

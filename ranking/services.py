@@ -54,7 +54,10 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     keep, excluded = policy.apply(votes)
     excluded_in = policy.counts_by_category(votes)
     kept = votes.subset(keep)
-    competitors = list(Competitor.objects.filter(campaign=campaign).select_related("endpoint").order_by("id"))
+    # Never the gold pseudo-competitors (their votes are not in the arrays either).
+    competitors = list(
+        Competitor.objects.filter(campaign=campaign, gold=False).select_related("endpoint").order_by("id")
+    )
     competitor_ids = np.array([c.pk for c in competitors], dtype=np.int64)
     labels = {c.pk: f"{c.model_name} {c.version_label}" for c in competitors}
     method = method_for(campaign)

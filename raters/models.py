@@ -169,6 +169,9 @@ class AuditAction(models.TextChoices):
     EXPERIMENT_CHANGED = "experiment.changed", "Experiment changed"
     EXPERIMENT_DELETED = "experiment.deleted", "Experiment deleted"
     SHADOW_BATTLES_IMPORTED = "shadow_battles.imported", "Shadow battles imported"
+    GOLD_ITEM_CREATED = "gold_item.created", "Gold item created"
+    GOLD_ITEM_CHANGED = "gold_item.changed", "Gold item changed"
+    GOLD_ITEM_DELETED = "gold_item.deleted", "Gold item deleted"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:
@@ -179,7 +182,13 @@ class AuditAction(models.TextChoices):
 
 
 # Audit subjects named differently from their model.
-_AUDIT_SUBJECTS = {"raterpool": "pool", "modelendpoint": "endpoint", "apikey": "api_key", "webhookendpoint": "webhook"}
+_AUDIT_SUBJECTS = {
+    "raterpool": "pool",
+    "modelendpoint": "endpoint",
+    "apikey": "api_key",
+    "webhookendpoint": "webhook",
+    "golditem": "gold_item",
+}
 
 
 class AuditEvent(models.Model):
