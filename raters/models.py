@@ -165,6 +165,9 @@ class AuditAction(models.TextChoices):
     WEBHOOK_DELETED = "webhook.deleted", "Webhook deleted"
     WEBHOOK_DISABLED = "webhook.disabled", "Webhook disabled after failed deliveries"
     WEBHOOK_ENABLED = "webhook.enabled", "Webhook re-enabled"
+    STUDY_CREATED = "study.created", "Crowd study created"
+    STUDY_CHANGED = "study.changed", "Crowd study changed"
+    STUDY_DELETED = "study.deleted", "Crowd study deleted"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:
