@@ -40,3 +40,10 @@ def battle_generate_live_task(battle_id: str, *, organization_id: int) -> str:
     exactly once, like ``battle_generate_task`` (a redelivery finds the generation started)."""
     battle = services.battle_generate_live(battle_id=battle_id)
     return battle.status if battle is not None else "missing"
+
+
+@shared_task(base=TransactionAwareTask)
+def participants_time_out_task() -> int:
+    """Beat's sweep of crowd-study participants whose time ran out: each ended (and their open battle
+    voided) in its organisation's scope; the service lists them unscoped on purpose."""
+    return services.participants_time_out_due()

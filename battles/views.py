@@ -425,7 +425,7 @@ def _vendor_ids(study: Study, query: Any) -> tuple[dict[str, str], str | None]:
     return {"vendor_participant_id": worker, "external_session_id": assignment}, None
 
 
-def _study_page(request: HttpRequest, participant: Participant, *, status: int = 200) -> HttpResponse:
+def _study_page(request: HttpRequest, participant: Participant, *, reentry: bool = False) -> HttpResponse:
     """The participant's page of the study, whatever their state: consent, instructions and the start,
     time up, declined, or the completion code."""
     study = participant.study
@@ -447,8 +447,8 @@ def _study_page(request: HttpRequest, participant: Participant, *, status: int =
             "instructions_html": markdown_to_safe_html(study.instructions) if study.instructions else "",
             "consent_html": markdown_to_safe_html(study.consent_text) if study.consent_text else "",
             "completion_link": study.completion_link(),
+            "reentry": reentry,
         },
-        status=status,
     )
     response["Cache-Control"] = "no-store"
     return response
@@ -474,7 +474,7 @@ def study_enter(request: HttpRequest, slug: str) -> HttpResponse:
         participant = services.participant_refresh(participant=participant)
     if participant.status != Participant.Status.ACTIVE:
         # Completed, declined or out of time: the page says so; the account is not logged in again.
-        return _study_page(request, participant)
+        return _study_page(request, participant, reentry=True)
     if request.user.pk != participant.user_id:
         login(request, participant.user, backend="django.contrib.auth.backends.ModelBackend")
     return redirect("battles:study", slug=study.slug)

@@ -157,6 +157,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEO
 CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to the database
 # How often beat checks every open campaign's battle buffer (stale battles voided, deficits refilled).
 ARENA_BUFFER_SCHEDULE_S = env_int("ARENA_BUFFER_SCHEDULE_S", 30, minimum=1)
+# Crowd studies: how often beat ends the participants whose time limit passed (their open battle is voided).
+ARENA_STUDY_SWEEP_S = env_int("ARENA_STUDY_SWEEP_S", 60, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "leaderboards-recompute-open": {
         "task": "ranking.tasks.leaderboards_recompute_open_task",
@@ -183,6 +185,11 @@ CELERY_BEAT_SCHEDULE["battle-buffers-maintain"] = {
     "task": "battles.tasks.buffer_maintain_open_task",
     "schedule": float(ARENA_BUFFER_SCHEDULE_S),
     "options": {"expires": float(ARENA_BUFFER_SCHEDULE_S)},
+}
+CELERY_BEAT_SCHEDULE["study-participants-time-out"] = {
+    "task": "battles.tasks.participants_time_out_task",
+    "schedule": float(ARENA_STUDY_SWEEP_S),
+    "options": {"expires": float(ARENA_STUDY_SWEEP_S)},
 }
 # Rater-typed prompts streamed live (see README, "Fair dual streaming"): a generation worker streams both
 # sides into the battle's live channel while the page reads it. On by default with Redis (the channel

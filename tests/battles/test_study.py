@@ -18,6 +18,7 @@ from django.utils import timezone
 from battles import services
 from battles.models import Battle, Campaign, Participant, Study, Vote
 from raters.models import AuditEvent, Membership, RaterPool, Role
+from raters.tenancy import scopes_disabled
 from tests.conftest import Tenant, generation_worker_run
 from tests.factories import CampaignFactory, RaterPoolFactory
 from tests.raters.admin_forms import form_errors
@@ -65,7 +66,8 @@ def enter(study: Study, client: Client | None = None, pid: str = PID, **params: 
     response = client.get(entry(study, pid, **params))
     assert response.status_code == 302, response.content.decode()[:500]
     assert response["Location"] == reverse("battles:study", args=[study.slug])
-    return client, Participant.objects.get(study=study, vendor_participant_id=pid)
+    with scopes_disabled():  # also from a test that runs without one
+        return client, Participant.objects.get(study=study, vendor_participant_id=pid)
 
 
 def agree(client: Client, study: Study) -> None:
@@ -280,6 +282,23 @@ def test_the_beat_sweep_voids_the_open_battle_of_a_participant_who_left(acme: Te
     assert staying.status == Participant.Status.ACTIVE
 
 
+@pytest.mark.tenant_scoped
+def test_beat_sweeps_participants_of_every_organisation_without_a_scope(settings: object, acme: Tenant, globex: Tenant):
+    from battles.tasks import participants_time_out_task
+
+    entry_ = settings.CELERY_BEAT_SCHEDULE["study-participants-time-out"]  # type: ignore[attr-defined]
+    assert entry_["task"] == participants_time_out_task.name
+    with scopes_disabled():
+        studies = [make_study(tenant, time_limit_min=5) for tenant in (acme, globex)]
+    for study in studies:
+        enter(study)  # a request: it opens its own scope
+    with scopes_disabled():
+        Participant.objects.update(entered_at=timezone.now() - timedelta(minutes=6))
+    assert participants_time_out_task() == 2  # no scope open here: the task opens one per organisation
+    with scopes_disabled():
+        assert set(Participant.objects.values_list("status", flat=True)) == {Participant.Status.TIMED_OUT}
+
+
 def test_an_inactive_or_unknown_study_is_not_found(acme: Tenant):
     study = make_study(acme, active=False)
     response = Client().get(entry(study))
@@ -414,7 +433,7 @@ def test_progress_counts_and_the_target_ends_on_the_completion_page(acme: Tenant
     response = client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response["Location"] == reverse("battles:study", args=[study.slug])
     page = client.get(response["Location"]).content.decode()
-    assert CODE in page
+    assert CODE in page and "You have completed this study" in page
     assert f'href="https://app.prolific.com/submissions/complete?cc={CODE}"' in page
     participant.refresh_from_db()
     assert participant.status == Participant.Status.COMPLETED and participant.completed_at is not None
@@ -423,3 +442,41 @@ def test_progress_counts_and_the_target_ends_on_the_completion_page(acme: Tenant
     for vote in Vote.objects.filter(rater=participant.user):
         assert PID not in str(vote.as_event())
     assert Campaign.objects.get(pk=acme.campaign.pk).status == Campaign.Status.OPEN
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_entries_racing_with_one_id_end_with_one_account(acme: Tenant):
+    import threading
+
+    from django.db import connection
+
+    from raters.tenancy import organization_scope
+
+    if connection.vendor != "postgresql":
+        pytest.fail("the race is settled by PostgreSQL's locks and constraints: run on PostgreSQL (scripts/test)")
+    study = make_study(acme)
+    barrier = threading.Barrier(3)
+    results: list[tuple[Participant, bool]] = []
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            barrier.wait()
+            with organization_scope(study.organization_id):
+                results.append(services.participant_enter(study=study, vendor_participant_id=PID))
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=go) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert sorted(created for _, created in results) == [False, False, True]
+    assert len({participant.pk for participant, _ in results}) == 1
+    assert Participant.objects.count() == 1
+    assert User.objects.filter(username__startswith="participant-").count() == 1
+    assert study.pool.members.count() == 1

@@ -237,6 +237,7 @@ CROSS_TENANT_TASKS = {
     "battles.tasks.buffer_maintain_open_task",  # tests/battles/test_buffer.py runs it without a scope
     "serving.tasks.endpoints_health_check_open_task",
     "raters.tasks.webhook_deliveries_due_task",  # tests/raters/test_webhooks.py runs it without a scope
+    "battles.tasks.participants_time_out_task",  # tests/battles/test_study.py runs it without a scope
 }
 
 
