@@ -21,7 +21,19 @@ from raters.errors import DomainError
 from serving.selectors import endpoint_health_line, endpoints_not_ready
 
 from . import prompt_import, selectors, services
-from .models import Battle, Campaign, Competitor, Generation, Participant, Prompt, Study, Turn, Vote
+from .models import (
+    Battle,
+    Campaign,
+    Competitor,
+    Experiment,
+    Generation,
+    Participant,
+    Prompt,
+    Study,
+    Turn,
+    Variant,
+    Vote,
+)
 from .prompt_import import PromptRow
 from .prompting import prompt_validate
 
@@ -33,9 +45,11 @@ if TYPE_CHECKING:
     _CompetitorTabularInline = admin.TabularInline[Competitor, Campaign]
     _GenerationTabularInline = admin.TabularInline[Generation, Battle]
     _TurnTabularInline = admin.TabularInline[Turn, Battle]
+    _VariantTabularInline = admin.TabularInline[Variant, Experiment]
 else:
     _CompetitorModelForm = _CampaignModelForm = _PromptModelForm = forms.ModelForm
     _CompetitorTabularInline = _GenerationTabularInline = _TurnTabularInline = admin.TabularInline
+    _VariantTabularInline = admin.TabularInline
 
 
 class CompetitorForm(_CompetitorModelForm):
@@ -45,11 +59,11 @@ class CompetitorForm(_CompetitorModelForm):
     The version label may be left empty: it then defaults to the endpoint's pinned model version, or
     to today's date (``services.competitor_version_default``)."""
 
-    frozen_fields = ("endpoint", "version_label")
+    frozen_fields = ("endpoint", "external_model", "version_label")
 
     class Meta:
         model = Competitor
-        fields = ("endpoint", "version_label", "active")
+        fields = ("endpoint", "external_model", "version_label", "active")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -79,13 +93,15 @@ class CompetitorInline(TenantInlineMixin, _CompetitorTabularInline):
     model = Competitor
     form = CompetitorForm
     extra = 0
-    fields = ("endpoint", "version_label", "active", "availability", "unavailable")
+    fields = ("endpoint", "external_model", "version_label", "active", "availability", "unavailable")
     readonly_fields = ("availability", "unavailable")
 
     @admin.display(description="Endpoint health")
     def availability(self, obj: Competitor) -> str:
         if obj.pk is None:
             return "-"
+        if obj.endpoint is None:
+            return "external model: shadow battles only"
         return endpoint_health_line(obj.endpoint)
 
     @admin.display(description="Skipped while down (this campaign)")
@@ -377,7 +393,8 @@ class CampaignAdmin(TenantAdmin):
                 continue
             messages.success(request, f"{campaign.name} is open.")
             # Open either way (a server may come up later), but battles would void until it does.
-            endpoints = [c.endpoint for c in campaign.competitors.filter(active=True).select_related("endpoint")]
+            competitors = campaign.competitors.filter(active=True, endpoint__isnull=False).select_related("endpoint")
+            endpoints = [c.endpoint for c in competitors if c.endpoint is not None]
             for problem in endpoints_not_ready(endpoints):
                 messages.warning(request, f"{campaign.name}: Triton does not report a model ready: {problem}")
 
@@ -480,15 +497,67 @@ class TurnInline(TenantInlineMixin, _TurnTabularInline):
 
 @admin.register(Battle)
 class BattleAdmin(ReadOnlyTenantAdmin):
-    list_display = ("id", "campaign", "rater", "left", "right", "status", "created_at")
-    list_filter = ("status",)
+    list_display = ("id", "campaign", "source", "rater", "left", "right", "status", "created_at")
+    list_filter = ("status", "source")
     inlines = (TurnInline, GenerationInline)
 
 
 @admin.register(Vote)
 class VoteAdmin(ReadOnlyTenantAdmin):
-    list_display = ("id", "campaign", "rater", "left_model", "right_model", "choice", "decision_ms", "created_at")
-    list_filter = ("choice", "category")
+    list_display = (
+        "id",
+        "campaign",
+        "source",
+        "rater",
+        "left_model",
+        "right_model",
+        "choice",
+        "decision_ms",
+        "created_at",
+    )
+    list_filter = ("choice", "category", "source")
+
+
+class VariantInline(TenantInlineMixin, _VariantTabularInline):
+    """An experiment's variants, in the assignment's order (creation). Changing a weight moves some units
+    to another variant from their next assignment on."""
+
+    model = Variant
+    extra = 0
+    fields = ("name", "weight", "competitor", "exposure_line")
+    readonly_fields = ("exposure_line",)
+
+    @admin.display(description="Units / exposures")
+    def exposure_line(self, obj: Variant) -> str:
+        if obj.pk is None:
+            return "-"
+        for row in selectors.experiment_exposures(obj.experiment):
+            if row.variant.pk == obj.pk:
+                return f"{row.units} / {row.exposures}"
+        return "0 / 0"
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(TenantAdmin):
+    """Sticky A/B assignment (``POST /api/v1/experiments/<key>/assign``); saved through the generic,
+    audited tenant-row service (``experiment.created`` / ``.changed``), variants through theirs."""
+
+    list_display = ("key", "name", "organization", "campaign", "active", "created_at")
+    list_filter = ("active",)
+    search_fields = ("key", "name")
+    fields = ("organization", "key", "name", "description", "campaign", "active")
+    inlines = (VariantInline,)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        form.save_m2m()
+        for formset in formsets:
+            formset.save(commit=False)
+            changed = {obj.pk: fields for obj, fields in formset.changed_objects}
+            for variant in [*formset.new_objects, *(obj for obj, _ in formset.changed_objects)]:
+                variant.experiment = form.instance
+                services.variant_save(variant=variant, actor=admin_user(request), changed=changed.get(variant.pk, []))
+            for deleted in formset.deleted_objects:
+                services.variant_delete(variant=deleted, actor=admin_user(request))
 
 
 @admin.register(Study)

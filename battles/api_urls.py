@@ -15,4 +15,19 @@ urlpatterns = [
     path("campaigns/<int:campaign_id>/categories/", apis.CategoryListApi.as_view(), name="categories"),
     path("campaigns/<int:campaign_id>/prompts/", apis.PromptListApi.as_view(), name="prompts"),
     path("campaigns/<int:campaign_id>/prompts/import", apis.PromptImportApi.as_view(), name="prompts-import"),
+    # Shadow battles and A/B experiments
+    path("campaigns/<int:campaign_id>/shadow-battles/", apis.ShadowBattleCreateApi.as_view(), name="shadow-battles"),
+    path(
+        "campaigns/<int:campaign_id>/shadow-battles/batch/",
+        apis.ShadowBattleBatchApi.as_view(),
+        name="shadow-battles-batch",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/shadow-battles/<uuid:battle_id>/",
+        apis.ShadowBattleDetailApi.as_view(),
+        name="shadow-battle",
+    ),
+    path("experiments/", apis.ExperimentListApi.as_view(), name="experiments"),
+    path("experiments/<slug:key>/", apis.ExperimentDetailApi.as_view(), name="experiment"),
+    path("experiments/<slug:key>/assign", apis.ExperimentAssignApi.as_view(), name="experiment-assign"),
 ]

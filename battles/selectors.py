@@ -10,7 +10,8 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.core.exceptions import ValidationError
+from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -22,7 +23,7 @@ from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
 from . import hooks
-from .models import Battle, Campaign, Competitor, Participant, Prompt, Study, Vote
+from .models import Battle, Campaign, Competitor, Experiment, Exposure, Participant, Prompt, Study, Variant, Vote
 from .prompting import CATEGORIES
 from .sampling import active_pair_weights
 
@@ -295,15 +296,22 @@ def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
     new battles (``pair_pick``, a pre-generating buffer); a queryset, so it can be a subquery.
 
     A battle already assigned to a rater when a competitor goes down stays valid: its answers exist, so
-    it is shown and voted on as usual; one still generating voids if its model fails."""
+    it is shown and voted on as usual; one still generating voids if its model fails. External
+    competitors (no endpoint, shadow battles only) are available while active."""
     return Competitor.objects.filter(campaign=campaign, active=True).exclude(endpoint__health=Health.DOWN)
+
+
+def competitors_generating(*, campaign: Campaign) -> QuerySet[Competitor]:
+    """The available competitors a generated battle may draw: those with an endpoint (an external
+    model's answers arrive only as shadow battles)."""
+    return competitors_available(campaign=campaign).filter(endpoint__isnull=False)
 
 
 def endpoints_watched() -> QuerySet[Competitor, int]:
     """The endpoint ids the health check watches (serving.hooks): those of open campaigns' active
     competitors, in the current scope."""
     return (
-        Competitor.objects.filter(active=True, campaign__status=Campaign.Status.OPEN)
+        Competitor.objects.filter(active=True, campaign__status=Campaign.Status.OPEN, endpoint__isnull=False)
         .values_list("endpoint_id", flat=True)
         .distinct()
     )
@@ -345,7 +353,10 @@ def competitor_exposure(*, campaign: Campaign, now: datetime | None = None) -> d
     if period is None:
         return {pk: CompetitorExposure(0, 0.0, None) for pk, _, _ in competitors}
     outages = endpoint_outage_periods(
-        endpoint_ids={endpoint_id for _, endpoint_id, _ in competitors}, since=period[0], until=period[1], now=now
+        endpoint_ids={endpoint_id for _, endpoint_id, _ in competitors if endpoint_id is not None},
+        since=period[0],
+        until=period[1],
+        now=now,
     )
     exposure = {}
     for pk, endpoint_id, created_at in competitors:
@@ -368,10 +379,10 @@ def competitors_unavailable(
 
 
 def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
-    """A pair of available competitors (``competitors_available``: active, endpoint not down) under the
+    """A pair of competitors that can generate (``competitors_generating``: active, endpoint not down) under the
     campaign's sampling policy; which one is shown left is a coin flip either way. None where fewer than
     two are available (the rater hears there is nothing to rate right now)."""
-    competitors = list(competitors_available(campaign=campaign).select_related("endpoint").order_by("id"))
+    competitors = list(competitors_generating(campaign=campaign).select_related("endpoint").order_by("id"))
     if len(competitors) < 2:
         return None
     if campaign.sampling == Campaign.Sampling.ACTIVE:
@@ -448,6 +459,81 @@ def category_counts(campaign: Campaign) -> list[CategoryCounts]:
             votes=votes.get(category, 0),
         )
         for category in CATEGORIES
+    ]
+
+
+# --- Shadow battles and A/B experiments (the API's reads) ----------------------------------------------
+
+
+def shadow_battle_in_campaign(*, campaign: Campaign, battle_id: UUID | str) -> Battle | None:
+    """A shadow battle of the campaign (any other id, or a generated battle's, is not found)."""
+    try:
+        return (
+            Battle.objects.filter(campaign=campaign, pk=battle_id, source=Battle.Source.SHADOW)
+            .select_related("left__endpoint", "right__endpoint", "experiment")
+            .first()
+        )
+    except (ValueError, TypeError, ValidationError):
+        return None
+
+
+def vote_of_battle(battle: Battle) -> Vote | None:
+    return Vote.objects.filter(battle=battle).first()
+
+
+def experiments_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Experiment]:
+    return Experiment.objects.filter(organization__in=organizations_viewable_by(user)).select_related(
+        "organization", "campaign"
+    )
+
+
+def experiments_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Experiment]:
+    """Experiments the principal may assign units in: a read-write key's organisation's, or those of the
+    organisations a person owns or manages (``organizations_writable_by``, as for campaigns)."""
+    return Experiment.objects.filter(organization__in=organizations_writable_by(user)).select_related(
+        "organization", "campaign"
+    )
+
+
+class ExperimentAmbiguous(Exception):
+    """The key names experiments of several of the principal's organisations."""
+
+
+def experiment_by_key(
+    experiments: QuerySet[Experiment], *, key: str, organization: str | None = None
+) -> Experiment | None:
+    """The experiment of that key among ``experiments``; ``organization`` (a slug) picks one where the
+    principal belongs to several organisations that use the key (``ExperimentAmbiguous`` otherwise)."""
+    found = experiments.filter(key=key)
+    if organization:
+        found = found.filter(organization__slug=organization)
+    matches = list(found[:2])
+    if len(matches) > 1:
+        raise ExperimentAmbiguous(key)
+    return matches[0] if matches else None
+
+
+@dataclass(frozen=True)
+class VariantExposure:
+    variant: Variant
+    units: int
+    exposures: int
+
+
+def experiment_exposures(experiment: Experiment) -> list[VariantExposure]:
+    """Per variant (in the assignment's order): distinct units exposed and exposures counted."""
+    counts: dict[int, tuple[int, int]] = {
+        variant_id: (units, exposures or 0)
+        for variant_id, units, exposures in Exposure.objects.filter(experiment=experiment)
+        .values("variant_id")
+        .annotate(units=Count("id"), exposures=Sum("count"))
+        .values_list("variant_id", "units", "exposures")
+    }
+    return [
+        VariantExposure(variant, *counts.get(variant.pk, (0, 0)))
+        for variant in Variant.objects.filter(experiment=experiment)
+        .select_related("competitor__endpoint")
+        .order_by("id")
     ]
 
 

@@ -7,10 +7,14 @@ conditional update and appends to the log in the same transaction, so two tabs c
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import math
 import random
 import secrets
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -19,10 +23,12 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
+from raters.authentication import ApiKeyPrincipal
 from raters.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
 from raters.hooks import send_on_commit
 from raters.models import AuditAction, RaterPool, Role, WebhookEvent
@@ -30,14 +36,37 @@ from raters.services import audit_record, membership_set, pool_member_add, webho
 from raters.tenancy import organization_scope, scopes_disabled
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
 from serving.models import ModelEndpoint
-from serving.triton.client import GenerationResult, SamplingParams, StreamEvent, generate_pair, stream_pair
+from serving.triton.client import (
+    EndpointSpec,
+    GenerationResult,
+    SamplingParams,
+    StreamEvent,
+    generate_pair,
+    stream_pair,
+)
 from serving.triton.client import Prompt as ClientPrompt
 
 from . import hooks, selectors
+from .experimenting import unit_position, variant_index
 from .live import LivePublisher
-from .models import Battle, Campaign, Choice, Competitor, Generation, Participant, Prompt, Side, Study, Turn, Vote
+from .models import (
+    Battle,
+    Campaign,
+    Choice,
+    Competitor,
+    Experiment,
+    Exposure,
+    Generation,
+    Participant,
+    Prompt,
+    Side,
+    Study,
+    Turn,
+    Variant,
+    Vote,
+)
 from .prompt_import import ERRORS_LISTED, PromptRow
-from .prompting import prompt_classify, prompt_hash, prompt_validate
+from .prompting import CATEGORIES, prompt_classify, prompt_hash, prompt_validate
 
 # The refusals of this app, as domain errors (raters.errors): the edges map them to pages and statuses.
 
@@ -93,7 +122,12 @@ def campaign_open(*, campaign: Campaign, actor: User | AnonymousUser | None) -> 
 def campaign_close(*, campaign: Campaign, actor: User | AnonymousUser | None) -> Campaign:
     Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.CLOSED, closed_at=timezone.now())
     # Battles shown but not voted on would otherwise wait for a reopening, with their clock running.
-    _open_battles_void(Battle.objects.filter(campaign=campaign), "The campaign was closed before the vote.")
+    # Shadow battles still in the buffer stay ready: their answers cannot be made again, and a reopened
+    # campaign serves them (``shadow_battles_import`` refuses a closed campaign's new ones).
+    _open_battles_void(
+        Battle.objects.filter(campaign=campaign).exclude(source=Battle.Source.SHADOW, rater__isnull=True),
+        "The campaign was closed before the vote.",
+    )
     campaign.refresh_from_db()
     audit_record(organization=campaign.organization, actor=actor, action=AuditAction.CAMPAIGN_CLOSED, obj=campaign)
     webhook_event_emit(
@@ -153,7 +187,11 @@ def campaign_delete(*, campaign: Campaign, actor: User | AnonymousUser | None) -
         obj=campaign,
         data={"name": campaign.name},
     )
-    campaign.delete()
+    try:
+        with transaction.atomic():
+            campaign.delete()
+    except ProtectedError:
+        raise Conflict(f"{campaign} is used by an A/B experiment: change or delete the experiment first.") from None
 
 
 def leaderboards_refresh_request(*, campaign: Campaign) -> None:
@@ -195,18 +233,28 @@ def competitor_version_default(*, endpoint: ModelEndpoint) -> str:
 @transaction.atomic
 def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | None, changed: list[str]) -> Competitor:
     created = competitor._state.adding
+    if (competitor.endpoint is None) == (not competitor.external_model):
+        raise Invalid(
+            "Choose an endpoint, or name an external model, not both.",
+            field_errors={"endpoint": "Choose an endpoint, or name an external model (one without an endpoint)."},
+        )
     if not competitor.version_label:
+        if competitor.endpoint is None:
+            raise Invalid("An external model needs a version.", field_errors={"version_label": "Required."})
         competitor.version_label = competitor_version_default(endpoint=competitor.endpoint)
-    if competitor.endpoint.organization_id != competitor.campaign.organization_id:
+    if competitor.endpoint is not None and competitor.endpoint.organization_id != competitor.campaign.organization_id:
         raise Invalid(
             "The endpoint belongs to another organisation.",
             field_errors={"endpoint": "The endpoint must belong to the campaign's organisation."},
         )
     if not created:
         # Votes name the competitor: pointing it at another model or version would rewrite history.
-        stored = Competitor.objects.filter(pk=competitor.pk).values("endpoint_id", "version_label").get()
-        identity_changed = (stored["endpoint_id"], stored["version_label"]) != (
+        stored = (
+            Competitor.objects.filter(pk=competitor.pk).values("endpoint_id", "external_model", "version_label").get()
+        )
+        identity_changed = (stored["endpoint_id"], stored["external_model"], stored["version_label"]) != (
             competitor.endpoint_id,
+            competitor.external_model,
             competitor.version_label,
         )
         if identity_changed and competitor_has_battles(competitor):
@@ -228,7 +276,12 @@ def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | Non
         actor=actor,
         action=AuditAction.COMPETITOR_ADDED if created else AuditAction.COMPETITOR_CHANGED,
         obj=competitor,
-        data={"endpoint": competitor.endpoint_id, "version": competitor.version_label, "fields": changed},
+        data={
+            "endpoint": competitor.endpoint_id,
+            "external_model": competitor.external_model,
+            "version": competitor.version_label,
+            "fields": changed,
+        },
     )
     return competitor
 
@@ -248,9 +301,17 @@ def competitor_delete(*, competitor: Competitor, actor: User | AnonymousUser | N
         actor=actor,
         action=AuditAction.COMPETITOR_DELETED,
         obj=competitor,
-        data={"endpoint": competitor.endpoint_id, "version": competitor.version_label},
+        data={
+            "endpoint": competitor.endpoint_id,
+            "external_model": competitor.external_model,
+            "version": competitor.version_label,
+        },
     )
-    competitor.delete()
+    try:
+        with transaction.atomic():
+            competitor.delete()
+    except ProtectedError:
+        raise Conflict(f"{competitor} is named by an experiment's variant: change the variant first.") from None
 
 
 def endpoint_has_battles(endpoint: ModelEndpoint) -> bool:
@@ -620,11 +681,11 @@ def battle_generate(*, battle: Battle) -> Battle:
     try:
         if turn == 0:
             left_result, right_result = generate_pair(
-                battle.left.endpoint.spec(), battle.right.endpoint.spec(), battle.prompt.text, params
+                _endpoint_spec(battle.left), _endpoint_spec(battle.right), battle.prompt.text, params
             )
         else:  # each side continues its own conversation: two inputs, so the pair call that takes two
             left_result, right_result = stream_pair(
-                battle.left.endpoint.spec(), battle.right.endpoint.spec(), left_input, right_input, params, _ignore
+                _endpoint_spec(battle.left), _endpoint_spec(battle.right), left_input, right_input, params, _ignore
             )
     except Exception as exc:  # never leave a battle "generating": void it and say why to managers
         logger.exception("generation of battle %s failed", battle.pk)
@@ -635,6 +696,14 @@ def battle_generate(*, battle: Battle) -> Battle:
 
 def _ignore(event: StreamEvent) -> None:
     pass
+
+
+def _endpoint_spec(competitor: Competitor) -> EndpointSpec:
+    """The competitor's model server; an external competitor has none (pair sampling never draws one
+    for a generated battle, so this is a bug caught where it happens: the battle voids)."""
+    if competitor.endpoint is None:
+        raise ValueError(f"competitor {competitor.pk} is an external model and cannot generate")
+    return competitor.endpoint.spec()
 
 
 def battle_turn_inputs(battle: Battle) -> tuple[int, ClientPrompt, ClientPrompt]:
@@ -676,6 +745,9 @@ def battle_continue(*, battle_id: Any, user: User, text: str) -> Battle:
     campaign = battle.campaign
     if battle.status == Battle.Status.VOTED:
         raise ContinueRefused("This battle has been voted on; start the next one.")
+    if battle.source != Battle.Source.GENERATED:
+        # Its answers came ready-made: no model here can continue them.
+        raise ContinueRefused("This battle has one turn: vote now.")
     if battle.status != Battle.Status.READY or battle.shown_at is None:
         raise ContinueRefused("Wait until both answers are complete before you continue.")
     if campaign.status != Campaign.Status.OPEN:
@@ -791,7 +863,8 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
 
     Checked at claim time, since the buffer was filled without knowing who would rate: the prompt is
     not one the rater has seen (by normalised text), its hash is under the campaign's cap, both
-    competitors are still available, the battle is younger than the buffer's age limit. The claim is a
+    competitors are still available, the battle is younger than the buffer's age limit (shadow battles:
+    both competitors still active, and no age limit: see ``buffer_maintain``). The claim is a
     conditional update (``rater IS NULL``): of two raters racing for one battle, one gets it and the
     other the next. A rater who already holds an open battle (a second tab) makes the database refuse
     (IntegrityError: one open battle per rater and campaign), which the caller turns into that battle."""
@@ -801,7 +874,10 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
             campaign=campaign,
             rater__isnull=True,
             status=Battle.Status.READY,
-            created_at__gte=now - timedelta(seconds=campaign.buffer_max_age_s),
+        )
+        .filter(
+            models.Q(created_at__gte=now - timedelta(seconds=campaign.buffer_max_age_s))
+            | models.Q(source=Battle.Source.SHADOW)
         )
         .select_related("prompt")
         .order_by("created_at")[:CLAIM_CANDIDATES]
@@ -813,10 +889,16 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
     seen = selectors.hashes_rated_by(campaign=campaign, user=user, hashes=hashes)
     full = selectors.hashes_at_cap(campaign=campaign, hashes=hashes)
     available = set(selectors.competitors_available(campaign=campaign).values_list("pk", flat=True))
+    active = (
+        set(Competitor.objects.filter(campaign=campaign, active=True).values_list("pk", flat=True))
+        if any(candidate.source == Battle.Source.SHADOW for candidate in candidates)
+        else set()
+    )
     for candidate in candidates:
         if candidate.prompt.text_hash in seen or candidate.prompt.text_hash in full:
             continue
-        if candidate.left_id not in available or candidate.right_id not in available:
+        usable = active if candidate.source == Battle.Source.SHADOW else available
+        if candidate.left_id not in usable or candidate.right_id not in usable:
             continue
         with transaction.atomic():  # a savepoint: the one-open-battle constraint may refuse the update
             won = Battle.objects.filter(pk=candidate.pk, rater__isnull=True, status=Battle.Status.READY).update(
@@ -854,14 +936,18 @@ def buffer_maintain(*, campaign_id: int) -> int:
     if campaign is None:
         return 0
     now = timezone.now()
-    voided = (
-        _buffer(campaign.pk)
-        .filter(created_at__lt=now - timedelta(seconds=campaign.buffer_max_age_s))
-        .update(status=Battle.Status.VOID, void_reason="Not claimed within the campaign's buffer age; replaced.")
+    # Shadow battles are left alone: their answers were pushed once and cannot be made again, and they
+    # do not go stale (the age limit is there so generated answers reflect the models now deployed; a
+    # shadow battle records what a model answered then, and says so). A withdrawn competitor voids them
+    # in ``competitor_save``; a model server being down does not matter, their answers exist.
+    generated = _buffer(campaign.pk).filter(source=Battle.Source.GENERATED)
+    voided = generated.filter(created_at__lt=now - timedelta(seconds=campaign.buffer_max_age_s)).update(
+        status=Battle.Status.VOID, void_reason="Not claimed within the campaign's buffer age; replaced."
     )
     available = selectors.competitors_available(campaign=campaign).values("pk")
     voided += (
         _buffer(campaign.pk)
+        .filter(source=Battle.Source.GENERATED)
         .filter(models.Q(~models.Q(left__in=available)) | models.Q(~models.Q(right__in=available)))
         .update(status=Battle.Status.VOID, void_reason="A competitor became unavailable before a rater got it.")
     )
@@ -972,8 +1058,8 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
         params = SamplingParams(**battle.params)
         try:
             left_result, right_result = stream_pair(
-                battle.left.endpoint.spec(),
-                battle.right.endpoint.spec(),
+                _endpoint_spec(battle.left),
+                _endpoint_spec(battle.right),
                 left_input,
                 right_input,
                 params,
@@ -1117,10 +1203,11 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
                 prompt_source=battle.prompt.source,
                 left=battle.left,
                 right=battle.right,
-                left_model=battle.left.endpoint.name,
+                left_model=battle.left.model_name,
                 left_version=battle.left.version_label,
-                right_model=battle.right.endpoint.name,
+                right_model=battle.right.model_name,
                 right_version=battle.right.version_label,
+                source=battle.source,
                 params=battle.params,
                 choice=choice,
                 decision_ms=decision_ms,
@@ -1149,6 +1236,486 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
         },
     )
     return vote
+
+
+# --- Shadow battles: answers pushed over the API, served to raters like generated ones --------------
+
+# An answer's text longer than this is refused (the page shows whole answers; generated ones stop at
+# the campaign's max_tokens).
+SHADOW_ANSWER_MAX_CHARS = 100_000
+SHADOW_BATCH_MAX = 1000
+
+
+class IdempotencyConflict(Conflict):
+    """An idempotency key already used with another request body."""
+
+
+@dataclass(frozen=True)
+class ShadowAnswer:
+    """One side of a shadow battle as the caller sent it. With an experiment, ``variant`` names the
+    variant whose competitor answered (then ``model`` and ``version`` may be empty)."""
+
+    text: str
+    output_tokens: int
+    finish_reason: str
+    latency_s: float
+    model: str = ""
+    version: str = ""
+    ttft_s: float | None = None
+    variant: str = ""
+
+
+@dataclass(frozen=True)
+class ShadowBattleInput:
+    idempotency_key: str
+    prompt: str
+    answers: tuple[ShadowAnswer, ShadowAnswer]
+    category: str = ""
+    language: str = ""
+    system_prompt: str | None = None
+    experiment: str = ""
+
+    def digest(self) -> str:
+        """sha256 of the request, key left out: what a replay must match."""
+        body = {
+            "prompt": self.prompt,
+            "category": self.category,
+            "language": self.language,
+            "system_prompt": self.system_prompt,
+            "experiment": self.experiment,
+            "answers": [
+                [a.model, a.version, a.variant, a.text, a.output_tokens, a.finish_reason, a.latency_s, a.ttft_s]
+                for a in self.answers
+            ],
+        }
+        return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ShadowResult:
+    battle_id: uuid.UUID
+    status: str
+    created: bool  # False: a replay of an earlier request with the same key and body
+
+
+def _shadow_audit_actor(actor: User | AnonymousUser | None) -> tuple[User | AnonymousUser | None, dict[str, str]]:
+    """A request made with an API key has no person behind it: the audit row names the key instead."""
+    if isinstance(actor, ApiKeyPrincipal):
+        return None, {"api_key": actor.api_key.prefix}
+    return actor, {}
+
+
+class _Errors:
+    """Field errors of a batch, named ``<prefix><field>`` (the API's prefix says which item)."""
+
+    def __init__(self, prefix: Callable[[int], str]) -> None:
+        self.prefix = prefix
+        self.fields: dict[str, list[str]] = {}
+
+    def add(self, index: int, field: str, message: str) -> None:
+        self.fields.setdefault(f"{self.prefix(index)}{field}", []).append(message)
+
+    def raise_if_any(self, cls: type[Invalid] | type[Conflict] = Invalid) -> None:
+        if self.fields:
+            first = next(iter(self.fields.items()))
+            more = f" (and {len(self.fields) - 1} more)" if len(self.fields) > 1 else ""
+            raise cls(f"{first[0]}: {first[1][0]}{more}", field_errors=self.fields)
+
+
+def _shadow_validate(index: int, item: ShadowBattleInput, errors: _Errors) -> str:
+    """Check what can be checked on the item alone; returns the clean prompt text."""
+    clean = ""
+    try:
+        clean = prompt_validate(item.prompt)
+    except ValueError as exc:
+        errors.add(index, "prompt", str(exc))
+    if item.category and item.category not in CATEGORIES:
+        errors.add(index, "category", f"Unknown category {item.category!r}: use one of {', '.join(CATEGORIES)}.")
+    if len(item.language) > 8:
+        errors.add(index, "language", "At most 8 characters (a language tag such as en or pt-BR).")
+    if not item.idempotency_key or len(item.idempotency_key) > 200:
+        errors.add(index, "idempotency_key", "Required, 1 to 200 characters.")
+    if len(item.answers) != 2:
+        errors.add(index, "answers", "Exactly two answers.")
+        return clean
+    for side, answer in enumerate(item.answers):
+        field = f"answers.{side}."
+        if not answer.text.strip():
+            errors.add(index, field + "text", "An answer cannot be empty.")
+        elif len(answer.text) > SHADOW_ANSWER_MAX_CHARS:
+            errors.add(index, field + "text", f"At most {SHADOW_ANSWER_MAX_CHARS} characters.")
+        if answer.output_tokens < 0:
+            errors.add(index, field + "output_tokens", "Must be 0 or more.")
+        if not 1 <= len(answer.finish_reason) <= 16:
+            errors.add(index, field + "finish_reason", "1 to 16 characters (e.g. stop, length).")
+        if not (math.isfinite(answer.latency_s) and answer.latency_s >= 0):
+            errors.add(index, field + "latency_s", "Seconds, 0 or more.")
+        if answer.ttft_s is not None and not (
+            math.isfinite(answer.ttft_s) and 0 <= answer.ttft_s <= max(answer.latency_s, 0)
+        ):
+            errors.add(index, field + "ttft_s", "Seconds, from 0 to the answer's latency.")
+        if not (item.experiment and answer.variant):
+            for name, value in (("model", answer.model), ("version", answer.version)):
+                if not value:
+                    errors.add(index, field + name, "Required (or name an experiment and its variant).")
+        if len(answer.model) > 120:
+            errors.add(index, field + "model", "At most 120 characters.")
+        if len(answer.version) > 80:
+            errors.add(index, field + "version", "At most 80 characters.")
+    return clean
+
+
+def _shadow_identities(
+    campaign: Campaign, items: list[ShadowBattleInput], errors: _Errors
+) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """Each item's two (model, version): given, or the variants' competitors of its experiment."""
+    keys = {item.experiment for item in items if item.experiment}
+    variants: dict[tuple[str, str], Variant] = {}
+    experiments: dict[str, Experiment] = {}
+    if keys:
+        for found in Experiment.objects.filter(organization_id=campaign.organization_id, key__in=keys):
+            experiments[found.key] = found
+        for row in Variant.objects.filter(experiment__in=experiments.values()).select_related(
+            "experiment", "competitor__endpoint"
+        ):
+            variants[(row.experiment.key, row.name)] = row
+    identities = []
+    for index, item in enumerate(items):
+        pair: list[tuple[str, str]] = []
+        experiment = experiments.get(item.experiment) if item.experiment else None
+        if item.experiment and experiment is None:
+            errors.add(index, "experiment", f"No experiment {item.experiment!r} in this organisation.")
+        elif experiment is not None and experiment.campaign_id != campaign.pk:
+            errors.add(index, "experiment", "This experiment's battles go to another campaign (or to none).")
+        for side, answer in enumerate(item.answers[:2]):
+            identity = (answer.model, answer.version)
+            if experiment is not None and experiment.campaign_id == campaign.pk and answer.variant:
+                variant = variants.get((experiment.key, answer.variant))
+                if variant is None:
+                    errors.add(index, f"answers.{side}.variant", f"No variant {answer.variant!r} in {experiment}.")
+                elif variant.competitor is None:
+                    errors.add(index, f"answers.{side}.variant", f"Variant {variant} names no competitor.")
+                else:
+                    named = (variant.competitor.model_name, variant.competitor.version_label)
+                    if answer.model and (answer.model, answer.version) != named:
+                        errors.add(
+                            index, f"answers.{side}.model", f"Variant {variant} is {named[0]} {named[1]}, not this."
+                        )
+                    identity = named
+            pair.append(identity)
+        if len(pair) == 2 and pair[0] == pair[1] and pair[0] != ("", ""):
+            errors.add(index, "answers", "The two answers must come from different models or versions.")
+        identities.append((pair[0], pair[1]) if len(pair) == 2 else (("", ""), ("", "")))
+    return identities
+
+
+def _shadow_competitors(
+    *, campaign: Campaign, wanted: set[tuple[str, str]], actor: User | AnonymousUser | None
+) -> dict[tuple[str, str], Competitor]:
+    """The campaign's competitor for each (model, version): a competitor with an endpoint of that name
+    and version if there is one (the same model keeps one rating however its answers came), else an
+    external one, created (and audited) where missing."""
+
+    def existing() -> dict[tuple[str, str], Competitor]:
+        found: dict[tuple[str, str], Competitor] = {}
+        competitors = Competitor.objects.filter(campaign=campaign).select_related("endpoint").order_by("id")
+        for competitor in competitors:
+            # An endpoint's competitor wins over an external one of the same name and version.
+            key = (competitor.model_name, competitor.version_label)
+            if key not in found or (competitor.endpoint_id is not None and found[key].endpoint_id is None):
+                found[key] = competitor
+        return found
+
+    found = existing()
+    missing = sorted(wanted - found.keys())
+    if missing:
+        Competitor.objects.bulk_create(
+            [
+                Competitor(
+                    organization_id=campaign.organization_id,
+                    campaign=campaign,
+                    external_model=model,
+                    version_label=version,
+                )
+                for model, version in missing
+            ],
+            ignore_conflicts=True,  # a concurrent import created the same one: it is found below
+        )
+        found = existing()
+        person, key = _shadow_audit_actor(actor)
+        for model, version in missing:
+            audit_record(
+                organization=campaign.organization,
+                actor=person,
+                action=AuditAction.COMPETITOR_ADDED,
+                obj=found[(model, version)],
+                data={"external_model": model, "version": version, "via": "shadow battle", **key},
+            )
+    return found
+
+
+def shadow_battles_import(
+    *,
+    campaign: Campaign,
+    items: list[ShadowBattleInput],
+    actor: User | AnonymousUser | None,
+    field_prefix: Callable[[int], str] = lambda index: f"battles.{index}.",
+) -> list[ShadowResult]:
+    """Add ready-made battles to the campaign's buffer, all or none, one result per item in order.
+
+    Each battle is served to raters exactly like a generated one (battle_claim: blind, same page, same
+    caps): the side shown left is a coin flip made here, not the order given; style counts and identity
+    signals are computed now from the answers, as for generated ones. Competitors are matched by
+    (model, version), or created as external models (no endpoint: never drawn for generated battles).
+
+    Idempotent per item: a key already used with the same body returns that battle (``created`` False)
+    and writes nothing; with another body the whole call is refused (``IdempotencyConflict``, naming
+    the items). Invalid items are all named (``Invalid.field_errors``) and nothing is written."""
+    if len(items) > SHADOW_BATCH_MAX:
+        raise Invalid(f"At most {SHADOW_BATCH_MAX} battles per call.", field_errors={"battles": "Too many."})
+    if not items:
+        raise Invalid("No battles given.", field_errors={"battles": "At least one battle."})
+    try:
+        return _shadow_battles_import(campaign=campaign, items=items, actor=actor, field_prefix=field_prefix)
+    except IntegrityError:
+        # A concurrent request took one of these keys (or competitors) first: once more, now replaying it.
+        return _shadow_battles_import(campaign=campaign, items=items, actor=actor, field_prefix=field_prefix)
+
+
+@transaction.atomic
+def _shadow_battles_import(
+    *,
+    campaign: Campaign,
+    items: list[ShadowBattleInput],
+    actor: User | AnonymousUser | None,
+    field_prefix: Callable[[int], str],
+) -> list[ShadowResult]:
+    if campaign.status == Campaign.Status.CLOSED:
+        raise Conflict("This campaign is closed: it takes no more battles.")
+    errors = _Errors(field_prefix)
+    texts = [_shadow_validate(index, item, errors) for index, item in enumerate(items)]
+    first_index: dict[str, int] = {}
+    for index, item in enumerate(items):
+        if item.idempotency_key in first_index:
+            other = first_index[item.idempotency_key]
+            errors.add(index, "idempotency_key", f"Used twice in this call (also item {other}).")
+        first_index.setdefault(item.idempotency_key, index)
+    errors.raise_if_any()
+
+    digests = [item.digest() for item in items]
+    earlier = {
+        row["idempotency_key"]: row
+        for row in Battle.objects.filter(
+            campaign=campaign, idempotency_key__in=[item.idempotency_key for item in items]
+        ).values("idempotency_key", "request_digest", "pk", "status")
+    }
+    conflicts = _Errors(field_prefix)
+    for index, item in enumerate(items):
+        row = earlier.get(item.idempotency_key)
+        if row is not None and row["request_digest"] != digests[index]:
+            conflicts.add(index, "idempotency_key", "Already used with a different request body.")
+    if conflicts.fields:
+        first_field = next(iter(conflicts.fields))
+        raise IdempotencyConflict(
+            f"{first_field}: this idempotency key was already used with a different request body; nothing was changed.",
+            field_errors=conflicts.fields,
+        )
+    fresh = [index for index, item in enumerate(items) if item.idempotency_key not in earlier]
+
+    identity_errors = _Errors(lambda position: field_prefix(fresh[position]))
+    identities = _shadow_identities(campaign, [items[i] for i in fresh], identity_errors)
+    identity_errors.raise_if_any()
+    competitors: dict[tuple[str, str], Competitor] = {}
+    if fresh:
+        wanted = {identity for pair in identities for identity in pair}
+        competitors = _shadow_competitors(campaign=campaign, wanted=wanted, actor=actor)
+    for position, index in enumerate(fresh):
+        for side, identity in enumerate(identities[position]):
+            competitor = competitors[identity]
+            if not competitor.active:
+                errors.add(index, f"answers.{side}.model", f"{competitor} was withdrawn from this campaign.")
+    errors.raise_if_any()
+
+    prompts = _shadow_prompts(campaign=campaign, items=[(texts[i], items[i]) for i in fresh])
+    now = timezone.now()
+    battles: list[Battle] = []
+    generations: list[Generation] = []
+    for position, index in enumerate(fresh):
+        item = items[index]
+        first, second = (competitors[identity] for identity in identities[position])
+        answers = item.answers
+        # The server decides the sides: the order of the request says nothing about what raters see.
+        if _rng.random() < 0.5:
+            first, second = second, first
+            answers = (answers[1], answers[0])
+        battle = Battle(
+            organization_id=campaign.organization_id,
+            campaign=campaign,
+            prompt=prompts[position],
+            left=first,
+            right=second,
+            status=Battle.Status.READY,
+            source=Battle.Source.SHADOW,
+            params={"system_prompt": item.system_prompt if item.system_prompt is not None else campaign.system_prompt},
+            ready_at=now,
+            requested_at=now,
+            idempotency_key=item.idempotency_key,
+            request_digest=digests[index],
+            experiment=None,
+        )
+        battles.append(battle)
+        for pane, competitor, answer in ((Side.LEFT, first, answers[0]), (Side.RIGHT, second, answers[1])):
+            generations.append(
+                Generation(
+                    battle=battle,
+                    side=pane,
+                    competitor=competitor,
+                    text=answer.text,
+                    output_tokens=answer.output_tokens,
+                    finish_reason=answer.finish_reason,
+                    latency_s=answer.latency_s,
+                    ttft_s=answer.ttft_s,
+                    tokens_per_s=answer.output_tokens / answer.latency_s if answer.latency_s > 0 else None,
+                    # The same analysis as a generated answer's (battle_generations_record).
+                    style=style_counts(answer.text).as_dict(),
+                    model_mentions=list(answer_model_mentions(answer.text)),
+                )
+            )
+    _shadow_experiments_link(campaign=campaign, battles=battles, items=[items[i] for i in fresh])
+    Battle.objects.bulk_create(battles, batch_size=500)
+    Generation.objects.bulk_create(generations, batch_size=1000)
+    if battles:
+        person, key = _shadow_audit_actor(actor)
+        audit_record(
+            organization=campaign.organization,
+            actor=person,
+            action=AuditAction.SHADOW_BATTLES_IMPORTED,
+            obj=campaign,
+            data={"count": len(battles), "replayed": len(items) - len(battles), **key},
+        )
+    created = {items[index].idempotency_key: battle for index, battle in zip(fresh, battles, strict=True)}
+    results = []
+    for item in items:
+        if item.idempotency_key in created:
+            results.append(ShadowResult(created[item.idempotency_key].pk, Battle.Status.READY, True))
+        else:
+            row = earlier[item.idempotency_key]
+            results.append(ShadowResult(row["pk"], row["status"], False))
+    return results
+
+
+def _shadow_experiments_link(*, campaign: Campaign, battles: list[Battle], items: list[ShadowBattleInput]) -> None:
+    keys = {item.experiment for item in items if item.experiment}
+    if not keys:
+        return
+    experiments = {e.key: e for e in Experiment.objects.filter(organization_id=campaign.organization_id, key__in=keys)}
+    for battle, item in zip(battles, items, strict=True):
+        if item.experiment:
+            battle.experiment = experiments[item.experiment]
+
+
+def _shadow_prompts(*, campaign: Campaign, items: list[tuple[str, ShadowBattleInput]]) -> list[Prompt]:
+    """A prompt per item: the campaign's shadow prompt of the same text, category and language if there
+    is one (found with one query by hash), else a new one (classified where no category is given)."""
+    hashes = {prompt_hash(text) for text, _ in items}
+    known: dict[tuple[str, str, str], Prompt] = {}
+    for prompt in Prompt.objects.filter(campaign=campaign, source=Prompt.Source.SHADOW, text_hash__in=hashes):
+        known.setdefault((prompt.text, prompt.category, prompt.language), prompt)
+    new: list[Prompt] = []
+    chosen: list[Prompt] = []
+    for text, item in items:
+        category, language = item.category, item.language
+        if not category or not language:
+            auto_category, auto_language = prompt_classify(text)
+            category, language = category or auto_category, language or auto_language
+        key = (text, category, language)
+        if key not in known:
+            known[key] = Prompt(
+                organization_id=campaign.organization_id,
+                campaign=campaign,
+                text=text,
+                text_hash=prompt_hash(text),
+                category=category,
+                language=language,
+                source=Prompt.Source.SHADOW,
+            )
+            new.append(known[key])
+        chosen.append(known[key])
+    Prompt.objects.bulk_create(new, batch_size=500)
+    return chosen
+
+
+# --- A/B experiments: sticky assignment ---------------------------------------------------------------
+
+
+class ExperimentInactive(Conflict):
+    pass
+
+
+@dataclass(frozen=True)
+class AssignmentResult:
+    variant: Variant
+    exposures: int  # this unit's exposures to this variant, this one included
+
+
+def experiment_assign(*, experiment: Experiment, unit_id: str) -> AssignmentResult:
+    """The unit's variant (``battles.experimenting``: a hash of the key and the unit id, weighted),
+    and its exposure counted: one row per (experiment, unit, variant), created on the first exposure
+    and counted up by a conditional update after (concurrent first exposures: one insert wins, the
+    other counts up)."""
+    if not experiment.active:
+        raise ExperimentInactive(f"Experiment {experiment.key} is not active.")
+    if not unit_id or len(unit_id) > 200:
+        raise Invalid("unit_id: 1 to 200 characters.", field_errors={"unit_id": "1 to 200 characters."})
+    variants = list(Variant.objects.filter(experiment=experiment).select_related("competitor__endpoint").order_by("id"))
+    if not variants:
+        raise Conflict(f"Experiment {experiment.key} has no variants.")
+    variant = variants[variant_index(unit_position(experiment.key, unit_id), [v.weight for v in variants])]
+    now = timezone.now()
+    exposures = Exposure.objects.filter(experiment=experiment, unit_id=unit_id, variant=variant)
+    with transaction.atomic():
+        if not exposures.update(count=models.F("count") + 1, last_seen_at=now):
+            try:
+                with transaction.atomic():  # a savepoint: a concurrent first exposure may win the insert
+                    Exposure.objects.create(
+                        experiment=experiment, variant=variant, unit_id=unit_id, first_seen_at=now, last_seen_at=now
+                    )
+            except IntegrityError:
+                exposures.update(count=models.F("count") + 1, last_seen_at=now)
+        count = exposures.values_list("count", flat=True).get()
+    return AssignmentResult(variant=variant, exposures=count)
+
+
+@transaction.atomic
+def variant_save(*, variant: Variant, actor: User | AnonymousUser | None, changed: list[str]) -> Variant:
+    """A variant added or changed (its experiment's change, in the audit log). Changing a weight moves
+    some units to another variant from their next assignment on; the exposures say which."""
+    created = variant._state.adding
+    try:
+        variant.full_clean()
+    except ValidationError as exc:
+        raise Invalid(" ".join(exc.messages), field_errors=exc.message_dict) from None
+    variant.save()
+    audit_record(
+        organization=variant.experiment.organization,
+        actor=actor,
+        action=AuditAction.EXPERIMENT_CHANGED,
+        obj=variant.experiment,
+        data={"variant": variant.name, "created": created, "fields": changed, "weight": variant.weight},
+    )
+    return variant
+
+
+@transaction.atomic
+def variant_delete(*, variant: Variant, actor: User | AnonymousUser | None) -> None:
+    audit_record(
+        organization=variant.experiment.organization,
+        actor=actor,
+        action=AuditAction.EXPERIMENT_CHANGED,
+        obj=variant.experiment,
+        data={"variant": variant.name, "deleted": True},
+    )
+    variant.delete()
 
 
 # --- Crowd studies (README, "Crowd studies") --------------------------------------------------------

@@ -199,7 +199,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
             every = [by_turn[t][side] for t in sorted(by_turn) if side in by_turn[t]]
             pane.update(
                 {
-                    "model": competitor.endpoint.name,
+                    "model": competitor.model_name,
                     "version": competitor.version_label,
                     "latency_s": sum(g.latency_s for g in every),
                     "tokens": sum(g.output_tokens for g in every),
@@ -217,6 +217,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         "turn_number": current + 1,
         # Offered while the turn streams too, disabled until both answers are complete (stream.js).
         "can_continue": (battle.status == Battle.Status.READY or streaming)
+        and battle.source == Battle.Source.GENERATED
         and campaign.status == Campaign.Status.OPEN
         and current + 1 < campaign.max_turns,
         "panes": panes,

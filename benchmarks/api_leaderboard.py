@@ -128,7 +128,7 @@ def load(seed: int = 0) -> tuple[int, str]:
                     style_right=np.zeros((N_VOTES, len(STYLE_FEATURES))),
                 )
                 method = Method(rounds=20)
-                labels = {c.pk: f"{c.endpoint.name} {c.version_label}" for c in competitors}
+                labels = {c.pk: f"{c.model_name} {c.version_label}" for c in competitors}
                 board = board_compute(votes, ids, labels, method, view="raw")
                 excluded = {k: 0 for k in ("too_fast", "identity_leak", "over_prompt_cap", "over_rater_cap")}
                 LeaderboardSnapshot.objects.create(

@@ -174,10 +174,15 @@ def campaigns_voted_in(*, organization_id: int, rater_id: int) -> list[int]:
 
 
 def competitor_names(*, campaign: Campaign) -> dict[int, dict[str, Any]]:
-    """Every competitor of the campaign (retired ones too): model (the endpoint's name), version and
-    whether it still gets battles."""
-    rows = Competitor.objects.filter(campaign=campaign).values_list("pk", "endpoint__name", "version_label", "active")
-    return {pk: {"model": model, "version": version, "active": active} for pk, model, version, active in rows}
+    """Every competitor of the campaign (retired ones too): model (the endpoint's name, or an external
+    model's, whose answers arrive as shadow battles), version and whether it still gets battles."""
+    rows = Competitor.objects.filter(campaign=campaign).values_list(
+        "pk", "endpoint__name", "external_model", "version_label", "active"
+    )
+    return {
+        pk: {"model": endpoint_name or external, "version": version, "active": active}
+        for pk, endpoint_name, external, version, active in rows
+    }
 
 
 def snapshot_rows(*, snapshot: LeaderboardSnapshot, names: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:

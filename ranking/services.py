@@ -56,7 +56,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     kept = votes.subset(keep)
     competitors = list(Competitor.objects.filter(campaign=campaign).select_related("endpoint").order_by("id"))
     competitor_ids = np.array([c.pk for c in competitors], dtype=np.int64)
-    labels = {c.pk: f"{c.endpoint.name} {c.version_label}" for c in competitors}
+    labels = {c.pk: f"{c.model_name} {c.version_label}" for c in competitors}
     method = method_for(campaign)
     last_vote_id = int(votes.vote_id.max()) if len(votes) else 0
 

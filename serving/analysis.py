@@ -156,6 +156,52 @@ _MODEL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+# A word each pattern cannot match without (lower case): a pattern runs only on text that contains its
+# word, so an answer naming no model costs a few substring scans instead of every regex (shadow battles
+# are analysed by the thousand per request). A necessary condition only: the patterns still decide.
+_MODEL_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "OpenAI": ("open",),
+    "ChatGPT": ("chat",),
+    "GPT": ("gpt",),
+    "o1/o3": ("o1-", "o3-"),
+    "Anthropic": ("anthropic",),
+    "Claude": ("claude",),
+    "Google": ("google",),
+    "DeepMind": ("deep",),
+    "Gemini": ("gemini",),
+    "Bard": ("bard",),
+    "PaLM": ("palm",),
+    "Gemma": ("gemma",),
+    "Meta": ("meta",),
+    "Llama": ("llama",),
+    "Mistral": ("mistral",),
+    "Mixtral": ("mixtral",),
+    "Qwen": ("qwen",),
+    "Alibaba": ("alibaba",),
+    "DeepSeek": ("deep",),
+    "Microsoft": ("microsoft",),
+    "Phi": ("phi",),
+    "Cohere": ("cohere",),
+    "Command R": ("command",),
+    "Falcon": ("falcon",),
+    "Grok": ("grok",),
+    "xAI": ("xai",),
+    "SmolLM": ("smollm",),
+    "Hugging Face": ("hugging",),
+    "NVIDIA": ("nvidia",),
+    "Nemotron": ("nemotron",),
+    "Yi": ("yi",),
+    "01.AI": ("01",),
+}
+
+
+def _keyword_text(text: str) -> str:
+    # What a case-insensitive regex treats as these letters: str.lower(), plus the few characters that
+    # re.IGNORECASE matches to an ASCII letter but lower() does not map to it (dotless i, long s; the
+    # dotted capital I lowers to i + a combining dot).
+    return text.lower().replace("\u0131", "i").replace("\u017f", "s").replace("\u0307", "")
+
+
 def answer_model_mentions(answer: str) -> tuple[str, ...]:
     """Canonical names of the vendors and models ``answer`` mentions, in order of first appearance.
 
@@ -166,8 +212,11 @@ def answer_model_mentions(answer: str) -> tuple[str, ...]:
     without a version number, "meta" in lower case). Zodiac "Gemini" is still a false positive.
     """
     text = _normalise_quotes(answer)
+    lowered = _keyword_text(text)
     found: list[tuple[int, str]] = []
     for name, pattern in _MODEL_PATTERNS:
+        if not any(word in lowered for word in _MODEL_KEYWORDS[name]):
+            continue
         match = pattern.search(text)
         if match is not None:
             found.append((match.start(), name))

@@ -179,7 +179,7 @@ def make_real_llm_tenant(*, owner: User, rater: User, server: TritonServer, name
     )
     field_names = {f.name for f in ModelEndpoint._meta.get_fields()}
     for competitor in (tenant.left, tenant.right):
-        endpoint = competitor.endpoint
+        endpoint = endpoint_of(competitor)
         endpoint.timeout_s = 60.0
         if {"contract", "prompt_format"} <= field_names:
             endpoint.contract = "vllm"  # type: ignore[attr-defined]
@@ -196,6 +196,12 @@ def model_server_url(request: pytest.FixtureRequest) -> str:
         server: TritonServer = request.getfixturevalue(TRITON_FIXTURE)
         return server.grpc_url
     return MODEL_SERVER_URL
+
+
+def endpoint_of(competitor: Competitor) -> ModelEndpoint:
+    """The competitor's endpoint, for a test that knows it has one."""
+    assert competitor.endpoint is not None
+    return competitor.endpoint
 
 
 @dataclass

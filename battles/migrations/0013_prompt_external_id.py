@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("battles", "0011_multi_turn"),
+        ("battles", "0012_shadow_and_experiments"),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from battles.models import Battle, Campaign, Generation, Vote
-from tests.conftest import generation_worker_run, make_real_llm_tenant, start_battle
+from tests.conftest import endpoint_of, generation_worker_run, make_real_llm_tenant, start_battle
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.real_llm]
 
@@ -38,6 +38,6 @@ def test_a_real_battle_between_real_models(alice, bob, bob_client, llm_triton_se
     assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"}).status_code == 302
     vote = Vote.objects.get(battle=battle)
     assert vote.turns is not None and len(vote.turns) == 2
-    assert {vote.left_model, vote.right_model} == {c.endpoint.name for c in (tenant.left, tenant.right)}
+    assert {vote.left_model, vote.right_model} == {endpoint_of(c).name for c in (tenant.left, tenant.right)}
     revealed = bob_client.get(reverse("battles:battle", args=[battle.pk])).content.decode()
-    assert tenant.left.endpoint.name in revealed and tenant.right.endpoint.name in revealed
+    assert endpoint_of(tenant.left).name in revealed and endpoint_of(tenant.right).name in revealed

@@ -15,7 +15,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
 from battles.models import Battle, Vote
-from tests.conftest import Tenant
+from tests.conftest import Tenant, endpoint_of
 
 from .conftest import log_in
 
@@ -27,7 +27,7 @@ BATTLE_URL = re.compile(r"/b/[0-9a-f-]{36}/$")
 def _identity_strings(tenant: Tenant) -> set[str]:
     strings: set[str] = set()
     for competitor in (tenant.left, tenant.right):
-        strings |= {competitor.endpoint.name, competitor.endpoint.model_name, competitor.version_label}
+        strings |= {endpoint_of(competitor).name, endpoint_of(competitor).model_name, competitor.version_label}
     return strings
 
 
@@ -87,8 +87,8 @@ def test_rater_logs_in_votes_with_the_keyboard_sees_the_reveal_and_goes_on(
     expect(page.locator("#result")).to_contain_text("You voted")
     assert page.url == first_url
     battle = Battle.objects.select_related("left__endpoint", "right__endpoint").get(pk=_battle_id(page))
-    expect(pane_a.locator(".model-name")).to_have_text(battle.left.endpoint.name)
-    expect(pane_b.locator(".model-name")).to_have_text(battle.right.endpoint.name)
+    expect(pane_a.locator(".model-name")).to_have_text(endpoint_of(battle.left).name)
+    expect(pane_b.locator(".model-name")).to_have_text(endpoint_of(battle.right).name)
     expect(page.locator("#vote-form")).to_have_count(0)
     _assert_no_template_syntax(page)
     page.screenshot(path=str(screenshot_dir / "arena-reveal.png"), full_page=True)

@@ -15,7 +15,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from battles.models import Battle, Campaign, Prompt, Vote
 from raters.services import invitation_create
-from tests.conftest import Tenant
+from tests.conftest import Tenant, endpoint_of
 
 from .conftest import log_in
 
@@ -81,13 +81,13 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     # Blind: the new title, heading, counter and live region name no model before the vote.
     html = page.content()
     for competitor in (acme.left, acme.right):
-        for secret in (competitor.endpoint.name, competitor.endpoint.model_name, competitor.version_label):
+        for secret in (endpoint_of(competitor).name, endpoint_of(competitor).model_name, competitor.version_label):
             assert secret not in html, f"{secret!r} visible before the vote"
     page.keyboard.press("2")  # the second button: B is better
     expect(page.locator("#result")).to_contain_text("B is better")
     assert Vote.objects.get().choice == "right"
     battle.refresh_from_db()
-    expect(announcer).to_contain_text(f"Your vote is stored: B is better. Answer A was {battle.left.endpoint.name}")
+    expect(announcer).to_contain_text(f"Your vote is stored: B is better. Answer A was {endpoint_of(battle.left).name}")
     expect(page).to_have_title(f"Result of battle 1 · {acme.campaign.name} · Arena")
     expect(page.locator("h1")).to_have_count(1)
     _shot(page, screenshot_dir, "result")

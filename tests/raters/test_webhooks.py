@@ -357,14 +357,14 @@ def test_a_recompute_emits_leaderboard_updated_once(acme, bob, receiver):
         categories=("coding", "writing"),
     )
     snapshots = leaderboards_recompute(campaign_id=acme.campaign.pk)
-    assert len(snapshots) == 6  # overall and two categories, raw and style
+    assert len(snapshots) == 9  # overall and two categories; raw, style and reliability-weighted
     (delivery,) = WebhookDelivery.objects.filter(endpoint=endpoint)  # once per recompute, not per snapshot
     assert delivery.event == WebhookEvent.LEADERBOARD_UPDATED
     assert delivery.payload == {
         "campaign_id": acme.campaign.pk,
         "version": snapshots[0].version,
         "categories": ["", "coding", "writing"],
-        "views": ["raw", "style"],
+        "views": ["raw", "reliability", "style"],
         "votes_total": 40,
         "votes_used": 40,
         "last_vote_id": snapshots[0].last_vote_id,

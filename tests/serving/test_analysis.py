@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from serving.analysis import (
     IdentitySignals,
@@ -227,3 +229,74 @@ def test_identity_signals_combines_prompt_and_answer() -> None:
     assert identity_signals("Sum 2 and 2", "It is 4, as GPT-4 would say.") == IdentitySignals(
         prompt_asks_identity=False, answer_names_model=True, names=("GPT",)
     )
+
+
+_MENTION_FRAGMENTS = [
+    "OpenAI",
+    "open ai",
+    "ChatGPT",
+    "GPT-4o",
+    "GPT partition table",
+    "o3-mini",
+    "Anthropic",
+    "anthropic principle",
+    "Claude",
+    "Claude Shannon",
+    "Google",
+    "DeepMind",
+    "Gemini",
+    "the Bard",
+    "Bard",
+    "PaLM 2",
+    "Gemma 2",
+    "meta-analysis",
+    "by Meta",
+    "Meta AI",
+    "Llama 3",
+    "llama",
+    "Mistral",
+    "MIXTRAL",
+    "qwen2.5",
+    "Alibaba",
+    "Deep Seek",
+    "Microsoft Phi",
+    "Phi-3",
+    "phi coefficient",
+    "Cohere",
+    "Command R+",
+    "Falcon-40B",
+    "Falcon 9",
+    "Grok-2",
+    "xAI",
+    "SmolLM2",
+    "Hugging Face",
+    "nvidia",
+    "Nemotron",
+    "Yi-34B",
+    "01.AI",
+    "M\u0131crosoft",
+    "\u0130nvidia",
+    "Mi\u017ftral",
+    "plain words",
+    "and",
+    "\u2019s",
+    "-",
+    " ",
+    "\n",
+    "**",
+    "#",
+]
+
+
+def _mentions_without_keywords(answer: str) -> tuple[str, ...]:
+    from serving.analysis import _MODEL_PATTERNS, _normalise_quotes
+
+    text = _normalise_quotes(answer)
+    found = sorted((m.start(), name) for name, p in _MODEL_PATTERNS if (m := p.search(text)) is not None)
+    return tuple(name for _, name in found)
+
+
+@given(st.lists(st.sampled_from(_MENTION_FRAGMENTS), max_size=12).map(" ".join))
+def test_the_keyword_prefilter_never_changes_what_mentions_find(answer: str) -> None:
+    # Each pattern runs only where its keyword occurs: a shortcut, which must give what every pattern gives.
+    assert answer_model_mentions(answer) == _mentions_without_keywords(answer)

@@ -26,7 +26,7 @@ from serving.models import EndpointOutage, Health, ModelEndpoint
 from serving.selectors import endpoint_health_line, periods_overlap_s
 from serving.tasks import endpoints_health_check_open_task
 from serving.triton.server import TritonServer
-from tests.conftest import MODEL_SERVER_URL, Tenant, endpoint_for
+from tests.conftest import MODEL_SERVER_URL, Tenant, endpoint_for, endpoint_of
 from tests.factories import CompetitorFactory
 from tests.ranking.test_celery_worker import worker  # noqa: F401  (the real worker fixture)
 
@@ -52,7 +52,7 @@ def fresh(endpoint: ModelEndpoint) -> ModelEndpoint:
 
 
 def test_one_failed_check_does_not_pull_a_model_the_second_in_a_row_does(acme: Tenant) -> None:
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     assert endpoint.health == Health.UNKNOWN
     assert record(endpoint, 0, FAIL) == ""
     stored = fresh(endpoint)
@@ -70,7 +70,7 @@ def test_one_failed_check_does_not_pull_a_model_the_second_in_a_row_does(acme: T
 
 
 def test_a_ready_answer_ends_the_outage_once_and_a_new_failure_run_opens_another(acme: Tenant) -> None:
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     record(endpoint, 0, FAIL)
     record(endpoint, 1, FAIL)
     assert record(endpoint, 5) == "ready"
@@ -93,7 +93,7 @@ def test_a_ready_answer_ends_the_outage_once_and_a_new_failure_run_opens_another
 
 
 def test_a_ready_answer_between_failures_starts_the_count_again(acme: Tenant) -> None:
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     for minute, detail in [(0, FAIL), (1, ""), (2, FAIL), (3, ""), (4, FAIL)]:
         assert record(endpoint, minute, detail) in ("", "ready")
     stored = fresh(endpoint)
@@ -104,13 +104,13 @@ def test_a_ready_answer_between_failures_starts_the_count_again(acme: Tenant) ->
 @pytest.mark.parametrize("down_after", [1, 3])
 def test_the_hysteresis_is_a_setting(acme: Tenant, settings, down_after: int) -> None:  # type: ignore[no-untyped-def]
     settings.ARENA_HEALTH_DOWN_AFTER = down_after
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     changes = [record(endpoint, minute, FAIL) for minute in range(down_after)]
     assert changes == [""] * (down_after - 1) + ["down"]
 
 
 def test_an_answer_older_than_the_last_one_recorded_is_ignored(acme: Tenant) -> None:
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     record(endpoint, 5)
     assert record(endpoint, 4, FAIL) == ""
     stored = fresh(endpoint)
@@ -118,7 +118,7 @@ def test_an_answer_older_than_the_last_one_recorded_is_ignored(acme: Tenant) -> 
 
 
 def test_the_database_allows_one_open_outage_per_endpoint(acme: Tenant) -> None:
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     EndpointOutage.objects.create(
         organization=acme.organization, endpoint=endpoint, started_at=at(0), first_failed_at=at(0), reason="x"
     )
@@ -133,7 +133,7 @@ def test_two_checkers_recording_at_once_open_one_outage(acme: Tenant, settings) 
     if connection.vendor != "postgresql":
         pytest.skip("row locks need PostgreSQL")
     settings.ARENA_HEALTH_DOWN_AFTER = 1
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     barrier = threading.Barrier(4)
     changes: list[str] = []
 
@@ -180,15 +180,15 @@ def test_a_competitor_whose_endpoint_is_down_gets_no_new_battles_and_returns_whe
     acme.campaign.refresh_from_db()
     third = _third(acme)
     assert _pairs(acme.campaign) == {acme.left.pk, acme.right.pk, third.pk}
-    record(third.endpoint, 0, FAIL)
+    record(endpoint_of(third), 0, FAIL)
     assert third.pk in _pairs(acme.campaign)  # one failed check: still in
-    record(third.endpoint, 1, FAIL)
+    record(endpoint_of(third), 1, FAIL)
     assert [c.pk for c in selectors.competitors_available(campaign=acme.campaign).order_by("id")] == [
         acme.left.pk,
         acme.right.pk,
     ]
     assert _pairs(acme.campaign) == {acme.left.pk, acme.right.pk}
-    record(third.endpoint, 2)
+    record(endpoint_of(third), 2)
     assert _pairs(acme.campaign) == {acme.left.pk, acme.right.pk, third.pk}
 
 
@@ -202,8 +202,8 @@ def test_never_checked_counts_as_available_and_inactive_stays_out(acme: Tenant) 
 
 
 def test_fewer_than_two_healthy_competitors_is_nothing_to_rate_right_now(acme: Tenant, bob_client: Client) -> None:
-    record(acme.left.endpoint, 0, FAIL)
-    record(acme.left.endpoint, 1, FAIL)
+    record(endpoint_of(acme.left), 0, FAIL)
+    record(endpoint_of(acme.left), 1, FAIL)
     assert selectors.pair_pick(campaign=acme.campaign, rng=random.Random(1)) is None
     response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 409  # the rater pages' "No battle for now", not an error page
@@ -223,8 +223,8 @@ def test_a_battle_generated_before_the_outage_stays_valid(acme: Tenant, bob) -> 
         right=acme.right,
         status=Battle.Status.READY,
     )
-    record(acme.left.endpoint, 0, FAIL)
-    record(acme.left.endpoint, 1, FAIL)
+    record(endpoint_of(acme.left), 0, FAIL)
+    record(endpoint_of(acme.left), 1, FAIL)
     assert selectors.battle_pending_for_rater(campaign=acme.campaign, user=bob) == battle
     battle.refresh_from_db()
     assert battle.status == Battle.Status.READY
@@ -256,7 +256,7 @@ def test_exposure_is_the_outages_overlap_with_the_campaigns_open_period(acme: Te
     Campaign.objects.filter(pk=acme.campaign.pk).update(opened_at=at(0))
     Competitor.objects.filter(campaign=acme.campaign).update(created_at=at(-30))
     acme.campaign.refresh_from_db()
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     _outage(endpoint, -20, -15)  # before the campaign opened: not counted
     _outage(endpoint, -10, 5)  # 5 min inside
     _outage(endpoint, 20, 32)  # 12 min
@@ -280,7 +280,7 @@ def test_exposure_is_the_outages_overlap_with_the_campaigns_open_period(acme: Te
 def test_a_draft_campaign_has_no_exposure(acme: Tenant) -> None:
     Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.DRAFT, opened_at=None)
     acme.campaign.refresh_from_db()
-    _outage(acme.left.endpoint, -10, None)
+    _outage(endpoint_of(acme.left), -10, None)
     assert selectors.competitor_exposure(campaign=acme.campaign)[acme.left.pk].unavailable_s == 0
 
 
@@ -291,10 +291,10 @@ def test_managers_see_the_state_on_the_campaign_and_endpoint_pages(acme: Tenant,
     now = timezone.now()
     Campaign.objects.filter(pk=acme.campaign.pk).update(opened_at=now - timedelta(hours=1))
     Competitor.objects.filter(campaign=acme.campaign).update(created_at=now - timedelta(hours=2))
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     services.endpoint_health_record(endpoint=endpoint, detail=FAIL, now=now - timedelta(minutes=13))
     services.endpoint_health_record(endpoint=endpoint, detail=FAIL, now=now - timedelta(minutes=12))
-    services.endpoint_health_record(endpoint=acme.right.endpoint, detail="", now=now - timedelta(minutes=1))
+    services.endpoint_health_record(endpoint=endpoint_of(acme.right), detail="", now=now - timedelta(minutes=1))
 
     page = alice_client.get(reverse("admin:battles_campaign_change", args=[acme.campaign.pk]))
     assert page.status_code == 200
@@ -311,7 +311,7 @@ def test_managers_see_the_state_on_the_campaign_and_endpoint_pages(acme: Tenant,
 
 
 def test_the_health_line_says_a_failed_check_before_the_endpoint_goes_down(acme: Tenant) -> None:
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     assert endpoint_health_line(endpoint) == "Unknown (not checked yet)"
     record(endpoint, 0)
     record(endpoint, 3, FAIL)
@@ -323,13 +323,13 @@ def test_a_manager_can_check_now_from_the_endpoint_list(acme: Tenant, alice_clie
     settings.ARENA_HEALTH_DOWN_AFTER = 1
     response = alice_client.post(
         reverse("admin:serving_modelendpoint_changelist"),
-        {"action": "check_health", "_selected_action": [acme.left.endpoint.pk]},
+        {"action": "check_health", "_selected_action": [endpoint_of(acme.left).pk]},
         follow=True,
     )
     assert response.status_code == 200
     assert "server unreachable" in response.content.decode()
-    assert fresh(acme.left.endpoint).health == Health.DOWN
-    assert fresh(acme.right.endpoint).health == Health.UNKNOWN  # not selected, not checked
+    assert fresh(endpoint_of(acme.left)).health == Health.DOWN
+    assert fresh(endpoint_of(acme.right)).health == Health.UNKNOWN  # not selected, not checked
 
 
 # --- Tenancy -------------------------------------------------------------------------------------
@@ -338,7 +338,7 @@ def test_a_manager_can_check_now_from_the_endpoint_list(acme: Tenant, alice_clie
 @pytest.mark.tenant_scoped
 def test_outages_are_tenant_scoped(acme: Tenant, globex: Tenant) -> None:
     with scopes_disabled():
-        _outage(acme.left.endpoint, 0, None)
+        _outage(endpoint_of(acme.left), 0, None)
     with pytest.raises(ScopeError):
         EndpointOutage.objects.count()
     with organization_scope(globex.organization.pk):
@@ -376,18 +376,18 @@ def test_the_beat_task_fans_out_to_every_organisations_open_campaigns(
     own scope. Nothing listens at the tenants' endpoints (MODEL_SERVER_URL): two rounds take them down."""
     with scopes_disabled():
         Campaign.objects.filter(pk=globex.campaign.pk).update(status=Campaign.Status.DRAFT)
-        draft_only = globex.left.endpoint.pk
+        draft_only = endpoint_of(globex.left).pk
         # Globex's endpoint also serves an open campaign of Globex's (only the right one is active there).
         other = Campaign.objects.create(organization=globex.organization, name="other", slug="other")
         Campaign.objects.filter(pk=other.pk).update(status=Campaign.Status.OPEN)
-        CompetitorFactory.create(campaign=other, endpoint=globex.right.endpoint, version_label="a")
-        CompetitorFactory.create(campaign=other, endpoint=globex.left.endpoint, version_label="b", active=False)
+        CompetitorFactory.create(campaign=other, endpoint=endpoint_of(globex.right), version_label="a")
+        CompetitorFactory.create(campaign=other, endpoint=endpoint_of(globex.left), version_label="b", active=False)
     assert beat_tick() == 2
     assert beat_tick() == 2
     with scopes_disabled():
         health = dict(ModelEndpoint.objects.values_list("pk", "health"))
-        assert health[acme.left.endpoint.pk] == health[acme.right.endpoint.pk] == Health.DOWN
-        assert health[globex.right.endpoint.pk] == Health.DOWN
+        assert health[endpoint_of(acme.left).pk] == health[endpoint_of(acme.right).pk] == Health.DOWN
+        assert health[endpoint_of(globex.right).pk] == Health.DOWN
         assert health[draft_only] == Health.UNKNOWN  # in a draft campaign and inactive elsewhere: not watched
         assert EndpointOutage.objects.count() == 3
 
@@ -435,8 +435,8 @@ def test_hung_hosts_are_checked_at_once_each_within_the_short_timeout(
 
 def test_the_outbound_address_rule_applies(acme: Tenant, settings) -> None:  # type: ignore[no-untyped-def]
     settings.ARENA_MODEL_HOSTS = []  # loopback is then refused
-    services.endpoints_health_check(endpoints=[acme.left.endpoint])
-    assert "address refused" in fresh(acme.left.endpoint).health_detail
+    services.endpoints_health_check(endpoints=[endpoint_of(acme.left)])
+    assert "address refused" in fresh(endpoint_of(acme.left)).health_detail
 
 
 @pytest.mark.triton
@@ -464,11 +464,11 @@ def test_against_triton_a_competitor_comes_back_by_itself_when_its_model_is_read
 ) -> None:
     """acme's endpoints point at the session's Triton (the `triton` marker); one is moved to an address
     where nothing listens, goes down after two ticks, and is back at the first tick after it is fixed."""
-    endpoint = acme.left.endpoint
+    endpoint = endpoint_of(acme.left)
     ModelEndpoint.objects.filter(pk=endpoint.pk).update(url=MODEL_SERVER_URL)
     beat_tick()
     beat_tick()
-    assert fresh(endpoint).health == Health.DOWN and fresh(acme.right.endpoint).health == Health.READY
+    assert fresh(endpoint).health == Health.DOWN and fresh(endpoint_of(acme.right)).health == Health.READY
     assert selectors.pair_pick(campaign=acme.campaign, rng=random.Random(1)) is None
     ModelEndpoint.objects.filter(pk=endpoint.pk).update(url=triton_server.grpc_url)
     beat_tick()
@@ -485,7 +485,7 @@ def test_the_leaderboard_notes_how_long_a_competitor_was_unavailable(acme: Tenan
     Competitor.objects.filter(campaign=acme.campaign).update(created_at=now - timedelta(hours=2))
     EndpointOutage.objects.create(
         organization=acme.organization,
-        endpoint=acme.left.endpoint,
+        endpoint=endpoint_of(acme.left),
         started_at=now - timedelta(minutes=30),
         first_failed_at=now - timedelta(minutes=30),
         ended_at=now - timedelta(minutes=18),
@@ -510,7 +510,7 @@ def test_a_real_worker_runs_the_beat_tick_and_the_rounds_through_redis(worker, a
     if connection.vendor != "postgresql":
         pytest.fail("the worker shares the test database: run on PostgreSQL (scripts/test)")
     endpoints_health_check_open_task.delay()
-    ids = [t.endpoint.pk for t in (acme.left, acme.right, globex.left, globex.right)]
+    ids = [endpoint_of(t).pk for t in (acme.left, acme.right, globex.left, globex.right)]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if ModelEndpoint.objects.filter(pk__in=ids, health_failures__gte=1).count() == len(ids):
@@ -525,12 +525,12 @@ def test_a_real_worker_runs_the_beat_tick_and_the_rounds_through_redis(worker, a
 
 
 def test_a_managers_save_does_not_write_back_a_stale_health_state(acme: Tenant) -> None:
-    stale = fresh(acme.left.endpoint)  # as the console's form loaded it
-    record(acme.left.endpoint, 0, FAIL)
-    record(acme.left.endpoint, 1, FAIL)
+    stale = fresh(endpoint_of(acme.left))  # as the console's form loaded it
+    record(endpoint_of(acme.left), 0, FAIL)
+    record(endpoint_of(acme.left), 1, FAIL)
     stale.timeout_s = 30.0
     services.endpoint_save(endpoint=stale, actor=None, changed=["timeout_s"])
-    stored = fresh(acme.left.endpoint)
+    stored = fresh(endpoint_of(acme.left))
     assert (stored.timeout_s, stored.health, stored.health_failures) == (30.0, Health.DOWN, 2)
-    assert record(acme.left.endpoint, 2) == "ready"
+    assert record(endpoint_of(acme.left), 2) == "ready"
     assert EndpointOutage.objects.get().ended_at == at(2)

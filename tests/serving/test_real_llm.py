@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from serving.triton.server import TritonServer
-from tests.conftest import REAL_LLM_MODELS, make_real_llm_tenant
+from tests.conftest import REAL_LLM_MODELS, endpoint_of, make_real_llm_tenant
 
 pytestmark = [pytest.mark.triton, pytest.mark.real_llm]
 
@@ -198,7 +198,7 @@ def test_both_models_at_once_neither_prompt_stalls(llm_triton_server, record_pro
 def test_real_llm_tenant_pits_the_two_models_against_each_other(llm_triton_server, alice, bob):
     """The helper the battle-path tests build on."""
     tenant = make_real_llm_tenant(owner=alice, rater=bob, server=llm_triton_server, name="Initech")
-    endpoints = [tenant.left.endpoint, tenant.right.endpoint]
+    endpoints = [endpoint_of(tenant.left), endpoint_of(tenant.right)]
     assert [e.model_name for e in endpoints] == list(REAL_LLM_MODELS)
     assert {e.url for e in endpoints} == {llm_triton_server.grpc_url}
     for endpoint in endpoints:
