@@ -60,6 +60,10 @@ def _battle_rate(group: str, request: HttpRequest) -> str:
     return settings.ARENA_BATTLE_RATE
 
 
+def _study_entry_rate(group: str, request: HttpRequest) -> str:
+    return settings.ARENA_STUDY_ENTRY_RATE
+
+
 def _session_key(request: HttpRequest) -> str:
     if request.session.session_key is None:
         request.session.save()
@@ -456,6 +460,7 @@ def _study_page(request: HttpRequest, participant: Participant, *, reentry: bool
 
 
 @require_GET
+@_ratelimit(key="ip", rate=_study_entry_rate, block=True)
 def study_enter(request: HttpRequest, slug: str) -> HttpResponse:
     """``GET /s/<slug>/?PROLIFIC_PID=…`` (or ``?worker_id=…``): the vendor sends participants here.
     Creates or resumes the participant's account (no password) and logs them in, whichever browser

@@ -290,6 +290,9 @@ RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
 # Per rater: how many votes and new battles a minute before the server answers 429.
 ARENA_VOTE_RATE = env_str("ARENA_VOTE_RATE", "30/m")
 ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
+# Crowd-study entries per network address: the link is public to a vendor's whole panel, and each new
+# participant id makes an account.
+ARENA_STUDY_ENTRY_RATE = env_str("ARENA_STUDY_ENTRY_RATE", "20/m")
 # Published boards (ranking.apis.PublicRateThrottle): requests a minute per client IP to the public,
 # keyless endpoints (empty: no limit). The serialized latest leaderboard is cached this many seconds per snapshot (a new
 # version is a new snapshot; only a competitor's live model, version and retired flag can lag).

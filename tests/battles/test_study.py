@@ -138,6 +138,20 @@ def test_a_malformed_generic_worker_id_is_refused(acme: Tenant, worker: str):
     assert Participant.objects.count() == 0
 
 
+def test_entries_are_rate_limited_per_network_address(acme: Tenant, settings: object):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.RATELIMIT_ENABLE = True  # type: ignore[attr-defined]
+    settings.ARENA_STUDY_ENTRY_RATE = "3/h"  # type: ignore[attr-defined]  # an hour: no reset mid-test
+    study = make_study(acme)
+    pids = [f"{n:024x}" for n in range(1, 5)]
+    codes = [Client().get(entry(study, pid)).status_code for pid in pids]
+    assert codes == [302, 302, 302, 429]
+    assert Participant.objects.count() == 3
+    cache.clear()
+
+
 def test_a_generic_vendor_entry_and_its_completion_url(acme: Tenant):
     study = make_study(acme, vendor=Study.Vendor.GENERIC, completion_url="https://vendor.example/done?c={code}")
     client = Client()
