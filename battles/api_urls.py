@@ -30,4 +30,12 @@ urlpatterns = [
     path("experiments/", apis.ExperimentListApi.as_view(), name="experiments"),
     path("experiments/<slug:key>/", apis.ExperimentDetailApi.as_view(), name="experiment"),
     path("experiments/<slug:key>/assign", apis.ExperimentAssignApi.as_view(), name="experiment-assign"),
+    # Asynchronous exports (the vote log, preference pairs) written to a file by a worker.
+    path("campaigns/<int:campaign_id>/exports/", apis.ExportJobListCreateApi.as_view(), name="exports"),
+    path("campaigns/<int:campaign_id>/exports/<uuid:job_id>/", apis.ExportJobDetailApi.as_view(), name="export"),
+    path(
+        "campaigns/<int:campaign_id>/exports/<uuid:job_id>/download",
+        apis.ExportJobDownloadApi.as_view(),
+        name="export-download",
+    ),
 ]

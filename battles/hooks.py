@@ -6,7 +6,9 @@ current score intervals, which the ranking app owns and registers here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from django.dispatch import Signal
 
@@ -29,3 +31,31 @@ def interval_source_register(source: IntervalSource) -> None:
 def current_intervals(campaign_id: int) -> dict[int, tuple[float, float]]:
     """The registered source's intervals; none (every pair equally uncertain) without one."""
     return _interval_source[0](campaign_id) if _interval_source else {}
+
+
+# An export job finished (done or failed), sent after its row commits, for in-process subscribers (the
+# webhooks' ``export.ready`` delivery is written by the service itself, ``raters.services.
+# webhook_event_emit``, in the same transaction). Arguments: ``organization_id``, ``event``
+# ("export.ready"), ``payload`` (``battles.services.export_event_payload``: the job's id, campaign,
+# kind, format, status, rows, bytes, sha256, error, finished_at).
+export_ready = Signal()
+
+
+@dataclass(frozen=True)
+class ExportKind:
+    """An export kind an app above battles provides (``preference_pairs``, by ranking, which owns the
+    exclusion policy): its rows as JSON-ready dicts, and an audit stored with the job (or None)."""
+
+    rows: Callable[[Any, Any], Iterator[dict[str, Any]]]  # (campaign, VoteFilters) -> rows
+    audit: Callable[[Any, Any], dict[str, Any] | None]  # (campaign, VoteFilters) -> audit
+
+
+_export_kinds: dict[str, ExportKind] = {}
+
+
+def export_kind_register(name: str, kind: ExportKind) -> None:
+    _export_kinds[name] = kind
+
+
+def export_kind(name: str) -> ExportKind | None:
+    return _export_kinds.get(name)

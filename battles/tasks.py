@@ -42,6 +42,20 @@ def battle_generate_live_task(battle_id: str, *, organization_id: int) -> str:
     return battle.status if battle is not None else "missing"
 
 
+# Exports run on the default queue (no route in CELERY_TASK_ROUTES): reads of the log, beside the
+# leaderboards, never behind model calls.
+@shared_task(base=TenantTask, acks_late=True)
+def export_job_run_task(job_id: str, *, organization_id: int) -> str:
+    job = services.export_job_run(job_id=job_id)
+    return job.status if job is not None else "missing"
+
+
+@shared_task(base=TransactionAwareTask)
+def export_jobs_purge_task() -> int:
+    """Beat: files of exports past the retention period are deleted, their jobs marked expired."""
+    return services.export_jobs_purge()
+
+
 @shared_task(base=TransactionAwareTask)
 def participants_time_out_task() -> int:
     """Beat's sweep of crowd-study participants whose time ran out: each ended (and their open battle

@@ -175,6 +175,7 @@ def _load(slug: str, n_votes: int, n_competitors: int, n_categories: int, rng: n
                 "ready_at": now,
                 "shown_at": now,
                 "voted_at": now,
+                "requested_at": now,
             }
         ),
     )

@@ -21,3 +21,17 @@ urlpatterns = [
     path("public/boards/<str:slug>/", apis.PublicBoardApi.as_view(), name="api-public-board"),
     path("campaigns/<int:campaign_id>/rater-quality/", apis.RaterQualityApi.as_view(), name="api-rater-quality"),
 ]
+
+# Preference pairs (reward-model / DPO training data) and their length audit.
+urlpatterns += [
+    path(
+        "campaigns/<int:campaign_id>/preference-pairs.jsonl",
+        apis.PreferencePairsExportApi.as_view(),
+        name="api-preference-pairs",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/preference-pairs/audit",
+        apis.PreferencePairsAuditApi.as_view(),
+        name="api-preference-pairs-audit",
+    ),
+]

@@ -33,3 +33,16 @@ def connect() -> None:
     battle_hooks.leaderboards_stale.connect(on_leaderboards_stale, dispatch_uid="ranking.leaderboards_stale")
     rater_hooks.rater_flag_changed.connect(on_rater_flag_changed, dispatch_uid="ranking.rater_flag_changed")
     battle_hooks.interval_source_register(selectors.current_intervals)
+    export_kinds_register()
+
+
+def export_kinds_register() -> None:
+    """Preference pairs need the exclusion policy, which ranking owns: the async export (a battles
+    task) writes them through this registration."""
+    battle_hooks.export_kind_register(
+        "preference_pairs",
+        battle_hooks.ExportKind(
+            rows=lambda campaign, filters: selectors.preference_pairs(campaign=campaign, filters=filters),
+            audit=lambda campaign, filters: selectors.preference_pairs_audit(campaign=campaign, filters=filters),
+        ),
+    )

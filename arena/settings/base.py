@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import ImproperEnvironment, env_bool, env_hosts, env_int, env_list, env_str, env_url
+from .env import ImproperEnvironment, env_bool, env_hosts, env_int, env_list, env_path, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = BASE_DIR / "var"
@@ -190,6 +190,16 @@ CELERY_BEAT_SCHEDULE["study-participants-time-out"] = {
     "task": "battles.tasks.participants_time_out_task",
     "schedule": float(ARENA_STUDY_SWEEP_S),
     "options": {"expires": float(ARENA_STUDY_SWEEP_S)},
+}
+# Asynchronous exports (POST /api/v1/campaigns/<id>/exports/): the worker writes each file under this
+# folder (one subfolder per organisation); beat deletes files older than the retention (days) and marks
+# their jobs expired. Export tasks run on the default queue, beside the leaderboards.
+ARENA_EXPORT_ROOT = env_path("ARENA_EXPORT_ROOT", VAR_DIR / "exports")
+ARENA_EXPORT_RETENTION_DAYS = env_int("ARENA_EXPORT_RETENTION_DAYS", 7, minimum=1)
+CELERY_BEAT_SCHEDULE["exports-purge"] = {
+    "task": "battles.tasks.export_jobs_purge_task",
+    "schedule": 3600.0,
+    "options": {"expires": 3600.0},
 }
 # Rater-typed prompts streamed live (see README, "Fair dual streaming"): a generation worker streams both
 # sides into the battle's live channel while the page reads it. On by default with Redis (the channel

@@ -7,6 +7,7 @@ A malformed value stops the process with the variable's name in the message: a t
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from arena.outbound import allow_list_parse
 
@@ -78,3 +79,10 @@ def env_hosts(name: str, default: list[str]) -> list[str]:
     except ValueError as exc:
         raise ImproperEnvironment(f"{name}: {exc}") from None
     return items
+
+
+def env_path(name: str, default: Path) -> Path:
+    """A filesystem path (``~`` expanded; relative paths are taken from the working directory). Set but
+    empty means the default."""
+    raw = os.environ.get(name, "").strip()
+    return Path(raw).expanduser() if raw else default

@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('battles', '0013_prompt_external_id'),
+        ('battles', '0014_export_jobs'),
         ('raters', '0011_study_entry'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -23,7 +23,10 @@ from django.db import models
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 
-from battles.models import Battle, Vote
+from battles.exporting import VoteFilters
+from battles.models import Battle, Experiment, ExportJob, Variant, Vote
+from battles.services import ShadowAnswer, ShadowBattleInput, export_job_create, shadow_battles_import
+from battles.tasks import export_job_run_task
 from ranking.models import LeaderboardSnapshot
 from ranking.services import leaderboards_recompute
 from raters.models import AuditEvent, Invitation, WebhookEndpoint
@@ -37,7 +40,7 @@ SKIPPED_PREFIXES = ("accounts/",)  # allauth's own pages: not tenant data
 # The home page lists only the visitor's own campaigns; the API's schema and its page describe the API
 # (no tenant's data).
 # Lists of the caller's own (campaigns, webhooks) and the API's public description.
-PUBLIC_ROUTES = {"battles:campaigns", "api:campaigns", "api-schema", "api-docs", "api-webhooks"}
+PUBLIC_ROUTES = {"battles:campaigns", "api:campaigns", "api:experiments", "api-schema", "api-docs", "api-webhooks"}
 # The read API's leaderboard routes are not namespaced (ranking/api_urls.py).
 MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard")
 
@@ -72,18 +75,24 @@ class World:
     invitation: Invitation
     version: int
     webhook: WebhookEndpoint
+    export_job: ExportJob
+    experiment: Experiment
+    shadow_battle_id: Any
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
     """The values to try for a URL parameter (every allowed format, for instance)."""
     values: dict[str, list[Any]] = {
         "campaign_id": [world.acme.campaign.pk],
-        "battle_id": [world.battle.pk],
+        # The shadow-battle status route reads shadow battles only; every other route, the voted one.
+        "battle_id": [world.shadow_battle_id if route.name == "api:shadow-battle" else world.battle.pk],
         "version": [world.version],
         "kind": ["jsonl", "csv"],
         "fmt": ["json", "csv"],
         "token": [world.invitation.token],
         "webhook_id": [world.webhook.pk],
+        "job_id": [world.export_job.pk],
+        "key": [world.experiment.key],
         # A published board is public by design (tests/ranking/test_published_boards.py); none is
         # published here, so its routes must answer 404 to everyone.
         "slug": ["not-a-published-board"],
@@ -105,7 +114,7 @@ def _body(response: Any) -> bytes:
 
 
 @pytest.fixture
-def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client) -> World:
+def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings: Any, tmp_path: Any) -> World:
     battle, _ = start_battle(bob_client, acme.campaign)
     assert bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"}).status_code == 302
     leaderboards_recompute(campaign_id=acme.campaign.pk)  # tests queue to a broker nobody serves
@@ -118,7 +127,27 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client) -> World:
         organization=acme.organization, url="https://93.184.216.34/hook", events=["battle.rated"], actor=None
     )
     webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"battle_id": 1})
-    return World(acme, battle, invitation, snapshot.version, webhook)
+    # A finished export, so its status and download routes are reached with a file behind them.
+    settings.ARENA_EXPORT_ROOT = tmp_path / "exports"
+    owner = acme.organization.memberships.first().user  # type: ignore[union-attr]
+    job = export_job_create(
+        campaign=acme.campaign, requested_by=owner, api_key=None, kind="votes", format="jsonl", texts=False,
+        filters=VoteFilters(),
+    )  # fmt: skip
+    export_job_run_task(str(job.pk), organization_id=acme.organization.pk)
+    experiment = Experiment.objects.create(organization=acme.organization, key="checkout-model", campaign=acme.campaign)
+    Variant.objects.create(experiment=experiment, name="a", competitor=acme.left)
+    Variant.objects.create(experiment=experiment, name="b", competitor=acme.right)
+    answers = (
+        ShadowAnswer(model="gateway-a", version="1", text="One.", output_tokens=2, finish_reason="stop", latency_s=0.1),
+        ShadowAnswer(model="gateway-b", version="1", text="Two.", output_tokens=2, finish_reason="stop", latency_s=0.1),
+    )
+    [shadow] = shadow_battles_import(
+        campaign=acme.campaign,
+        items=[ShadowBattleInput(idempotency_key="sweep", prompt="Which?", category="advice", answers=answers)],
+        actor=None,
+    )
+    return World(acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id)
 
 
 def _state() -> tuple[int, int, int, int]:
@@ -184,7 +213,7 @@ def test_a_rater_is_refused_every_managers_page(world: World, bob: User):
             continue
         for url in _urls(world, route):
             response = client.get(url)
-            if route.name == "api:campaigns":  # a list of what the caller may read: nothing, for a rater
+            if route.name in ("api:campaigns", "api:experiments"):  # what the caller may read: nothing, for a rater
                 assert response.status_code == 200 and response.json()["results"] == [], url
                 continue
             view = getattr(resolve(url).func, "cls", None)
@@ -207,6 +236,10 @@ def test_a_read_only_key_cannot_write_through_any_api_route(world: World, alice:
                 assert client.get(url).status_code == 200, url  # the key reads its own organisation
             for method in ("post", "put", "patch", "delete"):
                 response = getattr(client, method)(url, data="{}", content_type="application/json")
+                if method == "post" and getattr(view, "read_key_may_post", False):
+                    # A POST that reads (asking for an export): open to read keys, and it changes no data.
+                    assert response.status_code == 202, (url, method, response.status_code)
+                    continue
                 assert response.status_code in (403, 405), (url, method, response.status_code)
     assert _state() == before
 

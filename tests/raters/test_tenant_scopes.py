@@ -235,6 +235,7 @@ def test_votes_stay_append_only_through_the_scoped_manager(acme):
 CROSS_TENANT_TASKS = {
     "ranking.tasks.leaderboards_recompute_open_task",
     "battles.tasks.buffer_maintain_open_task",  # tests/battles/test_buffer.py runs it without a scope
+    "battles.tasks.export_jobs_purge_task",  # tests/battles/test_export.py runs it without a scope
     "serving.tasks.endpoints_health_check_open_task",
     "raters.tasks.webhook_deliveries_due_task",  # tests/raters/test_webhooks.py runs it without a scope
     "battles.tasks.participants_time_out_task",  # tests/battles/test_study.py runs it without a scope
