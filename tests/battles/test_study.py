@@ -437,6 +437,7 @@ def test_progress_counts_and_the_target_ends_on_the_completion_page(acme: Tenant
         generation_worker_run()
         page = client.get(response["Location"]).content.decode()
         assert f"{number - 1} of 2 votes for this study" in page
+        assert f"<title>Battle {number} of 2 · " in page  # the study's target, not the session cap
         battle_url = response["Location"]
         assert client.post(battle_url + "vote/", {"choice": "left"}).status_code == 302
         page = client.get(battle_url).content.decode()
