@@ -20,6 +20,7 @@ from django.utils import timezone
 from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterFlag, RaterPool
 from raters.selectors import organizations_managed_by, organizations_viewable_by, organizations_writable_by
+from raters.tenancy import scopes_disabled
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
@@ -36,7 +37,9 @@ from .models import (
     Exposure,
     Generation,
     GoldItem,
+    Participant,
     Prompt,
+    Study,
     Turn,
     Variant,
     Vote,
@@ -746,3 +749,23 @@ def raters_flagged(*, organization_id: int, user_ids: list[int]) -> set[int]:
             "rater_id", flat=True
         )
     )
+
+
+def study_by_slug(slug: str) -> Study | None:
+    """The study behind a public link. The slug is the credential (like an invitation token), so the
+    lookup is across organisations by design; the caller then works in the study's organisation."""
+    with scopes_disabled():
+        return Study.objects.select_related("campaign", "pool", "organization").filter(slug=slug).first()
+
+
+def participant_of_user(user: User) -> Participant | None:
+    """The study participation behind a participant's account (an account made for one study), or None
+    for everyone else."""
+    if not user.is_authenticated:
+        return None
+    return Participant.objects.select_related("study__campaign", "user").filter(user=user).first()
+
+
+def participant_in_study(*, study: Study, user: User) -> Participant | None:
+    participant = participant_of_user(user)
+    return participant if participant is not None and participant.study_id == study.pk else None

@@ -36,9 +36,9 @@ from redis.exceptions import RedisError
 from raters.authentication import ApiKeyPrincipal
 from raters.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
 from raters.hooks import send_on_commit
-from raters.models import ApiKey, AuditAction, RaterFlag, RaterPool, WebhookEvent
-from raters.services import audit_record, rater_flag_create, webhook_event_emit
-from raters.tenancy import scopes_disabled
+from raters.models import ApiKey, AuditAction, RaterFlag, RaterPool, Role, WebhookEvent
+from raters.services import audit_record, membership_set, pool_member_add, rater_flag_create, webhook_event_emit
+from raters.tenancy import organization_scope, scopes_disabled
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
 from serving.models import ModelEndpoint
 from serving.triton.client import (
@@ -66,8 +66,10 @@ from .models import (
     Exposure,
     Generation,
     GoldItem,
+    Participant,
     Prompt,
     Side,
+    Study,
     Turn,
     Variant,
     Vote,
@@ -2186,3 +2188,120 @@ def export_jobs_purge(*, now: datetime | None = None) -> int:
                 (Path(settings.ARENA_EXPORT_ROOT) / path).unlink(missing_ok=True)
             purged += ExportJob.objects.filter(pk=pk).update(status=ExportJob.Status.EXPIRED, path="")
     return purged
+
+
+# --- Crowd studies (README, "Crowd studies") --------------------------------------------------------
+
+STUDY_TIMEOUT_REASON = (
+    "The participant's study time ran out before they voted. Their answers were seen, so the battle is voided "
+    "rather than handed to another rater."
+)
+STUDY_ENDED_REASON = "The participant left the study before voting on this battle."
+
+
+def _participant_open_battles_void(participant: Participant, reason: str) -> int:
+    # A claimed battle's answers were read by this participant: handing it to someone else would let
+    # one person's reading (and any skipped, disliked pair) shape what the next rater sees. Void it.
+    return _open_battles_void(
+        Battle.objects.filter(campaign_id=participant.study.campaign_id, rater_id=participant.user_id), reason
+    )
+
+
+@transaction.atomic
+def participant_enter(
+    *, study: Study, vendor_participant_id: str, vendor_study_id: str = "", external_session_id: str = ""
+) -> tuple[Participant, bool]:
+    """The participant of ``study`` with this vendor id: created on first entry (an account without a
+    password, a rater of the organisation, a member of the study's pool), else the existing one
+    (returns ``(participant, created)``). The database settles two entries racing with one id: the
+    second one's insert waits for the first and then finds its row."""
+    existing = (
+        Participant.objects.select_for_update()
+        .filter(study=study, vendor_participant_id=vendor_participant_id)
+        .select_related("user", "study")
+        .first()
+    )
+    if existing is not None:
+        if (
+            existing.status == Participant.Status.ACTIVE
+            and external_session_id
+            and external_session_id != existing.external_session_id
+        ):
+            existing.external_session_id = external_session_id
+            existing.save(update_fields=["external_session_id"])
+        return existing, False
+    try:
+        with transaction.atomic():  # a savepoint: the account goes too if another entry won the race
+            # A random username: the vendor's id is never shown where the account is named.
+            user = User.objects.create_user(username=f"participant-{secrets.token_hex(8)}", password=None)
+            membership_set(organization=study.organization, user=user, role=Role.RATER, actor=None)
+            pool_member_add(pool=study.pool, user=user, actor=None)
+            participant = Participant.objects.create(
+                organization_id=study.organization_id,
+                study=study,
+                vendor_participant_id=vendor_participant_id,
+                vendor_study_id=vendor_study_id,
+                external_session_id=external_session_id,
+                user=user,
+            )
+    except IntegrityError:
+        participant = Participant.objects.select_related("user", "study").get(
+            study=study, vendor_participant_id=vendor_participant_id
+        )
+        return participant, False
+    return participant, True
+
+
+@transaction.atomic
+def participant_consent(*, participant: Participant, agree: bool) -> Participant:
+    """Record the participant's answer to the study's consent text. Declining ends their part (and
+    voids a battle they may hold); agreeing is stamped once."""
+    now = timezone.now()
+    active = Participant.objects.filter(pk=participant.pk, status=Participant.Status.ACTIVE)
+    if agree:
+        active.filter(consented_at__isnull=True).update(consented_at=now)
+    elif active.update(status=Participant.Status.DECLINED, ended_at=now):
+        _participant_open_battles_void(participant, STUDY_ENDED_REASON)
+    participant.refresh_from_db()
+    return participant
+
+
+@transaction.atomic
+def participant_refresh(*, participant: Participant, now: Any = None, complete: bool = True) -> Participant:
+    """Bring an active participant's state up to date: completed once their votes in the campaign reach
+    the study's target (this wins over the clock: the work is done), else timed out once their time
+    limit has passed, which voids their open battle. ``complete=False`` leaves a participant who has
+    reached the target active (the battle pages: the last reveal is still shown, with the way out)."""
+    now = now or timezone.now()
+    if participant.status != Participant.Status.ACTIVE:
+        return participant
+    study = participant.study
+    active = Participant.objects.filter(pk=participant.pk, status=Participant.Status.ACTIVE)
+    votes = selectors.votes_by_rater(campaign=study.campaign, user=participant.user)
+    if votes >= study.target_votes:
+        if complete and active.update(status=Participant.Status.COMPLETED, completed_at=now):
+            _participant_open_battles_void(participant, STUDY_ENDED_REASON)
+    elif now >= participant.deadline:
+        if active.update(status=Participant.Status.TIMED_OUT, ended_at=now):
+            _participant_open_battles_void(participant, STUDY_TIMEOUT_REASON)
+    participant.refresh_from_db()
+    return participant
+
+
+def participants_time_out_due() -> int:
+    """Beat's sweep: participants who left without finishing (their time limit passed, nobody asked
+    again) give their open battle up now, not at some later request. Each in its organisation's scope."""
+    now = timezone.now()
+    with scopes_disabled():  # the one listing across organisations
+        due = [
+            (participant.pk, participant.organization_id)
+            for participant in Participant.objects.filter(status=Participant.Status.ACTIVE).select_related("study")
+            if now >= participant.deadline
+        ]
+    ended = 0
+    for participant_id, organization_id in due:
+        with organization_scope(organization_id):
+            participant = Participant.objects.select_related("study__campaign", "user").get(pk=participant_id)
+            if participant_refresh(participant=participant, now=now).status != Participant.Status.ACTIVE:
+                ended += 1
+    return ended

@@ -54,3 +54,10 @@ def export_job_run_task(job_id: str, *, organization_id: int) -> str:
 def export_jobs_purge_task() -> int:
     """Beat: files of exports past the retention period are deleted, their jobs marked expired."""
     return services.export_jobs_purge()
+
+
+@shared_task(base=TransactionAwareTask)
+def participants_time_out_task() -> int:
+    """Beat's sweep of crowd-study participants whose time ran out: each ended (and their open battle
+    voided) in its organisation's scope; the service lists them unscoped on purpose."""
+    return services.participants_time_out_due()

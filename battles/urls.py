@@ -13,4 +13,8 @@ urlpatterns = [
     path("b/<uuid:battle_id>/state/", views.battle_state, name="state"),
     path("b/<uuid:battle_id>/continue/", views.battle_continue, name="continue"),
     path("b/<uuid:battle_id>/stream", views.battle_stream, name="stream"),
+    # Crowd studies: the vendor's public link, then the participant's own page.
+    path("s/<slug:slug>/", views.study_enter, name="study_enter"),
+    path("s/<slug:slug>/study/", views.study_home, name="study"),
+    path("s/<slug:slug>/consent/", views.study_consent, name="study_consent"),
 ]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -19,10 +21,11 @@ from django_ratelimit.decorators import ratelimit
 from arena.http import AuthenticatedHttpRequest, error_response
 from raters.errors import DomainError
 from raters.selectors import user_manages_anything
+from raters.tenancy import organization_scope
 
 from . import selectors, services
 from .live import Complete, Heartbeat, Paced, Void, live_channel, live_frames
-from .models import Battle, Campaign, Choice, Generation, Side
+from .models import Battle, Campaign, Choice, Generation, Participant, Side, Study
 from .prompting import PROMPT_MAX_CHARS
 from .rendering import markdown_to_safe_html
 
@@ -55,6 +58,10 @@ def _vote_rate(group: str, request: HttpRequest) -> str:
 
 def _battle_rate(group: str, request: HttpRequest) -> str:
     return settings.ARENA_BATTLE_RATE
+
+
+def _study_entry_rate(group: str, request: HttpRequest) -> str:
+    return settings.ARENA_STUDY_ENTRY_RATE
 
 
 def _session_key(request: HttpRequest) -> str:
@@ -99,6 +106,9 @@ def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> Http
     campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")
+    gate = _study_gate(request, campaign, asking_for_more=False)
+    if gate is not None:
+        return gate
     return render(
         request,
         "battles/campaign_detail.html",
@@ -121,6 +131,9 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
     campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
     if campaign is None:
         raise Http404("No such campaign.")
+    gate = _study_gate(request, campaign, asking_for_more=True)
+    if gate is not None:
+        return gate
     prompt_text = request.POST.get("prompt") if "prompt" in request.POST else None
     if prompt_text is not None and prompt_text.strip() and campaign.allow_rater_prompts:
         request.session[_draft_key(campaign.pk)] = prompt_text[:PROMPT_MAX_CHARS]
@@ -221,6 +234,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         "choices": Choice.choices,
         "position": selectors.battle_position_in_session(battle) if battle.status != Battle.Status.VOID else None,
         "progress": selectors.rater_progress(campaign=campaign, user=request.user, session_key=_session_key(request)),
+        "study": _study_progress(request, campaign),
         "prompt_max_chars": PROMPT_MAX_CHARS,
         "prompt_draft": _prompt_draft(request, campaign.pk)
         if battle.status not in (Battle.Status.READY, Battle.Status.GENERATING)
@@ -235,6 +249,9 @@ def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResp
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
     if battle is None:
         raise Http404("No such battle.")
+    gate = _study_gate(request, battle.campaign, asking_for_more=False)
+    if gate is not None:
+        return gate
     if not services.battle_streams(battle):  # a streamed battle is stamped when its stream completes
         battle = services.battle_mark_shown(battle=battle)
     response = render(request, "battles/battle.html", _battle_context(request, battle))
@@ -258,6 +275,10 @@ def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonRespo
 @login_required
 @_ratelimit(key="user", rate=_vote_rate, block=True)
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
+    battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+    gate = _study_gate(request, battle.campaign, asking_for_more=False) if battle is not None else None
+    if gate is not None:
+        return gate
     try:
         vote = services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))
     except DomainError as exc:
@@ -279,6 +300,10 @@ def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpRespon
 @_ratelimit(key="user", rate=_vote_rate, block=True)
 def battle_continue(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     """The rater's next turn in a multi-turn battle (``text``): sent to both models, then the same page."""
+    battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+    gate = _study_gate(request, battle.campaign, asking_for_more=False) if battle is not None else None
+    if gate is not None:
+        return gate
     try:
         services.battle_continue(battle_id=battle_id, user=request.user, text=request.POST.get("text", ""))
     except DomainError as exc:
@@ -373,3 +398,154 @@ async def battle_stream(request: HttpRequest, battle_id: str) -> StreamingHttpRe
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"  # a buffering proxy (nginx) would hold the frames back
     return response
+
+
+# --- Crowd studies: the vendor's link, consent, progress, the completion code --------------------------
+
+_PROLIFIC_ID = re.compile(r"^[0-9a-f]{24}$")
+# Other vendors' ids (MTurk's are upper-case alphanumerics; others use - _ . : @): a safe charset only.
+_GENERIC_ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,64}$")
+_GENERIC_ASSIGNMENT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+
+
+def _study_not_found(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "battles/study.html",
+        {"state": "missing", "title": "Study not found"},
+        status=404,
+    )
+
+
+def _vendor_ids(study: Study, query: Any) -> tuple[dict[str, str], str | None]:
+    """The vendor's ids from the link's query string, or why they are refused."""
+    if study.vendor == Study.Vendor.PROLIFIC:
+        pid = query.get("PROLIFIC_PID", "").strip().lower()
+        study_id = query.get("STUDY_ID", "").strip().lower()
+        session_id = query.get("SESSION_ID", "").strip().lower()
+        if not _PROLIFIC_ID.match(pid):
+            return {}, "The link is missing a valid Prolific participant id (PROLIFIC_PID)."
+        for name, value in (("STUDY_ID", study_id), ("SESSION_ID", session_id)):
+            if value and not _PROLIFIC_ID.match(value):
+                return {}, f"The link's {name} is not a valid Prolific id."
+        return {"vendor_participant_id": pid, "vendor_study_id": study_id, "external_session_id": session_id}, None
+    worker = query.get("worker_id", "").strip()
+    assignment = query.get("assignment_id", "").strip()
+    if not _GENERIC_ID.match(worker):
+        return {}, "The link is missing a valid worker id (worker_id: letters, digits and - _ . : @, 64 at most)."
+    if assignment and not _GENERIC_ASSIGNMENT.match(assignment):
+        return {}, "The link's assignment_id is not valid (letters, digits and - _ . : @, 128 at most)."
+    return {"vendor_participant_id": worker, "external_session_id": assignment}, None
+
+
+def _study_page(request: HttpRequest, participant: Participant, *, reentry: bool = False) -> HttpResponse:
+    """The participant's page of the study, whatever their state: consent, instructions and the start,
+    time up, declined, or the completion code."""
+    study = participant.study
+    state = participant.status
+    if state == Participant.Status.ACTIVE and study.consent_text and participant.consented_at is None:
+        state = "consent"
+    votes = selectors.votes_by_rater(campaign=study.campaign, user=participant.user)
+    response = render(
+        request,
+        "battles/study.html",
+        {
+            "state": state,
+            "title": study.name,
+            "study": study,
+            "participant": participant,
+            "campaign": study.campaign,
+            "votes": min(votes, study.target_votes),
+            "pending": selectors.battle_pending_for_rater(campaign=study.campaign, user=participant.user),
+            "instructions_html": markdown_to_safe_html(study.instructions) if study.instructions else "",
+            "consent_html": markdown_to_safe_html(study.consent_text) if study.consent_text else "",
+            "completion_link": study.completion_link(),
+            "reentry": reentry,
+        },
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+@_ratelimit(key="ip", rate=_study_entry_rate, block=True)
+def study_enter(request: HttpRequest, slug: str) -> HttpResponse:
+    """``GET /s/<slug>/?PROLIFIC_PID=…`` (or ``?worker_id=…``): the vendor sends participants here.
+    Creates or resumes the participant's account (no password) and logs them in, whichever browser
+    they come back in: the vendor vouches for the id, and a participant whose browser crashed must
+    not be locked out of a study they are paid for. Someone who already completed is shown their
+    code again and nothing else happens."""
+    study = selectors.study_by_slug(slug)
+    if study is None or not study.active:
+        return _study_not_found(request)
+    ids, problem = _vendor_ids(study, request.GET)
+    if problem is not None:
+        return render(
+            request, "battles/study.html", {"state": "bad_link", "title": study.name, "message": problem}, status=400
+        )
+    with organization_scope(study.organization_id):  # the link is the credential: the study's organisation
+        participant, _ = services.participant_enter(study=study, **ids)
+        participant = services.participant_refresh(participant=participant)
+    if participant.status != Participant.Status.ACTIVE:
+        # Completed, declined or out of time: the page says so; the account is not logged in again.
+        return _study_page(request, participant, reentry=True)
+    if request.user.pk != participant.user_id:
+        login(request, participant.user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect("battles:study", slug=study.slug)
+
+
+def _participant_for_slug(request: AuthenticatedHttpRequest, slug: str) -> Participant:
+    study = selectors.study_by_slug(slug)
+    participant = selectors.participant_in_study(study=study, user=request.user) if study is not None else None
+    if participant is None:
+        raise Http404("No such study.")
+    return participant
+
+
+@require_GET
+@login_required
+def study_home(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
+    participant = services.participant_refresh(participant=_participant_for_slug(request, slug))
+    return _study_page(request, participant)
+
+
+@require_POST
+@login_required
+def study_consent(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
+    participant = services.participant_refresh(participant=_participant_for_slug(request, slug))
+    if participant.status == Participant.Status.ACTIVE:
+        participant = services.participant_consent(participant=participant, agree=request.POST.get("agree") == "yes")
+    return redirect("battles:study", slug=participant.study.slug)
+
+
+def _study_gate(request: AuthenticatedHttpRequest, campaign: Campaign, *, asking_for_more: bool) -> HttpResponse | None:
+    """For a study participant: no battle before consent, none after their time is up or their part
+    ended, and none of another campaign (404, as for anyone not in its pools). ``asking_for_more``:
+    a request for a new battle, refused once the target is reached (the study page then completes
+    them and shows the code). None: carry on."""
+    participant = selectors.participant_of_user(request.user)
+    if participant is None:
+        return None
+    if participant.study.campaign_id != campaign.pk:
+        raise Http404("No such campaign.")
+    participant = services.participant_refresh(participant=participant, complete=asking_for_more)
+    study_url = redirect("battles:study", slug=participant.study.slug)
+    if participant.status != Participant.Status.ACTIVE:
+        return study_url
+    if participant.study.consent_text and participant.consented_at is None:
+        return study_url
+    if (
+        asking_for_more
+        and selectors.votes_by_rater(campaign=campaign, user=request.user) >= participant.study.target_votes
+    ):
+        return study_url
+    return None
+
+
+def _study_progress(request: AuthenticatedHttpRequest, campaign: Campaign) -> dict[str, object] | None:
+    participant = selectors.participant_of_user(request.user)
+    if participant is None or participant.study.campaign_id != campaign.pk:
+        return None
+    votes = selectors.votes_by_rater(campaign=campaign, user=request.user)
+    target = participant.study.target_votes
+    return {"votes": min(votes, target), "target": target, "done": votes >= target, "slug": participant.study.slug}

@@ -172,6 +172,9 @@ class AuditAction(models.TextChoices):
     GOLD_ITEM_CREATED = "gold_item.created", "Gold item created"
     GOLD_ITEM_CHANGED = "gold_item.changed", "Gold item changed"
     GOLD_ITEM_DELETED = "gold_item.deleted", "Gold item deleted"
+    STUDY_CREATED = "study.created", "Crowd study created"
+    STUDY_CHANGED = "study.changed", "Crowd study changed"
+    STUDY_DELETED = "study.deleted", "Crowd study deleted"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:

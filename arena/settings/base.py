@@ -157,6 +157,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEO
 CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to the database
 # How often beat checks every open campaign's battle buffer (stale battles voided, deficits refilled).
 ARENA_BUFFER_SCHEDULE_S = env_int("ARENA_BUFFER_SCHEDULE_S", 30, minimum=1)
+# Crowd studies: how often beat ends the participants whose time limit passed (their open battle is voided).
+ARENA_STUDY_SWEEP_S = env_int("ARENA_STUDY_SWEEP_S", 60, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "leaderboards-recompute-open": {
         "task": "ranking.tasks.leaderboards_recompute_open_task",
@@ -183,6 +185,11 @@ CELERY_BEAT_SCHEDULE["battle-buffers-maintain"] = {
     "task": "battles.tasks.buffer_maintain_open_task",
     "schedule": float(ARENA_BUFFER_SCHEDULE_S),
     "options": {"expires": float(ARENA_BUFFER_SCHEDULE_S)},
+}
+CELERY_BEAT_SCHEDULE["study-participants-time-out"] = {
+    "task": "battles.tasks.participants_time_out_task",
+    "schedule": float(ARENA_STUDY_SWEEP_S),
+    "options": {"expires": float(ARENA_STUDY_SWEEP_S)},
 }
 # Asynchronous exports (POST /api/v1/campaigns/<id>/exports/): the worker writes each file under this
 # folder (one subfolder per organisation); beat deletes files older than the retention (days) and marks
@@ -294,6 +301,9 @@ RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
 # Per rater: how many votes and new battles a minute before the server answers 429.
 ARENA_VOTE_RATE = env_str("ARENA_VOTE_RATE", "30/m")
 ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
+# Crowd-study entries per network address: the link is public to a vendor's whole panel, and each new
+# participant id makes an account.
+ARENA_STUDY_ENTRY_RATE = env_str("ARENA_STUDY_ENTRY_RATE", "20/m")
 # Published boards (ranking.apis.PublicRateThrottle): requests a minute per client IP to the public,
 # keyless endpoints (empty: no limit). The serialized latest leaderboard is cached this many seconds per snapshot (a new
 # version is a new snapshot; only a competitor's live model, version and retired flag can lag).

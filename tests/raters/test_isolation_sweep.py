@@ -24,8 +24,14 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 
 from battles.exporting import VoteFilters
-from battles.models import Battle, Experiment, ExportJob, Variant, Vote
-from battles.services import ShadowAnswer, ShadowBattleInput, export_job_create, shadow_battles_import
+from battles.models import Battle, Experiment, ExportJob, Study, Variant, Vote
+from battles.services import (
+    ShadowAnswer,
+    ShadowBattleInput,
+    export_job_create,
+    participant_enter,
+    shadow_battles_import,
+)
 from battles.tasks import export_job_run_task
 from ranking.models import LeaderboardSnapshot
 from ranking.services import leaderboards_recompute
@@ -127,6 +133,11 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
         organization=acme.organization, url="https://93.184.216.34/hook", events=["battle.rated"], actor=None
     )
     webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"battle_id": 1})
+    # A crowd study with a participant, so the console's study and participant pages are swept too.
+    study = Study.objects.create(
+        organization=acme.organization, campaign=acme.campaign, name="Acme wave", pool=acme.pool, completion_code="C1"
+    )
+    participant_enter(study=study, vendor_participant_id="5f1a2b3c4d5e6f7a8b9c0d1e")
     # A finished export, so its status and download routes are reached with a file behind them.
     settings.ARENA_EXPORT_ROOT = tmp_path / "exports"
     owner = acme.organization.memberships.first().user  # type: ignore[union-attr]

@@ -238,6 +238,7 @@ CROSS_TENANT_TASKS = {
     "battles.tasks.export_jobs_purge_task",  # tests/battles/test_export.py runs it without a scope
     "serving.tasks.endpoints_health_check_open_task",
     "raters.tasks.webhook_deliveries_due_task",  # tests/raters/test_webhooks.py runs it without a scope
+    "battles.tasks.participants_time_out_task",  # tests/battles/test_study.py runs it without a scope
 }
 
 
