@@ -207,6 +207,14 @@ class Competitor(models.Model):
         "Exactly one of endpoint and external model is set.",
     )
     version_label = models.CharField(max_length=80)
+    family = models.CharField(
+        max_length=80,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The model family (e.g. 'llama', 'qwen'): a judge never judges its own family, and the board "
+        "discloses how many variants of one family a campaign tested.",
+    )
     active = models.BooleanField(default=True, help_text="Inactive competitors get no new battles.")
     # The campaign's two pseudo-competitors that present gold answers (answer 1, answer 2): never
     # ranked, never drawn for a generated battle, never matched by a shadow battle.
@@ -994,3 +1002,125 @@ class Participant(models.Model):
     @property
     def deadline(self) -> Any:
         return self.entered_at + timedelta(minutes=self.study.time_limit_min)
+
+
+# --- Judges: served models that vote, under a versioned rubric --------------------------------------
+
+JUDGE_TEMPERATURE = 0.0  # a judge is a measuring instrument: the same pair gets the same verdict
+
+
+class ImmutableError(Exception):
+    """A write to a row the platform never rewrites (a rubric version, a judge's identity)."""
+
+
+class RubricKind(models.TextChoices):
+    PAIRWISE = "pairwise", "Pairwise verdict (A, B, tie, both bad)"
+    RATIO = "ratio", "Ratio judgement (which has more of an attribute, and by what ratio)"
+
+
+class Rubric(models.Model):
+    """A judge's task: the question it answers and the strict output format it must reply in.
+    Versions are immutable (a saved row is never rewritten); changing a rubric writes version n + 1,
+    and a judge on the new version is a new judge. ``content_hash`` names the exact text a verdict was
+    given under, so a ranking or a calibration can always say which wording it measured."""
+
+    Kind = RubricKind
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="rubrics")
+    name = models.CharField(max_length=80)
+    version = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    kind = models.CharField(max_length=10, choices=RubricKind.choices, default=RubricKind.PAIRWISE)
+    question = models.TextField(
+        help_text="The task-specific question, e.g. 'Which answer follows the instructions more faithfully?'"
+    )
+    instructions = models.TextField(
+        blank=True, help_text="Optional criteria for the judge (what counts, what does not)."
+    )
+    content_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name", "version"], name="rubric_unique_version"),
+        ]
+        ordering = ["organization", "name", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None and not kwargs.get("force_insert"):
+            raise ImmutableError("A rubric version is immutable: write a new version instead.")
+        self.content_hash = self.content_digest()
+        super().save(*args, **kwargs)
+
+    def content_digest(self) -> str:
+        import hashlib
+        import json
+
+        body = json.dumps([self.kind, self.question, self.instructions], ensure_ascii=False)
+        return hashlib.sha256(body.encode()).hexdigest()
+
+
+class Judge(models.Model):
+    """A served model plus one rubric version, at temperature 0. Its identity (model and rubric) never
+    changes: a new rubric version or another model is a new judge. ``excluded_families`` lists the
+    model families whose battles it may not judge (its own, by default)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="judges")
+    name = models.CharField(max_length=120)
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="judges")
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="judges")
+    family = models.CharField(
+        max_length=80, blank=True, help_text="The judge model's family (e.g. 'llama'), matched against competitors'."
+    )
+    excluded_families = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Model families this judge may not judge; its own family is always excluded.",
+    )
+    max_tokens = models.PositiveIntegerField(default=256, validators=[MinValueValidator(16), MaxValueValidator(4096)])
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="judge_unique_name")]
+        ordering = ["organization", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.rubric})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None and not kwargs.get("force_insert"):
+            before = type(self)._base_manager.filter(pk=self.pk).values("endpoint_id", "rubric_id").first()
+            if before and (before["endpoint_id"], before["rubric_id"]) != (self.endpoint_id, self.rubric_id):
+                raise ImmutableError("A judge's model and rubric are fixed: create a new judge instead.")
+        super().save(*args, **kwargs)
+
+    @property
+    def temperature(self) -> float:
+        return JUDGE_TEMPERATURE
+
+    def families_excluded(self) -> set[str]:
+        """Lower-cased families this judge may not judge: the configured list plus its own."""
+        found = {str(item).strip().lower() for item in (self.excluded_families or []) if str(item).strip()}
+        if self.family.strip():
+            found.add(self.family.strip().lower())
+        return found
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        for field in ("endpoint", "rubric"):
+            related = getattr(self, field, None)
+            org_id = self.organization_id
+            if related is not None and org_id is not None and related.organization_id != org_id:
+                raise ValidationError({field: "It must belong to the judge's organisation."})
+        if not isinstance(self.excluded_families, list) or not all(
+            isinstance(item, str) for item in self.excluded_families
+        ):
+            raise ValidationError({"excluded_families": 'A list of family names, e.g. ["llama", "qwen"].'})
