@@ -62,5 +62,6 @@ def export_kind(name: str) -> ExportKind | None:
 
 
 # A judge run ended (done or failed), sent after its row commits: ranking recomputes the judge's board
-# and its calibration against the human votes. Arguments: ``campaign_id``, ``judge_id``, ``run_id``.
+# and its calibration against the human votes. Arguments: ``organization_id``, ``campaign_id``, ``judge_id``,
+# ``run_id``.
 judge_run_finished = Signal()

@@ -2770,6 +2770,11 @@ def _judge_run_finish(run_id: int) -> JudgeRun:
     with transaction.atomic():
         run = JudgeRun.objects.get(pk=run_id)
         send_on_commit(
-            hooks.judge_run_finished, sender=JudgeRun, campaign_id=run.campaign_id, judge_id=run.judge_id, run_id=run.pk
+            hooks.judge_run_finished,
+            sender=JudgeRun,
+            organization_id=run.organization_id,
+            campaign_id=run.campaign_id,
+            judge_id=run.judge_id,
+            run_id=run.pk,
         )
     return run
