@@ -2399,6 +2399,21 @@ def judge_create(
 
 
 @transaction.atomic
+def judge_save(*, judge: Judge, actor: User | AnonymousUser | None, changed: list[str]) -> Judge:
+    """A judge's name, token limit or active flag (its model, rubric and families are its identity)."""
+    judge.full_clean()
+    judge.save(update_fields=["name", "max_tokens", "active"])
+    audit_record(
+        organization=judge.organization,
+        actor=actor,
+        action=AuditAction.JUDGE_CHANGED,
+        obj=judge,
+        data={"fields": changed, "name": judge.name, "active": judge.active, "max_tokens": judge.max_tokens},
+    )
+    return judge
+
+
+@transaction.atomic
 def rubric_revise(
     *, rubric: Rubric, question: str, instructions: str, actor: User | AnonymousUser | None
 ) -> tuple[Rubric, list[Judge]]:

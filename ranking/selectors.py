@@ -189,7 +189,9 @@ def competitor_names(*, campaign: Campaign) -> dict[int, dict[str, Any]]:
     }
 
 
-def snapshot_rows(*, snapshot: LeaderboardSnapshot, names: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def snapshot_rows(
+    *, snapshot: LeaderboardSnapshot | JudgeBoard, names: dict[int, dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The snapshot's rows in its order, each with the competitor's model, version and ``retired`` flag
     and its losses (votes less wins, ties and both-bad); competitors of the campaign the snapshot
     does not know (added after it) follow as hidden rows without votes. Scores and bounds of hidden
@@ -947,5 +949,6 @@ def judge_calibrations_of_rubric(*, rubric: Rubric) -> list[JudgeCalibration]:
     )
 
 
-def judge_board_rows(*, board: JudgeBoard, names: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**row, **names.get(int(row["competitor_id"]), {})} for row in board.rows]
+def judge_of_campaign(*, campaign: Campaign, judge_id: int) -> Judge | None:
+    """A judge of the campaign's organisation (the caller already may read the campaign)."""
+    return Judge.objects.filter(pk=judge_id, organization_id=campaign.organization_id).select_related("rubric").first()
