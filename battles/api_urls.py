@@ -38,4 +38,9 @@ urlpatterns = [
         apis.ExportJobDownloadApi.as_view(),
         name="export-download",
     ),
+    # Judges and their runs (boards and calibration: ranking/api_urls.py).
+    path("judges/", apis.JudgeListApi.as_view(), name="judges"),
+    path("judges/<int:judge_id>/", apis.JudgeDetailApi.as_view(), name="judge"),
+    path("campaigns/<int:campaign_id>/judge-runs/", apis.JudgeRunListCreateApi.as_view(), name="judge-runs"),
+    path("campaigns/<int:campaign_id>/judge-runs/<int:run_id>/", apis.JudgeRunDetailApi.as_view(), name="judge-run"),
 ]

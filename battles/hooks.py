@@ -59,3 +59,9 @@ def export_kind_register(name: str, kind: ExportKind) -> None:
 
 def export_kind(name: str) -> ExportKind | None:
     return _export_kinds.get(name)
+
+
+# A judge run ended (done or failed), sent after its row commits: ranking recomputes the judge's board
+# and its calibration against the human votes. Arguments: ``organization_id``, ``campaign_id``, ``judge_id``,
+# ``run_id``.
+judge_run_finished = Signal()

@@ -1124,3 +1124,196 @@ class Judge(models.Model):
             isinstance(item, str) for item in self.excluded_families
         ):
             raise ValidationError({"excluded_families": 'A list of family names, e.g. ["llama", "qwen"].'})
+
+
+class JudgeRunKind(models.TextChoices):
+    BATTLES = "battles", "The campaign's battles (generated, shadow)"
+    GOLDEN = "golden", "Offline golden set: every competitor answers every pool prompt once"
+
+
+class JudgeRunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class JudgeRun(models.Model):
+    """One pass of a judge over a campaign: its battles (``battles``), or a golden set it generates first
+    (``golden``). Counters are written as verdicts land; ``stats`` holds the rates derived at the end."""
+
+    Kind = JudgeRunKind
+    Status = JudgeRunStatus
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="judge_runs")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="judge_runs")
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="runs")
+    # The judge's rubric version when the run was made (a judge's rubric never changes, so this is a copy
+    # for readers of the log who must not need a join to know which wording a verdict was given under).
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="runs")
+    kind = models.CharField(max_length=8, choices=JudgeRunKind.choices, default=JudgeRunKind.BATTLES)
+    status = models.CharField(max_length=8, choices=JudgeRunStatus.choices, default=JudgeRunStatus.QUEUED)
+    seed = models.PositiveIntegerField(
+        default=0, help_text="Sent with every judge call (the judge is at temperature 0)."
+    )
+    # Golden runs: the competitors that answer (empty: the campaign's active ones).
+    competitor_ids = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    pairs_total = models.PositiveIntegerField(default=0, help_text="Pairs the run set out to judge.")
+    pairs_judged = models.PositiveIntegerField(default=0, help_text="Pairs with a verdict from both orders.")
+    pairs_refused = models.PositiveIntegerField(default=0, help_text="Pairs where an order was refused or failed.")
+    pairs_inconsistent = models.PositiveIntegerField(default=0, help_text="Judged pairs whose two orders disagreed.")
+    pairs_excluded_family = models.PositiveIntegerField(
+        default=0, help_text="Pairs skipped: a competitor of a family this judge may not judge."
+    )
+    calls = models.PositiveIntegerField(default=0)
+    calls_refused = models.PositiveIntegerField(default=0, help_text="Replies that were not the strict JSON asked for.")
+    calls_failed = models.PositiveIntegerField(default=0, help_text="Calls with no reply (timeout, server error).")
+    first_position = models.PositiveIntegerField(default=0, help_text="Decisive replies naming the answer shown first.")
+    second_position = models.PositiveIntegerField(
+        default=0, help_text="Decisive replies naming the answer shown second."
+    )
+    input_tokens = models.PositiveBigIntegerField(default=0, help_text="Judge prompt size, in whitespace words.")
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    gpu_seconds = models.FloatField(default=0.0, help_text="Model time: the sum of the judge calls' latencies.")
+    generation_seconds = models.FloatField(default=0.0, help_text="Golden runs: the competitors' model time.")
+    stats = models.JSONField(default=dict, blank=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["campaign", "judge", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.judge.name} on {self.campaign} ({self.kind} run {self.pk})"
+
+    def stats_derived(self) -> dict[str, Any]:
+        """The per-run rates, from the counters (what ``stats`` stores when the run ends)."""
+        decisive = self.first_position + self.second_position
+        both = self.pairs_judged
+        return {
+            "order_disagreement_rate": round(self.pairs_inconsistent / both, 4) if both else None,
+            # +1: always the answer shown first; -1: always the second; 0: no position preference.
+            "position_bias": round((self.first_position - self.second_position) / decisive, 4) if decisive else None,
+            "first_position_share": round(self.first_position / decisive, 4) if decisive else None,
+            "refusal_rate": round(self.calls_refused / self.calls, 4) if self.calls else None,
+            "failure_rate": round(self.calls_failed / self.calls, 4) if self.calls else None,
+            "pair_refusal_rate": round(self.pairs_refused / (both + self.pairs_refused), 4)
+            if both + self.pairs_refused
+            else None,
+            "tokens": int(self.input_tokens + self.output_tokens),
+            "input_tokens": int(self.input_tokens),
+            "output_tokens": int(self.output_tokens),
+            "gpu_seconds": round(self.gpu_seconds, 3),
+        }
+
+
+class GoldenAnswer(models.Model):
+    """A golden run's answer: one competitor's one answer to one pool prompt (generated once per run)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="golden_answers")
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="golden_answers")
+    prompt = models.ForeignKey(Prompt, on_delete=models.PROTECT, related_name="golden_answers")
+    competitor = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="golden_answers")
+    text = models.TextField(blank=True)
+    output_tokens = models.PositiveIntegerField(default=0)
+    finish_reason = models.CharField(max_length=16, blank=True)
+    latency_s = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "prompt", "competitor"], name="golden_answer_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}: competitor {self.competitor_id} on prompt {self.prompt_id}"
+
+
+class JudgeVerdictQuerySet(models.QuerySet["JudgeVerdict"]):
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError("The judge verdict log is append-only: verdicts are never updated.")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("The judge verdict log is append-only: verdicts are never deleted.")
+
+    _raw_delete = delete  # type: ignore[assignment]
+
+
+JudgeVerdictManager = TenantManager.from_queryset(JudgeVerdictQuerySet)
+
+
+class JudgeVerdict(models.Model):
+    """The judge votes' log, apart from the human one (``Vote``): one row per pair a judge was asked about,
+    both presentation orders' raw replies kept verbatim. Append-only like the vote log; never read by a
+    human leaderboard (those read ``Vote`` only), so judge votes cannot be mixed in by accident.
+
+    ``choice`` is the counterbalanced verdict on the battle's sides (empty when refused). A pair is a
+    refusal when either order's reply was not the strict JSON asked for, or its call failed."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="judge_verdicts")
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="judge_verdicts")
+    run = models.ForeignKey(JudgeRun, on_delete=models.PROTECT, related_name="verdicts")
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="verdicts")
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="verdicts")
+    rubric_version = models.PositiveIntegerField()
+    rubric_hash = models.CharField(max_length=64)
+    battle = models.ForeignKey(Battle, on_delete=models.PROTECT, null=True, blank=True, related_name="judge_verdicts")
+    prompt = models.ForeignKey(Prompt, on_delete=models.PROTECT, related_name="judge_verdicts")
+    category = models.CharField(max_length=32)
+    left = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="+")
+    right = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="+")
+    choice = models.CharField(max_length=8, blank=True, help_text="left, right, tie, both_bad; empty: refused.")
+    consistent = models.BooleanField(help_text="Both orders gave the same verdict.")
+    refused = models.BooleanField()
+    refusal = models.CharField(max_length=300, blank=True, help_text="Why the pair was refused.")
+    # Order "ab": the left answer shown first; "ba": the right answer shown first. Verdicts in the judge's
+    # own frame (A = shown first), empty when that order was refused.
+    verdict_ab = models.CharField(max_length=8, blank=True)
+    verdict_ba = models.CharField(max_length=8, blank=True)
+    reply_ab = models.TextField(blank=True)
+    reply_ba = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    latency_s = models.FloatField(default=0.0, help_text="Both calls' model time.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = JudgeVerdictManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "battle"], condition=models.Q(battle__isnull=False), name="judge_verdict_once_per_battle"
+            ),
+            models.UniqueConstraint(
+                fields=["run", "prompt", "left", "right"],
+                condition=models.Q(battle__isnull=True),
+                name="judge_verdict_once_per_golden_pair",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(choice__in=["left", "right", "tie", "both_bad", ""]), name="judge_verdict_choice"
+            ),
+        ]
+        indexes = [models.Index(fields=["campaign", "judge", "id"])]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.judge_id} on {self.battle_id or self.prompt_id}: {self.choice or 'refused'}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError("The judge verdict log is append-only: verdicts are never updated.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("The judge verdict log is append-only: verdicts are never deleted.")

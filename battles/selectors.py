@@ -37,6 +37,8 @@ from .models import (
     Exposure,
     Generation,
     GoldItem,
+    Judge,
+    JudgeRun,
     Participant,
     Prompt,
     Study,
@@ -769,3 +771,23 @@ def participant_of_user(user: User) -> Participant | None:
 def participant_in_study(*, study: Study, user: User) -> Participant | None:
     participant = participant_of_user(user)
     return participant if participant is not None and participant.study_id == study.pk else None
+
+
+# --- Judges -------------------------------------------------------------------------------------------
+
+
+def judges_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Judge]:
+    """Judges of the organisations whose results the principal may read (as campaigns_viewable_by)."""
+    return Judge.objects.filter(organization__in=organizations_viewable_by(user)).select_related("rubric", "endpoint")
+
+
+def judge_viewable_by(*, user: User | ApiKeyPrincipal, judge_id: int) -> Judge | None:
+    return judges_viewable_by(user).filter(pk=judge_id).first()
+
+
+def judge_runs_for(*, campaign: Campaign) -> QuerySet[JudgeRun]:
+    return JudgeRun.objects.filter(campaign=campaign).select_related("judge", "rubric")
+
+
+def judge_run_for(*, campaign: Campaign, run_id: int) -> JudgeRun | None:
+    return judge_runs_for(campaign=campaign).filter(pk=run_id).first()

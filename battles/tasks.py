@@ -61,3 +61,10 @@ def participants_time_out_task() -> int:
     """Beat's sweep of crowd-study participants whose time ran out: each ended (and their open battle
     voided) in its organisation's scope; the service lists them unscoped on purpose."""
     return services.participants_time_out_due()
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def judge_run_task(run_id: int, *, organization_id: int) -> str:
+    """A judge run (its calls take seconds each): resumable, so a redelivery only finishes what is left."""
+    run = services.judge_run_execute(run_id=run_id)
+    return run.status if run is not None else "missing"

@@ -35,3 +35,17 @@ urlpatterns += [
         name="api-preference-pairs-audit",
     ),
 ]
+
+# Judges' boards and calibration (the judges and their runs: battles/api_urls.py).
+urlpatterns += [
+    path(
+        "campaigns/<int:campaign_id>/judges/<int:judge_id>/board/",
+        apis.JudgeBoardApi.as_view(),
+        name="api-judge-board",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/judges/<int:judge_id>/calibration/",
+        apis.JudgeCalibrationApi.as_view(),
+        name="api-judge-calibration",
+    ),
+]

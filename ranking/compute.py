@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import estimators as est
+from .estimators.agreement import cohen_kappa_table
 from .policy import STYLE_FEATURES, VoteArrays
 
 
@@ -626,3 +627,76 @@ def elo_compute(
         for i, cid in enumerate(competitor_ids)
     ]
     return sorted(rows, key=lambda r: -r["rating"])
+
+
+# --- Judges: calibration against the human votes, and a golden run's candidate-against-baseline check ---
+
+CHOICE_CODES = ("left", "right", "tie", "both_bad")
+GATE_NEEDS_WORK = 0.75  # under this agreement with humans: the rubric needs work
+GATE_ALONE = 0.90  # at or above: the judge may run alone on that category
+MIN_CALIBRATION_BATTLES = 20  # fewer: no gate is claimed (a 95% interval would span about +- 20 points)
+
+
+def calibration_gate(agreement: float | None, battles: int) -> str:
+    if agreement is None or battles < MIN_CALIBRATION_BATTLES:
+        return "insufficient"
+    if agreement < GATE_NEEDS_WORK:
+        return "needs_work"
+    if agreement >= GATE_ALONE:
+        return "may_run_alone"
+    return "with_humans"
+
+
+def calibration_compute(
+    human: NDArray[np.int64], judge: NDArray[np.int64], *, confidence: float = 0.95
+) -> dict[str, Any]:
+    """Agreement of a judge with the human votes on the same battles (codes 0..3 of CHOICE_CODES): raw
+    agreement with its Wilson interval, Cohen's kappa (with the Fleiss-Cohen-Everitt interval) on the
+    4 x 4 table (rows human, columns judge) and the gate the agreement falls in."""
+    n = int(human.shape[0])
+    table = np.zeros((4, 4), dtype=np.float64)
+    np.add.at(table, (human, judge), 1.0)
+    out: dict[str, Any] = {"battles": n, "table": table.astype(int).tolist(), "agreement": None}
+    out.update(agreement_lower=None, agreement_upper=None, kappa=None, kappa_lower=None, kappa_upper=None)
+    out["kappa_note"] = ""
+    if n:
+        agree = float(np.trace(table))
+        lo, hi = est.wilson_interval(agree, n, confidence=confidence)
+        out.update(
+            agreement=round(agree / n, 4), agreement_lower=round(float(lo), 4), agreement_upper=round(float(hi), 4)
+        )
+        kappa = cohen_kappa_table(table, confidence=confidence)
+        if kappa.value is None:
+            out["kappa_note"] = (kappa.reason or "")[:300]
+        else:
+            out.update(
+                kappa=round(kappa.value, 4),
+                kappa_lower=None if kappa.lower is None else round(kappa.lower, 4),
+                kappa_upper=None if kappa.upper is None else round(kappa.upper, 4),
+            )
+    else:
+        out["kappa_note"] = "no battle has both a human vote and a verdict of this judge"
+    out["gate"] = calibration_gate(out["agreement"], n)
+    return out
+
+
+def head_to_head_check(*, wins: int, losses: int, ties: int, confidence: float) -> dict[str, Any]:
+    """Does the candidate beat the baseline? Its share of the judged pairs (a tie or both-bad verdict half
+    each) must exceed one half with the one-sided Wilson lower bound at ``confidence``."""
+    n = wins + losses + ties
+    share = (wins + ties / 2) / n if n else None
+    lower = None
+    if n:
+        lo, _ = est.wilson_interval(wins + ties / 2, n, confidence=2 * confidence - 1)
+        lower = round(float(lo), 4)
+    return {
+        "pairs": n,
+        "wins": wins,
+        "losses": losses,
+        "ties": ties,
+        "share": None if share is None else round(share, 4),
+        "lower_bound": lower,
+        "confidence": confidence,
+        "beats": lower is not None and lower > 0.5,
+        "rule": "one-sided Wilson lower bound of the candidate's share (ties half) above 0.5",
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from battles.models import Campaign
+from battles.models import Campaign, Judge, JudgeRun, Rubric
 from raters.models import Organization
 from raters.tenancy import TenantManager
 
@@ -76,3 +76,91 @@ class BoardPublication(models.Model):
 
     def __str__(self) -> str:
         return f"{self.campaign} at /boards/{self.slug}/"
+
+
+class JudgeBoard(models.Model):
+    """A judge's leaderboard of one campaign: the same estimator as the human boards (``ranking.compute``),
+    fitted on that judge's counterbalanced verdicts only (``battles.JudgeVerdict``), never on a human
+    vote and never on another judge's. Versioned per (campaign, judge), like the human snapshots."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="judge_boards")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="judge_boards")
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="boards")
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="boards")
+    run = models.ForeignKey(
+        JudgeRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="boards", help_text="The newest run."
+    )
+    # "battles": the newest verdict per battle, across the judge's runs; "golden": one golden run's verdicts.
+    kind = models.CharField(max_length=8, choices=JudgeRun.Kind.choices, default=JudgeRun.Kind.BATTLES)
+    version = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_verdict_id = models.BigIntegerField(default=0)
+    verdicts_total = models.PositiveIntegerField(default=0, help_text="Pairs asked, refusals included.")
+    verdicts_used = models.PositiveIntegerField(default=0, help_text="Counterbalanced verdicts ranked.")
+    verdicts_refused = models.PositiveIntegerField(default=0)
+    verdicts_inconsistent = models.PositiveIntegerField(default=0, help_text="Order disagreements, ranked as ties.")
+    method = models.JSONField()
+    rows = models.JSONField()
+    pairwise = models.JSONField(default=dict)
+    extra = models.JSONField(default=dict)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "judge", "kind", "version"], name="judge_board_unique_version")
+        ]
+        ordering = ["-version"]
+
+    def __str__(self) -> str:
+        return f"{self.judge} on {self.campaign} v{self.version}"
+
+
+class CalibrationGate(models.TextChoices):
+    INSUFFICIENT = "insufficient", "Too few battles to say"
+    NEEDS_WORK = "needs_work", "Rubric needs work (agreement under 75%)"
+    WITH_HUMANS = "with_humans", "Use alongside human votes (75% to 90%)"
+    MAY_RUN_ALONE = "may_run_alone", "May run alone on this category (90% or more)"
+
+
+class JudgeCalibration(models.Model):
+    """How well one judge (so one rubric version) agrees with the human votes of one campaign, overall
+    (``category`` empty) and per category: one row per category per calibration; a new rubric version is
+    a new judge, hence a new calibration, and the old rows stay attached to the old version."""
+
+    Gate = CalibrationGate
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="judge_calibrations")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="judge_calibrations")
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="calibrations")
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="calibrations")
+    run = models.ForeignKey(JudgeRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="calibrations")
+    version = models.PositiveIntegerField(help_text="Counts up per (campaign, judge) with every calibration.")
+    category = models.CharField(max_length=32, blank=True, help_text="Empty: all categories.")
+    battles = models.PositiveIntegerField(help_text="Battles with a human vote and a judge verdict (not refused).")
+    refused = models.PositiveIntegerField(default=0, help_text="Human-voted battles the judge refused.")
+    agreement = models.FloatField(null=True, blank=True)
+    agreement_lower = models.FloatField(null=True, blank=True)
+    agreement_upper = models.FloatField(null=True, blank=True)
+    kappa = models.FloatField(null=True, blank=True)
+    kappa_lower = models.FloatField(null=True, blank=True)
+    kappa_upper = models.FloatField(null=True, blank=True)
+    kappa_note = models.CharField(max_length=300, blank=True, help_text="Why kappa is missing, when it is.")
+    gate = models.CharField(max_length=16, choices=CalibrationGate.choices)
+    table = models.JSONField(
+        default=list, help_text="4 x 4 counts: rows human, columns judge (left, right, tie, both_bad)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "judge", "version", "category"], name="judge_calibration_unique_category"
+            )
+        ]
+        ordering = ["-version", "category"]
+
+    def __str__(self) -> str:
+        return f"{self.judge} on {self.campaign} {self.category or 'overall'}: {self.gate}"

@@ -9,7 +9,7 @@ from typing import Any
 from battles import hooks as battle_hooks
 from raters import hooks as rater_hooks
 
-from . import selectors, services
+from . import selectors, services, tasks
 
 
 def on_vote_stored(*, campaign_id: int, **kwargs: Any) -> None:
@@ -28,7 +28,13 @@ def on_rater_flag_changed(*, organization_id: int, rater_id: int, **kwargs: Any)
         services.leaderboards_schedule(campaign_id=campaign_id)
 
 
+def on_judge_run_finished(*, run_id: int, organization_id: int, **kwargs: Any) -> None:
+    # The judge's board and calibration, off the judging worker's path.
+    tasks.judge_run_settle_task.delay(run_id, organization_id=organization_id)
+
+
 def connect() -> None:
+    battle_hooks.judge_run_finished.connect(on_judge_run_finished, dispatch_uid="ranking.judge_run_finished")
     battle_hooks.vote_stored.connect(on_vote_stored, dispatch_uid="ranking.vote_stored")
     battle_hooks.leaderboards_stale.connect(on_leaderboards_stale, dispatch_uid="ranking.leaderboards_stale")
     rater_hooks.rater_flag_changed.connect(on_rater_flag_changed, dispatch_uid="ranking.rater_flag_changed")

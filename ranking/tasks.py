@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 
 from arena.celery import TransactionAwareTask
@@ -20,3 +22,25 @@ def leaderboards_recompute_task(campaign_id: int, *, organization_id: int) -> in
 def leaderboards_recompute_open_task() -> int:
     """Beat's safety net, across organisations: the service opens each campaign's own scope."""
     return services.leaderboards_schedule_open_campaigns()
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def judge_run_settle_task(run_id: int, *, organization_id: int) -> int | None:
+    """After a judge run: the judge's board (and calibration against the humans, for a battles run)."""
+    board = services.judge_run_settle(run_id=run_id)
+    return board.version if board is not None else None
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def golden_run_task(
+    run_id: int,
+    *,
+    organization_id: int,
+    candidate_id: int | None = None,
+    baseline_id: int | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """An offline golden-set run end to end, with the candidate-against-baseline check (its ``beats``)."""
+    return services.golden_run_and_check(
+        run_id=run_id, candidate_id=candidate_id, baseline_id=baseline_id, confidence=confidence
+    )

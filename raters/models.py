@@ -175,6 +175,10 @@ class AuditAction(models.TextChoices):
     STUDY_CREATED = "study.created", "Crowd study created"
     STUDY_CHANGED = "study.changed", "Crowd study changed"
     STUDY_DELETED = "study.deleted", "Crowd study deleted"
+    RUBRIC_CREATED = "rubric.created", "Judge rubric version created"
+    JUDGE_CREATED = "judge.created", "Judge created"
+    JUDGE_CHANGED = "judge.changed", "Judge changed"
+    JUDGE_RUN_CREATED = "judge_run.created", "Judge run started"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:
@@ -191,6 +195,7 @@ _AUDIT_SUBJECTS = {
     "apikey": "api_key",
     "webhookendpoint": "webhook",
     "golditem": "gold_item",
+    "judgerun": "judge_run",
 }
 
 

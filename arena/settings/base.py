@@ -141,6 +141,9 @@ ARENA_HEALTH_INTERVAL_S = env_int("ARENA_HEALTH_INTERVAL_S", 15, minimum=1)
 ARENA_HEALTH_TIMEOUT_S = env_int("ARENA_HEALTH_TIMEOUT_S", 3, minimum=1)
 ARENA_HEALTH_DOWN_AFTER = env_int("ARENA_HEALTH_DOWN_AFTER", 2, minimum=1)
 ARENA_HEALTH_CONCURRENCY = env_int("ARENA_HEALTH_CONCURRENCY", 16, minimum=1)
+# Judge runs (battles/services.py judge_run_execute): how many pairs are judged at once (each pair is two
+# calls, one per presentation order), and golden runs' answers generated at once.
+ARENA_JUDGE_CONCURRENCY = env_int("ARENA_JUDGE_CONCURRENCY", 4, minimum=1)
 CELERY_TASK_ACKS_LATE = True
 # A recompute that runs away is killed and not redelivered (acks on failure/timeout stay on).
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800, minimum=10)
@@ -180,6 +183,7 @@ CELERY_TASK_ROUTES = {
     "battles.tasks.buffer_fill_task": {"queue": "generation"},
     "battles.tasks.buffer_maintain_task": {"queue": "generation"},
     "battles.tasks.battle_generate_live_task": {"queue": "generation"},
+    "battles.tasks.judge_run_task": {"queue": "generation"},
 }
 CELERY_BEAT_SCHEDULE["battle-buffers-maintain"] = {
     "task": "battles.tasks.buffer_maintain_open_task",

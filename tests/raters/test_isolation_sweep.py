@@ -29,15 +29,18 @@ from battles.services import (
     ShadowAnswer,
     ShadowBattleInput,
     export_job_create,
+    judge_run_create,
+    judge_run_execute,
     participant_enter,
     shadow_battles_import,
 )
 from battles.tasks import export_job_run_task
 from ranking.models import LeaderboardSnapshot
-from ranking.services import leaderboards_recompute
+from ranking.services import judge_run_settle, leaderboards_recompute
 from raters.models import AuditEvent, Invitation, WebhookEndpoint
 from raters.services import api_key_create, invitation_create, webhook_endpoint_create, webhook_event_emit
-from tests.conftest import Tenant, login, start_battle
+from tests.battles.judge_world import judge_make
+from tests.conftest import MODEL_SERVER_URL, Tenant, login, start_battle
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton]  # one real battle gives every route an object
 
@@ -46,7 +49,15 @@ SKIPPED_PREFIXES = ("accounts/",)  # allauth's own pages: not tenant data
 # The home page lists only the visitor's own campaigns; the API's schema and its page describe the API
 # (no tenant's data).
 # Lists of the caller's own (campaigns, webhooks) and the API's public description.
-PUBLIC_ROUTES = {"battles:campaigns", "api:campaigns", "api:experiments", "api-schema", "api-docs", "api-webhooks"}
+PUBLIC_ROUTES = {
+    "battles:campaigns",
+    "api:campaigns",
+    "api:experiments",
+    "api:judges",
+    "api-schema",
+    "api-docs",
+    "api-webhooks",
+}
 # The read API's leaderboard routes are not namespaced (ranking/api_urls.py).
 MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard")
 
@@ -84,6 +95,8 @@ class World:
     export_job: ExportJob
     experiment: Experiment
     shadow_battle_id: Any
+    judge_id: int
+    judge_run_id: int
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
@@ -99,6 +112,8 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         "webhook_id": [world.webhook.pk],
         "job_id": [world.export_job.pk],
         "key": [world.experiment.key],
+        "judge_id": [world.judge_id],
+        "run_id": [world.judge_run_id],
         # A published board is public by design (tests/ranking/test_published_boards.py); none is
         # published here, so its routes must answer 404 to everyone.
         "slug": ["not-a-published-board"],
@@ -158,7 +173,14 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
         items=[ShadowBattleInput(idempotency_key="sweep", prompt="Which?", category="advice", answers=answers)],
         actor=None,
     )
-    return World(acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id)
+    # A judge with a finished run, its board and calibration, so the judges' routes have objects behind them.
+    judge = judge_make(acme, url=MODEL_SERVER_URL)
+    run = judge_run_create(judge=judge, campaign=acme.campaign, actor=None, start=False)
+    judge_run_execute(run_id=run.pk)
+    judge_run_settle(run_id=run.pk)
+    return World(
+        acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id, judge.pk, run.pk
+    )
 
 
 def _state() -> tuple[int, int, int, int]:
@@ -224,7 +246,11 @@ def test_a_rater_is_refused_every_managers_page(world: World, bob: User):
             continue
         for url in _urls(world, route):
             response = client.get(url)
-            if route.name in ("api:campaigns", "api:experiments"):  # what the caller may read: nothing, for a rater
+            if route.name in (
+                "api:campaigns",
+                "api:experiments",
+                "api:judges",
+            ):  # what the caller may read: nothing, for a rater
                 assert response.status_code == 200 and response.json()["results"] == [], url
                 continue
             view = getattr(resolve(url).func, "cls", None)

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
 # Tables the application may only SELECT from and INSERT into.
-APPEND_ONLY_TABLES = ("battles_vote",)
+APPEND_ONLY_TABLES = ("battles_vote", "battles_judgeverdict")
 
 
 class Command(BaseCommand):
