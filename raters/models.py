@@ -154,6 +154,7 @@ class AuditAction(models.TextChoices):
     COMPETITOR_ADDED = "competitor.added", "Competitor added"
     COMPETITOR_CHANGED = "competitor.changed", "Competitor changed"
     COMPETITOR_DELETED = "competitor.deleted", "Competitor deleted"
+    COMPETITOR_RETIRED = "competitor.retired", "Competitor retired"
     PROMPTS_IMPORTED = "prompts.imported", "Prompts imported"
     PROMPT_CREATED = "prompt.created", "Prompt created"
     PROMPT_CHANGED = "prompt.changed", "Prompt changed"
@@ -175,6 +176,7 @@ class AuditAction(models.TextChoices):
     STUDY_CREATED = "study.created", "Crowd study created"
     STUDY_CHANGED = "study.changed", "Crowd study changed"
     STUDY_DELETED = "study.deleted", "Crowd study deleted"
+    STUDY_CLOSED = "study.closed", "Crowd study closed"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:

@@ -84,6 +84,7 @@ class World:
     export_job: ExportJob
     experiment: Experiment
     shadow_battle_id: Any
+    study: Study
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
@@ -99,6 +100,7 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         "webhook_id": [world.webhook.pk],
         "job_id": [world.export_job.pk],
         "key": [world.experiment.key],
+        "study_id": [world.study.pk],
         # A published board is public by design (tests/ranking/test_published_boards.py); none is
         # published here, so its routes must answer 404 to everyone.
         "slug": ["not-a-published-board"],
@@ -158,7 +160,7 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
         items=[ShadowBattleInput(idempotency_key="sweep", prompt="Which?", category="advice", answers=answers)],
         actor=None,
     )
-    return World(acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id)
+    return World(acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id, study)
 
 
 def _state() -> tuple[int, int, int, int]:
