@@ -8,7 +8,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.db import models
+from django.db import models, transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -70,7 +70,7 @@ class CompetitorForm(_CompetitorModelForm):
 
     class Meta:
         model = Competitor
-        fields = ("endpoint", "external_model", "version_label", "active")
+        fields = ("endpoint", "external_model", "version_label", "family", "active")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -100,12 +100,38 @@ class CompetitorInline(TenantInlineMixin, _CompetitorTabularInline):
     model = Competitor
     form = CompetitorForm
     extra = 0
-    fields = ("endpoint", "external_model", "version_label", "active", "availability", "unavailable")
-    readonly_fields = ("availability", "unavailable")
+    fields = (
+        "endpoint",
+        "external_model",
+        "version_label",
+        "family",
+        "active",
+        "retired_at",
+        "availability",
+        "unavailable",
+    )
+    readonly_fields = ("retired_at", "availability", "unavailable")
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Competitor]:
         # Not the gold pseudo-competitors: created by the platform, never edited (Gold items).
         return super().get_queryset(request).filter(gold=False)
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)
+        protected = formset.form  # the admin's DeleteProtectedModelForm around CompetitorForm
+
+        class RefusingDeleteForm(protected):  # type: ignore[misc,valid-type]
+            def hand_clean_DELETE(self) -> None:
+                # The delete box of a competitor with battles: refused in the service's words (retire it),
+                # not with the admin's list of every battle as a "protected related object".
+                if self.cleaned_data.get("DELETE") and self.instance.pk is not None:
+                    refusal = services.competitor_delete_refusal(self.instance)
+                    if refusal is not None:
+                        raise forms.ValidationError(refusal, code="deleting_protected")
+                super().hand_clean_DELETE()
+
+        formset.form = RefusingDeleteForm
+        return formset
 
     @admin.display(description="Endpoint health")
     def availability(self, obj: Competitor) -> str:
@@ -170,6 +196,7 @@ class CampaignForm(_CampaignModelForm):
             "attention_warn_after",
             "attention_block_after",
             "gold_feedback",
+            "identity_policy",
             "exclude_identity_leaks",
             "both_bad_as_tie",
             "ranking_min_votes",
@@ -234,7 +261,7 @@ class CampaignAdmin(TenantAdmin):
                 )
             },
         ),
-        ("Raters", {"fields": ("rater_pools", "allow_rater_prompts", "max_turns")}),
+        ("Raters", {"fields": ("rater_pools", "allow_rater_prompts", "max_turns", "identity_policy")}),
         ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens", "system_prompt")}),
         (
             "Sampling, caps and filters",
@@ -753,6 +780,60 @@ class ExperimentAdmin(TenantAdmin):
                 services.variant_save(variant=variant, actor=admin_user(request), changed=changed.get(variant.pk, []))
             for deleted in formset.deleted_objects:
                 services.variant_delete(variant=deleted, actor=admin_user(request))
+
+
+@admin.register(Competitor)
+class CompetitorAdmin(TenantAdmin):
+    """Every competitor of the managers' campaigns, to set its family and to retire it. Competitors are
+    added in their campaign's page; one that has battles is never deleted (its votes name it): the
+    *Retire* action stops its battles for good and keeps its history and its row on the board."""
+
+    form = CompetitorForm
+    list_display = ("__str__", "campaign", "family", "active", "retired_at")
+    list_filter = ("active", "campaign")
+    search_fields = ("version_label", "external_model", "endpoint__name", "family")
+    fields = ("campaign", "endpoint", "external_model", "version_label", "family", "active", "retired_at")
+    readonly_fields = ("campaign", "retired_at")
+    actions = ("retire_competitors",)
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet[Competitor]:
+        return super().get_queryset(request).filter(gold=False)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # in the campaign's page, where the endpoint choices are the campaign's organisation's
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        actions = super().get_actions(request)
+        # Bulk delete would meet battles' protection with Django's own page; one at a time says why.
+        actions.pop("delete_selected", None)
+        return actions
+
+    def save_model(self, request: HttpRequest, obj: Competitor, form: Any, change: bool) -> None:
+        services.competitor_save(competitor=obj, actor=admin_user(request), changed=list(form.changed_data))
+
+    def delete_model(self, request: HttpRequest, obj: Competitor) -> None:
+        services.competitor_delete(competitor=obj, actor=admin_user(request))
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Before Django's confirmation page, which would list the battles as protected objects.
+        competitor = self.get_object(request, unquote(object_id))
+        refusal = services.competitor_delete_refusal(competitor) if competitor is not None else None
+        if competitor is not None and refusal is not None:
+            self.message_user(request, refusal, messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:battles_competitor_change", args=[competitor.pk]))
+        return super().delete_view(request, object_id, extra_context)
+
+    @admin.action(description="Retire the selected competitors (no new battles; votes and board row kept)")
+    def retire_competitors(self, request: HttpRequest, queryset: models.QuerySet[Competitor]) -> None:
+        try:
+            with transaction.atomic():  # all or none
+                names = [str(services.competitor_retire(competitor=c, actor=admin_user(request))) for c in queryset]
+        except DomainError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        self.message_user(request, f"Retired: {', '.join(names)}.", messages.SUCCESS)
 
 
 @admin.register(Study)

@@ -27,6 +27,15 @@ urlpatterns = [
         apis.ShadowBattleDetailApi.as_view(),
         name="shadow-battle",
     ),
+    # Crowd studies and their participants' progress
+    path("campaigns/<int:campaign_id>/studies/", apis.StudyListCreateApi.as_view(), name="studies"),
+    path("campaigns/<int:campaign_id>/studies/<int:study_id>/", apis.StudyDetailApi.as_view(), name="study"),
+    path("campaigns/<int:campaign_id>/studies/<int:study_id>/close", apis.StudyCloseApi.as_view(), name="study-close"),
+    path(
+        "campaigns/<int:campaign_id>/studies/<int:study_id>/participants/",
+        apis.ParticipantListApi.as_view(),
+        name="study-participants",
+    ),
     path("experiments/", apis.ExperimentListApi.as_view(), name="experiments"),
     path("experiments/<slug:key>/", apis.ExperimentDetailApi.as_view(), name="experiment"),
     path("experiments/<slug:key>/assign", apis.ExperimentAssignApi.as_view(), name="experiment-assign"),

@@ -41,7 +41,7 @@ from raters.errors import Conflict, Invalid, NotFound, PermissionDenied
 from . import exporting, prompt_import, selectors, services
 from .exporting import CSV_COLUMNS as CSV_COLUMNS  # the export's columns, where clients have always found them
 from .exporting import VoteFilters
-from .models import Battle, Campaign, Competitor, Experiment, ExportJob, JudgeRun, Prompt
+from .models import Battle, Campaign, Competitor, Experiment, ExportJob, JudgeRun, Participant, Prompt, Study
 from .prompting import CATEGORIES, PROMPT_MAX_CHARS
 
 
@@ -514,6 +514,11 @@ class CampaignOutput(serializers.Serializer[Any]):
     params = CampaignParamsOutput(source="*", help_text="The one sampling parameter set both sides are generated with.")
     max_turns = serializers.IntegerField()
     allow_rater_prompts = serializers.BooleanField()
+    identity_policy = serializers.ChoiceField(
+        choices=Campaign.IdentityPolicy.values,
+        help_text="flag: identity questions are answered and flagged in the log; refuse: no model answers one, "
+        "and an answer naming a model voids its battle.",
+    )
     caps = CampaignCapsOutput(source="*")
     counts = CampaignCountsOutput(source="*")
     created_at = serializers.DateTimeField()
@@ -532,6 +537,7 @@ _CAMPAIGN_EXAMPLE = {
     "params": {"temperature": 0.7, "top_p": 1.0, "max_tokens": 256, "system_prompt": ""},
     "max_turns": 1,
     "allow_rater_prompts": False,
+    "identity_policy": "flag",
     "caps": {"session_cap": 20, "rater_vote_cap": None, "prompt_hash_cap": None, "min_decision_ms": 1500},
     "counts": {"competitors": 2, "prompts": 120, "votes": 431},
     "created_at": "2026-11-02T09:00:00Z",
@@ -611,6 +617,11 @@ class CompetitorOutput(serializers.Serializer[Any]):
         help_text="Its model endpoint; null for an external model (its answers arrive as shadow battles).",
     )
     active = serializers.BooleanField(help_text="Inactive competitors get no new battles.")
+    family = serializers.CharField(
+        source="family_name", help_text="The model family the board's disclosure counts it in (else its model name)."
+    )
+    retired = serializers.BooleanField(help_text="Retired for good: no new battles, its votes and board row kept.")
+    retired_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
 
 
@@ -638,6 +649,9 @@ class CompetitorListApi(generics.ListAPIView[Competitor]):
                     "version": "2026-11",
                     "endpoint": 4,
                     "active": True,
+                    "family": "acme",
+                    "retired": False,
+                    "retired_at": None,
                     "created_at": "2026-11-02T09:01:00Z",
                 },
                 response_only=True,
@@ -1738,3 +1752,277 @@ class JudgeRunDetailApi(APIView):
         if run is None:
             raise Http404("No such judge run.")
         return Response(JudgeRunOutput(run).data)
+
+
+# =====================================================================================================
+# Crowd studies: a campaign's studies (list, create, retrieve, close) and their participants' progress.
+# People: owners and managers of the campaign's organisation (participants' vendor ids are for those who
+# pay them); keys: their organisation's, a read key reading only. Another organisation's is 404.
+# =====================================================================================================
+
+
+def _study_campaign(request: Request, campaign_id: int, *, write: bool = False) -> Campaign:
+    principal = _principal(request)
+    if isinstance(principal, ApiKeyPrincipal) and not write:
+        campaign = selectors.campaign_viewable_by(user=principal, campaign_id=campaign_id)
+    else:
+        campaign = selectors.campaign_writable_by(user=principal, campaign_id=campaign_id)
+    if campaign is None:
+        raise ApiNotFound("No such campaign.")
+    return campaign
+
+
+def _study(request: Request, campaign_id: int, study_id: int, *, write: bool = False) -> Study:
+    study = selectors.study_of(campaign=_study_campaign(request, campaign_id, write=write), study_id=study_id)
+    if study is None:
+        raise ApiNotFound("No such study.")
+    return study
+
+
+class StudyProgressOutput(serializers.Serializer[Any]):
+    participants = serializers.IntegerField(help_text="Everyone who entered through the link.")
+    active = serializers.IntegerField(help_text="Rating now (entered, not completed, not ended).")
+    completed = serializers.IntegerField(help_text="Reached the target and were shown the code.")
+    declined = serializers.IntegerField(help_text="Did not agree to the consent text.")
+    timed_out = serializers.IntegerField(help_text="Ran out of time before the target.")
+    votes = serializers.IntegerField(help_text="Votes the participants cast in the campaign.")
+    voided_battles = serializers.IntegerField(
+        help_text="Their battles that were voided (time ran out, left, a model failed, an answer was refused)."
+    )
+
+
+class StudyOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    campaign = serializers.IntegerField(source="campaign_id")
+    name = serializers.CharField()
+    vendor = serializers.ChoiceField(choices=Study.Vendor.values)
+    pool = serializers.IntegerField(source="pool_id", help_text="The rater pool participants join.")
+    target_votes = serializers.IntegerField()
+    time_limit_min = serializers.IntegerField()
+    completion_code = serializers.CharField()
+    completion_url = serializers.CharField(help_text="Other vendors: the template with {code}; Prolific: empty.")
+    completion_link = serializers.SerializerMethodField(help_text="Where participants are sent at the end.")
+    instructions = serializers.CharField(allow_blank=True)
+    consent_text = serializers.CharField(allow_blank=True)
+    active = serializers.BooleanField(help_text="False once closed: the link answers 'not found'.")
+    entry_path = serializers.CharField(source="path", help_text="The link to hand out, after this site's address.")
+    created_at = serializers.DateTimeField()
+    progress = serializers.SerializerMethodField()
+
+    def get_completion_link(self, study: Study) -> str:
+        return study.completion_link()
+
+    @extend_schema_field(StudyProgressOutput)
+    def get_progress(self, study: Study) -> dict[str, int]:
+        return selectors.study_progress(study)
+
+
+class ParticipantOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    vendor_participant_id = serializers.CharField(help_text="PROLIFIC_PID or worker_id (for approving and paying).")
+    vendor_study_id = serializers.CharField(allow_blank=True)
+    external_session_id = serializers.CharField(allow_blank=True, help_text="SESSION_ID or assignment_id.")
+    status = serializers.ChoiceField(choices=Participant.Status.values)
+    entered_at = serializers.DateTimeField()
+    consented_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True, help_text="Declined or timed out.")
+    deadline = serializers.DateTimeField(help_text="Entry plus the study's time limit.")
+    votes = serializers.IntegerField(help_text="Votes cast in the study's campaign.")
+    target = serializers.IntegerField(source="study.target_votes")
+    complete = serializers.SerializerMethodField(help_text="Completed (reached the target and got the code).")
+    voided = serializers.IntegerField(help_text="Their battles that were voided.")
+
+    def get_complete(self, participant: Participant) -> bool:
+        return participant.status == Participant.Status.COMPLETED
+
+
+STUDY_EXAMPLE = {
+    "id": 4,
+    "campaign": 3,
+    "name": "Prolific wave 1",
+    "vendor": "prolific",
+    "pool": 9,
+    "target_votes": 20,
+    "time_limit_min": 60,
+    "completion_code": "C7X9QK2",
+    "completion_url": "",
+    "completion_link": "https://app.prolific.com/submissions/complete?cc=C7X9QK2",
+    "instructions": "Pick the better answer.",
+    "consent_text": "",
+    "active": True,
+    "entry_path": "/s/k3Jd9sQ0vX2mN8pLr4tY6w/",
+    "created_at": "2026-12-01T10:00:00Z",
+    "progress": {
+        "participants": 12,
+        "active": 3,
+        "completed": 8,
+        "declined": 0,
+        "timed_out": 1,
+        "votes": 181,
+        "voided_battles": 1,
+    },
+}
+
+
+class StudyListCreateApi(APIView):
+    """``GET``: the campaign's studies. ``POST``: a new study (write key, or an owner/manager)."""
+
+    parser_classes = [JSONParser]
+
+    class Input(serializers.Serializer[Any]):
+        name = StrictCharField(max_length=200)
+        vendor = serializers.ChoiceField(choices=Study.Vendor.values, default=Study.Vendor.PROLIFIC)
+        pool = StrictIntegerField(min_value=1, help_text="A rater pool of the campaign.")
+        target_votes = StrictIntegerField(min_value=1, max_value=100_000, default=20)
+        time_limit_min = StrictIntegerField(min_value=1, max_value=24 * 60, default=60)
+        completion_code = StrictCharField(max_length=64)
+        completion_url = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
+        instructions = StrictCharField(max_length=50_000, required=False, default="", allow_blank=True)
+        consent_text = StrictCharField(max_length=50_000, required=False, default="", allow_blank=True)
+
+    class PageQuery(serializers.Serializer[Any]):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
+        cursor = serializers.CharField(required=False)
+
+    @extend_schema(
+        operation_id="studies_list",
+        summary="A campaign's crowd studies",
+        description="Each with its link, completion code and its participants' progress, newest first, in cursor "
+        "pages. Owners and managers, or a key of the organisation.",
+        parameters=[
+            OpenApiParameter("limit", int, description="Studies per page (1-500, default 50)."),
+            OpenApiParameter("cursor", str, description="From the previous page's `next`."),
+        ],
+        responses={200: page_of(StudyOutput)},
+        examples=[
+            OpenApiExample(
+                "A study", value={"next": None, "previous": None, "results": [STUDY_EXAMPLE]}, response_only=True
+            )
+        ],
+        tags=["studies"],
+    )
+    def get(self, request: Request, campaign_id: int) -> Response:
+        campaign = _study_campaign(request, campaign_id)
+        self.PageQuery(data=request.query_params).is_valid(raise_exception=True)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request, view=self, queryset=selectors.studies_of(campaign), output=StudyOutput, ordering="-id"
+        )
+
+    @extend_schema(
+        operation_id="studies_create",
+        summary="Create a crowd study",
+        description="The same rules as the console: `pool` one of the campaign's rater pools, `target_votes` at "
+        "most the campaign's session and per-rater caps, Prolific's completion URL fixed (leave it empty), another "
+        "vendor's an https URL with `{code}`. Answers 201 with the study, its link in `entry_path`. Audited as "
+        "`study.created`.",
+        request=Input,
+        responses={201: StudyOutput},
+        examples=[
+            OpenApiExample(
+                "A Prolific wave",
+                value={"name": "Prolific wave 1", "pool": 9, "target_votes": 20, "completion_code": "C7X9QK2"},
+                request_only=True,
+            ),
+            OpenApiExample("Created", value={**STUDY_EXAMPLE, "progress": {}}, response_only=True),
+        ],
+        tags=["studies"],
+    )
+    def post(self, request: Request, campaign_id: int) -> Response:
+        campaign = _study_campaign(request, campaign_id, write=True)
+        body = self.Input(data=request.data)
+        body.is_valid(raise_exception=True)
+        fields = dict(body.validated_data)
+        study = services.study_create(
+            campaign=campaign, pool_id=fields.pop("pool"), actor=_principal(request), **fields
+        )
+        return Response(StudyOutput(study).data, status=status.HTTP_201_CREATED)
+
+
+class StudyDetailApi(APIView):
+    @extend_schema(
+        operation_id="studies_retrieve",
+        summary="A crowd study and its progress",
+        responses={200: StudyOutput},
+        examples=[OpenApiExample("A study", value=STUDY_EXAMPLE, response_only=True)],
+        tags=["studies"],
+    )
+    def get(self, request: Request, campaign_id: int, study_id: int) -> Response:
+        return Response(StudyOutput(_study(request, campaign_id, study_id)).data)
+
+
+class StudyCloseApi(APIView):
+    @extend_schema(
+        operation_id="studies_close",
+        summary="Close a crowd study",
+        description="Its link answers 'not found' from now on (nobody enters or comes back through it); votes, "
+        "progress and codes stay. 409 if it is closed already. Audited as `study.closed`. No body.",
+        request=None,
+        responses={200: StudyOutput, 409: ErrorOutput},
+        examples=[OpenApiExample("Closed", value={**STUDY_EXAMPLE, "active": False}, response_only=True)],
+        tags=["studies"],
+    )
+    def post(self, request: Request, campaign_id: int, study_id: int) -> Response:
+        study = _study(request, campaign_id, study_id, write=True)
+        study = services.study_close(study=study, actor=_principal(request))
+        return Response(StudyOutput(study).data)
+
+
+class ParticipantFilterQuery(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(choices=Participant.Status.values, required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
+    cursor = serializers.CharField(required=False)
+
+
+class ParticipantListApi(APIView):
+    @extend_schema(
+        operation_id="studies_participants_list",
+        summary="A study's participants and their progress",
+        description="Each participant's status, times, votes toward the target, whether they completed, and their "
+        "voided battles; newest entry first, in cursor pages. Filter with `?status=`.",
+        parameters=[
+            OpenApiParameter("status", str, enum=Participant.Status.values, description="Only this status."),
+            OpenApiParameter("limit", int, description="Participants per page (1-500, default 50)."),
+            OpenApiParameter("cursor", str, description="From the previous page's `next`."),
+        ],
+        responses={200: page_of(ParticipantOutput)},
+        examples=[
+            OpenApiExample(
+                "A participant",
+                response_only=True,
+                value={
+                    "next": None,
+                    "previous": None,
+                    "results": [
+                        {
+                            "id": 31,
+                            "vendor_participant_id": "5f1a2b3c4d5e6f7a8b9c0d1e",
+                            "vendor_study_id": "0123456789abcdef01234567",
+                            "external_session_id": "fedcba9876543210fedcba98",
+                            "status": "active",
+                            "entered_at": "2026-12-01T10:05:00Z",
+                            "consented_at": "2026-12-01T10:05:30Z",
+                            "completed_at": None,
+                            "ended_at": None,
+                            "deadline": "2026-12-01T11:05:00Z",
+                            "votes": 7,
+                            "target": 20,
+                            "complete": False,
+                            "voided": 0,
+                        }
+                    ],
+                },
+            )
+        ],
+        tags=["studies"],
+    )
+    def get(self, request: Request, campaign_id: int, study_id: int) -> Response:
+        study = _study(request, campaign_id, study_id)
+        query = ParticipantFilterQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        participants = selectors.participants_progress(study)
+        if "status" in query.validated_data:
+            participants = participants.filter(status=query.validated_data["status"])
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request, view=self, queryset=participants, output=ParticipantOutput, ordering="-id"
+        )

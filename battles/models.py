@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from raters.models import Organization, RaterPool
 from raters.tenancy import TenantManager
+from serving.analysis import prompt_asks_identity
 from serving.models import ModelEndpoint
 
 from .prompting import CATEGORIES
@@ -79,6 +80,18 @@ class Campaign(models.Model):
     # How the leaderboards are computed from the log (recorded in every snapshot).
     exclude_identity_leaks = models.BooleanField(
         default=True, help_text="Leave out battles whose prompt asks a model who it is or whose answer names one."
+    )
+
+    class IdentityPolicy(models.TextChoices):
+        FLAG = "flag", "Flag: answer, record the identity signals in the log (the leaderboard setting decides)"
+        REFUSE = "refuse", "Refuse: no model answers an identity question; an answer naming a model voids the battle"
+
+    identity_policy = models.CharField(
+        max_length=8,
+        choices=IdentityPolicy.choices,
+        default=IdentityPolicy.FLAG,
+        help_text="What happens to a prompt that asks a model who it is, and to an answer that names a model or "
+        "vendor: flagged in the log, or refused (nothing generated, nothing logged, the rater told why).",
     )
     both_bad_as_tie = models.BooleanField(
         default=True, help_text="Count 'both are bad' as a tie in the scores (otherwise it is left out)."
@@ -216,6 +229,9 @@ class Competitor(models.Model):
         "discloses how many variants of one family a campaign tested.",
     )
     active = models.BooleanField(default=True, help_text="Inactive competitors get no new battles.")
+    # Retiring is final (the console's "Retire" action, ``services.competitor_retire``): inactive for
+    # good, kept on the board with its votes, never deleted (its votes name it).
+    retired_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The campaign's two pseudo-competitors that present gold answers (answer 1, answer 2): never
     # ranked, never drawn for a generated battle, never matched by a shadow battle.
     gold = models.BooleanField(default=False, db_default=False, editable=False)
@@ -241,6 +257,16 @@ class Competitor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_name} {self.version_label}"
+
+    @property
+    def retired(self) -> bool:
+        return self.retired_at is not None
+
+    @property
+    def family_name(self) -> str:
+        """The family the board's disclosure counts it in: its family, else its own model name (lower case,
+        so "Llama" and "llama" are one family)."""
+        return (self.family.strip() or self.model_name).lower()
 
     @property
     def model_name(self) -> str:
@@ -284,6 +310,9 @@ class Prompt(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     active = models.BooleanField(default=True)
+    # Whether the text asks the model who it is (serving.analysis.prompt_asks_identity), kept up to date by
+    # ``save`` (and set by the bulk imports): under the "refuse" identity policy such a prompt is never served.
+    asks_identity = models.BooleanField(default=False, db_default=False, editable=False)
     # The prompt's id in the system it was imported from (empty: none); re-importing a file finds it.
     external_id = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -303,6 +332,13 @@ class Prompt(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.asks_identity = prompt_asks_identity(self.text)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "text" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "asks_identity"}
+        super().save(*args, **kwargs)
 
     def clean(self) -> None:
         # A saved prompt stays in its organisation: it may move only to another campaign of that tenant.

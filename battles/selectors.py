@@ -193,6 +193,15 @@ def votes_on_prompt_hash(*, campaign: Campaign, text_hash: str) -> int:
     return Vote.objects.filter(campaign=campaign, prompt_hash=text_hash).count()
 
 
+def servable_pool_prompts(campaign: Campaign) -> QuerySet[Prompt]:
+    """The campaign's active pool prompts that may be served: under the "refuse" identity policy, not
+    one that asks a model who it is (it stays in the pool, and is served again if the policy changes)."""
+    prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True)
+    if campaign.identity_policy == Campaign.IdentityPolicy.REFUSE:
+        prompts = prompts.filter(asks_identity=False)
+    return prompts
+
+
 def prompt_candidates(*, campaign: Campaign, user: User) -> QuerySet[Prompt]:
     """Pool prompts this rater has not rated yet and whose hash is under the campaign's cap."""
     # Seen means: in a battle of this rater that was not voided (a model outage must not use prompts
@@ -202,9 +211,7 @@ def prompt_candidates(*, campaign: Campaign, user: User) -> QuerySet[Prompt]:
         .exclude(status=Battle.Status.VOID)
         .values("prompt__text_hash")
     )
-    prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True).exclude(
-        text_hash__in=seen
-    )
+    prompts = servable_pool_prompts(campaign).exclude(text_hash__in=seen)
     if campaign.prompt_hash_cap is not None:
         full = (
             Vote.objects.filter(campaign=campaign)
@@ -250,7 +257,7 @@ def prompt_pick(*, campaign: Campaign, user: User, rng: random.Random) -> Prompt
     Draws random ids in the pool's id range and checks the rules for those few only, so a pick costs a
     handful of index reads whatever the size of the pool and the log; only when the draws find nothing
     (a rater who has rated most of the pool, a small or sparse pool) are all candidates listed."""
-    pool = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True)
+    pool = servable_pool_prompts(campaign)
     bounds = pool.aggregate(low=Min("id"), high=Max("id"))
     if bounds["low"] is None:
         return None
@@ -273,7 +280,7 @@ def buffer_prompt_pick(*, campaign: Campaign, exclude: set[int], rng: random.Ran
     """A pool prompt for a battle generated ahead (no rater known yet): of a random handful of active
     pool prompts not in ``exclude`` and under the prompt-hash cap, the one with the fewest battles
     (ties by chance), so that coverage stays even without counting battles over the whole pool."""
-    prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True).exclude(pk__in=exclude)
+    prompts = servable_pool_prompts(campaign).exclude(pk__in=exclude)
     handful = list(prompts.order_by("?")[:BUFFER_PROMPT_CHOICES])
     if campaign.prompt_hash_cap is not None and handful:
         counts = dict(
@@ -791,3 +798,54 @@ def judge_runs_for(*, campaign: Campaign) -> QuerySet[JudgeRun]:
 
 def judge_run_for(*, campaign: Campaign, run_id: int) -> JudgeRun | None:
     return judge_runs_for(campaign=campaign).filter(pk=run_id).first()
+
+
+# --- Crowd studies over the API: a campaign's studies and their participants' progress -------------
+
+
+def studies_of(campaign: Campaign) -> QuerySet[Study]:
+    return Study.objects.filter(campaign=campaign).select_related("campaign", "pool")
+
+
+def study_of(*, campaign: Campaign, study_id: int) -> Study | None:
+    return studies_of(campaign).filter(pk=study_id).first()
+
+
+def participants_progress(study: Study) -> QuerySet[Participant]:
+    """The study's participants, each annotated with ``votes`` (cast in the study's campaign) and
+    ``voided`` (their battles there that were voided: timed out, left, a model failure, a refused
+    answer). Counted in the database, one subquery each, whatever the page size."""
+    votes = (
+        Vote.objects.filter(campaign_id=study.campaign_id, rater_id=OuterRef("user_id"))
+        .order_by()
+        .values("rater_id")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    voided = (
+        Battle.objects.filter(campaign_id=study.campaign_id, rater_id=OuterRef("user_id"), status=Battle.Status.VOID)
+        .order_by()
+        .values("rater_id")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return (
+        Participant.objects.filter(study=study)
+        .select_related("study")
+        .annotate(
+            votes=Coalesce(Subquery(votes, output_field=IntegerField()), 0),
+            voided=Coalesce(Subquery(voided, output_field=IntegerField()), 0),
+        )
+    )
+
+
+def study_progress(study: Study) -> dict[str, int]:
+    """The study's participants by status, their votes in the campaign and their voided battles."""
+    by_status = dict(Participant.objects.filter(study=study).order_by().values_list("status").annotate(n=Count("id")))
+    mine = {"campaign_id": study.campaign_id, "rater__participant__study": study}
+    return {
+        "participants": sum(by_status.values()),
+        **{status: by_status.get(status, 0) for status in Participant.Status.values},
+        "votes": Vote.objects.filter(**mine).count(),
+        "voided_battles": Battle.objects.filter(**mine, status=Battle.Status.VOID).count(),
+    }

@@ -118,6 +118,26 @@ class PromptsNotAccepted(PermissionDenied):
     pass
 
 
+class IdentityQuestionRefused(Invalid):
+    """Under the campaign's "refuse" identity policy: a typed prompt or turn that asks a model who it
+    is. Refused before anything is stored or generated (no battle, no model called, no vote)."""
+
+
+# What the rater is told, in the page, the console's words and the API alike.
+IDENTITY_QUESTION_REFUSED = (
+    "This campaign does not let the models answer questions about who they are (which model, which "
+    "company): the comparison is blind, so neither model was asked. Please write a different prompt."
+)
+IDENTITY_ANSWER_VOIDED = (
+    "One of the answers named a model or the company behind it, which this campaign does not allow (the "
+    "comparison is blind): the battle was voided and its answers are not shown. Nothing was recorded as a vote."
+)
+
+
+def identity_refused(campaign: Campaign) -> bool:
+    return campaign.identity_policy == Campaign.IdentityPolicy.REFUSE
+
+
 _rng = random.SystemRandom()
 logger = logging.getLogger(__name__)
 
@@ -189,6 +209,12 @@ def campaign_save(
         obj=campaign,
         data={"fields": changed},
     )
+    if not created and "identity_policy" in changed and identity_refused(campaign):
+        # Battles generated ahead on a prompt that asks who the model is are never served now.
+        _open_battles_void(
+            Battle.objects.filter(campaign=campaign, rater__isnull=True, prompt__asks_identity=True),
+            "The prompt asks a model who it is, which the campaign now refuses.",
+        )
     if not created and set(changed) & RANKING_FIELDS:
         # The leaderboards must show the new policy or method now, not after the next vote.
         send_on_commit(hooks.leaderboards_stale, sender=Campaign, campaign_id=campaign.pk, now=False)
@@ -282,6 +308,11 @@ def competitor_save(*, competitor: Competitor, actor: User | AnonymousUser | Non
                 "This competitor has battles: its model and version cannot change. "
                 "Add a new competitor for the new version instead."
             )
+        if competitor.active and Competitor.objects.filter(pk=competitor.pk, retired_at__isnull=False).exists():
+            raise Conflict(
+                f"{competitor} is retired, and retiring is final: add a new competitor to bring the model back.",
+                field_errors={"active": "A retired competitor stays inactive."},
+            )
     competitor.organization_id = competitor.campaign.organization_id
     competitor.save()
     if not competitor.active:
@@ -310,12 +341,61 @@ def competitor_has_battles(competitor: Competitor) -> bool:
     return Battle.objects.filter(models.Q(left=competitor) | models.Q(right=competitor)).exists()
 
 
+def competitor_delete_refusal(competitor: Competitor) -> str | None:
+    """Why the competitor cannot be deleted (it has battles, so votes may name it), or None."""
+    if competitor.pk is not None and competitor_has_battles(competitor):
+        return (
+            f"{competitor} has battles and cannot be deleted: its votes name it, and the log is never rewritten. "
+            "Retire it instead (the 'Retire' action): it gets no new battles and keeps its history on the board."
+        )
+    return None
+
+
+@transaction.atomic
+def competitor_retire(*, competitor: Competitor, actor: User | AnonymousUser | None) -> Competitor:
+    """Retire a competitor for good: no new battles (its open ones are voided, as on a withdrawal), its
+    votes and its row on the board kept, marked retired. Final: a retired competitor is never made
+    active again (the model comes back as a new competitor). Audited as ``competitor.retired``."""
+    # ``of``: the endpoint is an outer join (an external model has none), which FOR UPDATE cannot lock.
+    locked = (
+        Competitor.objects.select_for_update(of=("self",)).select_related("campaign", "endpoint").get(pk=competitor.pk)
+    )
+    if locked.gold:
+        raise Conflict("The gold pseudo-competitors are the platform's own; they cannot be retired.")
+    if locked.retired_at is not None:
+        raise Conflict(f"{locked} is retired already (since {locked.retired_at:%Y-%m-%d %H:%M} UTC).")
+    locked.active = False
+    locked.retired_at = timezone.now()
+    locked.save(update_fields=["active", "retired_at"])
+    voided = _open_battles_void(
+        Battle.objects.filter(models.Q(left=locked) | models.Q(right=locked)),
+        "A competitor was retired before the vote.",
+    )
+    buffer_refill_request(campaign=locked.campaign)  # replace what was voided
+    audit_record(
+        organization=locked.organization,
+        actor=actor,
+        action=AuditAction.COMPETITOR_RETIRED,
+        obj=locked,
+        data={
+            "endpoint": locked.endpoint_id,
+            "external_model": locked.external_model,
+            "version": locked.version_label,
+            "battles_voided": voided,
+        },
+    )
+    leaderboards_refresh_request(campaign=locked.campaign)  # a board computed now marks it retired
+    competitor.active, competitor.retired_at = locked.active, locked.retired_at
+    return locked
+
+
 @transaction.atomic
 def competitor_delete(*, competitor: Competitor, actor: User | AnonymousUser | None) -> None:
     """Only a competitor that never fought can be deleted; one with battles is withdrawn instead
     (``active`` off), since its votes name it."""
-    if competitor_has_battles(competitor):
-        raise Conflict(f"{competitor} has battles and cannot be deleted: untick 'active' to withdraw it.")
+    refusal = competitor_delete_refusal(competitor)
+    if refusal is not None:
+        raise Conflict(refusal)
     audit_record(
         organization=competitor.organization,
         actor=actor,
@@ -331,7 +411,10 @@ def competitor_delete(*, competitor: Competitor, actor: User | AnonymousUser | N
         with transaction.atomic():
             competitor.delete()
     except ProtectedError:
-        raise Conflict(f"{competitor} is named by an experiment's variant: change the variant first.") from None
+        raise Conflict(
+            f"{competitor} is still referred to (by an experiment's variant, or the campaign's log): it cannot "
+            "be deleted. Change the variant first, or retire the competitor."
+        ) from None
 
 
 def endpoint_has_battles(endpoint: ModelEndpoint) -> bool:
@@ -361,6 +444,7 @@ def prompt_build(
         campaign=campaign,
         text=clean,
         text_hash=prompt_hash(clean),
+        asks_identity=prompt_asks_identity(clean),
         category=category or auto_category,
         language=language or auto_language,
         source=source,
@@ -580,6 +664,8 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_te
                 "This campaign does not accept prompts typed by raters; rate the prompts it gives you instead."
             )
         prompt = prompt_build(campaign=campaign, text=prompt_text, source=Prompt.Source.RATER, author=user)
+        if prompt.asks_identity and identity_refused(campaign):
+            raise IdentityQuestionRefused(IDENTITY_QUESTION_REFUSED, field_errors={"prompt": IDENTITY_QUESTION_REFUSED})
         if (
             campaign.prompt_hash_cap is not None
             and selectors.votes_on_prompt_hash(campaign=campaign, text_hash=prompt.text_hash)
@@ -804,6 +890,9 @@ def battle_continue(*, battle_id: Any, user: User, text: str) -> Battle:
         clean = prompt_validate(text)
     except ValueError as exc:
         raise Invalid(str(exc), field_errors={"text": str(exc)}) from None
+    if identity_refused(campaign) and prompt_asks_identity(clean):
+        # Checked before the battle changes state: the turn is not stored and no model is called.
+        raise IdentityQuestionRefused(IDENTITY_QUESTION_REFUSED, field_errors={"text": IDENTITY_QUESTION_REFUSED})
     live = bool(settings.ARENA_LIVE_STREAMING)
     now = timezone.now()
     # A second tab sending its own turn at the same moment: one flips READY, the other is refused.
@@ -933,9 +1022,12 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
         if any(candidate.source == Battle.Source.SHADOW for candidate in candidates)
         else set()
     )
+    refuse = identity_refused(campaign)
     for candidate in candidates:
         if candidate.prompt.text_hash in seen or candidate.prompt.text_hash in full:
             continue
+        if refuse and candidate.prompt.asks_identity:
+            continue  # generated (or pushed) before the policy changed: never served under "refuse"
         usable = active if candidate.source == Battle.Source.SHADOW else available
         if candidate.left_id not in usable or candidate.right_id not in usable:
             continue
@@ -1036,7 +1128,14 @@ def battle_generations_record(
             model_mentions=list(answer_model_mentions(result.text)) if result.ok else [],
         )
     now = timezone.now()
-    if left.ok and right.ok:
+    named = left.ok and right.ok and identity_refused(battle.campaign) and _names_a_model(left.text, right.text)
+    if named:
+        # Under "refuse" an answer that names a model or vendor is never shown: the battle is voided (its
+        # prompt is not used up) and the rater told why; the generations stay for the managers.
+        Battle.objects.filter(pk=battle.pk, status=Battle.Status.GENERATING).update(
+            status=Battle.Status.VOID, void_reason=IDENTITY_ANSWER_VOIDED
+        )
+    elif left.ok and right.ok:
         Battle.objects.filter(pk=battle.pk, status=Battle.Status.GENERATING).update(
             status=Battle.Status.READY, ready_at=now
         )
@@ -1046,6 +1145,10 @@ def battle_generations_record(
         )
     battle.refresh_from_db()
     return battle
+
+
+def _names_a_model(*texts: str) -> bool:
+    return any(answer_model_mentions(text) for text in texts)
 
 
 def _streamed_timing(result: GenerationResult) -> dict[str, float | None]:
@@ -1080,14 +1183,28 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
     started = Battle.objects.filter(
         pk=battle_id, status=Battle.Status.GENERATING, generation_started_at__isnull=True
     ).update(generation_started_at=timezone.now())
-    battle = Battle.objects.select_related("prompt", "left__endpoint", "right__endpoint").filter(pk=battle_id).first()
+    battle = (
+        Battle.objects.select_related("prompt", "left__endpoint", "right__endpoint", "campaign")
+        .filter(pk=battle_id)
+        .first()
+    )
     if not started or battle is None:
         return battle
     battle_pk = battle.pk
     turn, left_input, right_input = battle_turn_inputs(battle)
     publisher = LivePublisher(battle_live_key(battle, turn))
+    # Under "refuse", what each side has written so far: once either names a model, nothing more of the
+    # battle is published (the chunk that completes the name included) and it ends voided.
+    screen = identity_refused(battle.campaign)
+    written = ["", ""]
+    withheld = [False]
 
     def on_event(event: StreamEvent) -> None:
+        if screen:
+            written[event.side] += event.delta
+            if withheld[0] or _names_a_model(written[event.side]):
+                withheld[0] = True
+                return
         try:
             publisher.chunk(event.side, event.delta, event.done)
         except Exception:  # the page then gets the recorded texts at the end (live.live_frames)
@@ -1339,7 +1456,9 @@ class ShadowResult:
     created: bool  # False: a replay of an earlier request with the same key and body
 
 
-def _shadow_audit_actor(actor: User | AnonymousUser | None) -> tuple[User | AnonymousUser | None, dict[str, str]]:
+def _shadow_audit_actor(
+    actor: User | AnonymousUser | ApiKeyPrincipal | None,
+) -> tuple[User | AnonymousUser | None, dict[str, str]]:
     """A request made with an API key has no person behind it: the audit row names the key instead."""
     if isinstance(actor, ApiKeyPrincipal):
         return None, {"api_key": actor.api_key.prefix}
@@ -1581,6 +1700,7 @@ def _shadow_battles_import(
 
     prompts = _shadow_prompts(campaign=campaign, items=[(texts[i], items[i]) for i in fresh])
     now = timezone.now()
+    refuse = identity_refused(campaign)
     battles: list[Battle] = []
     generations: list[Generation] = []
     for position, index in enumerate(fresh):
@@ -1606,6 +1726,15 @@ def _shadow_battles_import(
             request_digest=digests[index],
             experiment=None,
         )
+        if refuse and (prompts[position].asks_identity or _names_a_model(answers[0].text, answers[1].text)):
+            # Under "refuse" such a pair is never shown: stored voided (the request is answered, and a
+            # replay finds it), like a generated battle whose answer named a model.
+            battle.status = Battle.Status.VOID
+            battle.void_reason = (
+                IDENTITY_ANSWER_VOIDED
+                if _names_a_model(answers[0].text, answers[1].text)
+                else "The prompt asks a model who it is, which the campaign refuses."
+            )
         battles.append(battle)
         for pane, competitor, answer in ((Side.LEFT, first, answers[0]), (Side.RIGHT, second, answers[1])):
             generations.append(
@@ -1640,7 +1769,8 @@ def _shadow_battles_import(
     results = []
     for item in items:
         if item.idempotency_key in created:
-            results.append(ShadowResult(created[item.idempotency_key].pk, Battle.Status.READY, True))
+            battle = created[item.idempotency_key]
+            results.append(ShadowResult(battle.pk, battle.status, True))
         else:
             row = earlier[item.idempotency_key]
             results.append(ShadowResult(row["pk"], row["status"], False))
@@ -1678,6 +1808,7 @@ def _shadow_prompts(*, campaign: Campaign, items: list[tuple[str, ShadowBattleIn
                 campaign=campaign,
                 text=text,
                 text_hash=prompt_hash(text),
+                asks_identity=prompt_asks_identity(text),
                 category=category,
                 language=language,
                 source=Prompt.Source.SHADOW,
@@ -2793,3 +2924,68 @@ def _judge_run_finish(run_id: int) -> JudgeRun:
             run_id=run.pk,
         )
     return run
+
+
+# --- Crowd studies over the API (README, "Crowd studies" and "REST API") ----------------------------
+
+STUDY_FIELDS = (
+    "name",
+    "vendor",
+    "target_votes",
+    "time_limit_min",
+    "completion_code",
+    "completion_url",
+    "instructions",
+    "consent_text",
+)
+
+
+@transaction.atomic
+def study_create(
+    *, campaign: Campaign, pool_id: int, actor: User | AnonymousUser | ApiKeyPrincipal | None, **fields: Any
+) -> Study:
+    """A new study of ``campaign`` from the API: validated as the console validates it (the pool one of
+    the campaign's, the target within its caps, the completion URL https with ``{code}``), audited as
+    ``study.created`` (a key's prefix where no person made it)."""
+    unknown = set(fields) - set(STUDY_FIELDS)
+    if unknown:
+        raise Invalid(f"Unknown study fields: {', '.join(sorted(unknown))}.")
+    pool = RaterPool.objects.filter(pk=pool_id, organization_id=campaign.organization_id).first()
+    if pool is None:
+        message = "No such rater pool in the campaign's organisation."
+        raise Invalid(message, field_errors={"pool": message})
+    study = Study(organization_id=campaign.organization_id, campaign=campaign, pool=pool, **fields)
+    try:
+        study.full_clean()
+    except ValidationError as exc:
+        raise Invalid(" ".join(exc.messages), field_errors=exc.message_dict) from None
+    study.save()
+    person, via = _shadow_audit_actor(actor)
+    audit_record(
+        organization=campaign.organization,
+        actor=person,
+        action=AuditAction.STUDY_CREATED,
+        obj=study,
+        data={"fields": ["pool", *sorted(fields)], **via},
+    )
+    return study
+
+
+@transaction.atomic
+def study_close(*, study: Study, actor: User | AnonymousUser | ApiKeyPrincipal | None) -> Study:
+    """Close a study: its link answers "not found" from now on, so nobody enters or comes back through
+    it; what its participants did stays (votes, progress, codes). Closing twice is a ``Conflict``; the
+    console's *active* box reopens one. Audited as ``study.closed``."""
+    closed = Study.objects.filter(pk=study.pk, active=True).update(active=False)
+    if not closed:
+        raise Conflict(f"The study {study} is closed already.")
+    study.refresh_from_db()
+    person, via = _shadow_audit_actor(actor)
+    audit_record(
+        organization=study.organization,
+        actor=person,
+        action=AuditAction.STUDY_CLOSED,
+        obj=study,
+        data={"participants": study.participants.count(), **via},
+    )
+    return study

@@ -148,6 +148,24 @@ class ExcludedOutput(serializers.Serializer[Any]):
     total = serializers.IntegerField()
 
 
+class FamilyOutput(serializers.Serializer[Any]):
+    family = serializers.CharField(help_text="The family (lower case); a competitor with none: its model name.")
+    variants = serializers.IntegerField(help_text="Competitors of this family the campaign tested, retired included.")
+    retired = serializers.IntegerField(help_text="Of those, how many no longer get battles.")
+    competitors = serializers.ListField(child=serializers.IntegerField(), help_text="Their competitor ids.")
+
+
+class FamiliesOutput(serializers.Serializer[Any]):
+    """Next to every board: how many variants of each model family the campaign tested."""
+
+    families = FamilyOutput(many=True)
+    notice = serializers.CharField(
+        allow_blank=True,
+        help_text="The sentence the pages show, e.g. '3 variants of llama were tested here; the best of several "
+        "variants of one family is favoured by selection.' Empty when no family has more than one variant.",
+    )
+
+
 class SnapshotOutput(serializers.Serializer[Any]):
     campaign = serializers.IntegerField(source="campaign_id")
     category = serializers.CharField()
@@ -168,6 +186,7 @@ class SnapshotOutput(serializers.Serializer[Any]):
         "for counts per pair).",
     )
     compute_seconds = serializers.FloatField()
+    families = FamiliesOutput(help_text="The campaign's model families, now (not part of the stored snapshot).")
 
 
 class LeaderboardInput(SelectionInput):
@@ -209,6 +228,16 @@ ROW_EXAMPLE = {
 }
 
 
+FAMILIES_EXAMPLE = {
+    "families": [
+        {"family": "llama", "variants": 3, "retired": 1, "competitors": [7, 9, 12]},
+        {"family": "qwen", "variants": 1, "retired": 0, "competitors": [8]},
+    ],
+    "notice": "3 variants of llama were tested here (1 retired); the best of several variants of one family is "
+    "favoured by selection.",
+}
+
+
 def _snapshot_body(snapshot: LeaderboardSnapshot, *, include_pairwise: bool) -> bytes:
     names = selectors.competitor_names(campaign=snapshot.campaign)
     data = {
@@ -226,6 +255,7 @@ def _snapshot_body(snapshot: LeaderboardSnapshot, *, include_pairwise: bool) -> 
         "rows": selectors.snapshot_rows(snapshot=snapshot, names=names),
         "extra": snapshot.extra,
         "compute_seconds": snapshot.compute_seconds,
+        "families": selectors.family_disclosure(campaign=snapshot.campaign),
     }
     out = dict(SnapshotOutput(data).data)
     # The typed sub-serializers pick their documented keys; the stored method, policy and counts may
@@ -291,6 +321,7 @@ class LeaderboardLatestApi(APIView):
                     },
                     "rows": [ROW_EXAMPLE],
                     "extra": {"components": 1},
+                    "families": FAMILIES_EXAMPLE,
                     "compute_seconds": 0.42,
                 },
             )
@@ -896,6 +927,7 @@ class PublicBoardOutput(serializers.Serializer[Any]):
     prompts = PublicPromptsOutput(
         allow_null=True, help_text="Only when the board is published with its prompts: one page of pool prompts."
     )
+    families = FamiliesOutput(help_text="How many variants of each model family the campaign tested.")
 
 
 class PublicBoardInput(SelectionInput):
@@ -936,6 +968,7 @@ class PublicBoardApi(APIView):
                     "snapshot": None,
                     "rows": [],
                     "prompts": None,
+                    "families": FAMILIES_EXAMPLE,
                 },
             )
         ],

@@ -189,6 +189,36 @@ def competitor_names(*, campaign: Campaign) -> dict[int, dict[str, Any]]:
     }
 
 
+SELECTION_NOTE = "the best of several variants of one family is favoured by selection"
+
+
+def family_disclosure(*, campaign: Campaign) -> dict[str, Any]:
+    """How many variants of each model family the campaign tested (retired ones included; not the gold
+    pseudo-competitors), shown next to every board: the top score of a family that entered several
+    variants is the best of several draws, favoured by selection. A competitor with no family counts as
+    its own model name. ``notice`` is the sentence the pages show ("" when every family has one variant)."""
+    groups: dict[str, list[Competitor]] = {}
+    for competitor in Competitor.objects.filter(campaign=campaign, gold=False).select_related("endpoint"):
+        groups.setdefault(competitor.family_name, []).append(competitor)
+    families: list[dict[str, Any]] = [
+        {
+            "family": name,
+            "variants": len(members),
+            "retired": sum(1 for m in members if not m.active),
+            "competitors": [m.pk for m in members],
+        }
+        for name, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    ]
+    several = [f for f in families if f["variants"] > 1]
+    parts = [
+        f"{f['variants']} variants of {f['family']} were tested here"
+        + (f" ({f['retired']} retired)" if f["retired"] else "")
+        for f in several
+    ]
+    notice = ("; ".join(parts) + f"; {SELECTION_NOTE}.") if parts else ""
+    return {"families": families, "notice": notice[:1].upper() + notice[1:]}
+
+
 def snapshot_rows(
     *, snapshot: LeaderboardSnapshot | JudgeBoard, names: dict[int, dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -536,6 +566,7 @@ class PublicBoard:
     snapshot: dict[str, Any] | None  # version, created_at, votes, method, policy, excluded; no rows
     rows: list[dict[str, Any]]
     prompts: dict[str, Any] | None  # {"count", "offset", "limit", "results": [{"id", "category", "text"}]}
+    families: dict[str, Any]  # ``family_disclosure``
 
 
 PUBLIC_PROMPTS_PAGE = 100
@@ -593,6 +624,7 @@ def public_board(*, slug: str, category: str = "", view: str = "raw", prompts_of
             snapshot=summary,
             rows=rows,
             prompts=prompts,
+            families=family_disclosure(campaign=campaign),
         )
 
 

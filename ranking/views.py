@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from arena.http import AuthenticatedHttpRequest
-from battles.models import Campaign
+from battles.models import Campaign, Competitor
 from battles.selectors import campaign_viewable_by, competitors_unavailable
 
 from . import selectors
@@ -160,6 +160,8 @@ CSV_COLUMNS = (
     "both_bad_rate",
     "component",
     "hidden",
+    "retired",
+    "family",
 )
 
 
@@ -171,6 +173,11 @@ def leaderboard_download(request: AuthenticatedHttpRequest, campaign_id: int, ve
     campaign = _campaign(request, campaign_id)
     category, view = _selection(request)
     snapshot = _snapshot_version(campaign, category, view, version)
+    # Live, beside the stored numbers: whether each competitor is retired now, and its family.
+    live = {
+        c.pk: {"retired": not c.active, "family": c.family_name}
+        for c in Competitor.objects.filter(campaign=campaign).select_related("endpoint")
+    }
     stem = f"leaderboard-{campaign.pk}-{category or 'overall'}-{view}-v{version}"
     if fmt == "json":
         response = HttpResponse(json.dumps(snapshot_payload(snapshot), indent=1), content_type="application/json")
@@ -179,7 +186,8 @@ def leaderboard_download(request: AuthenticatedHttpRequest, campaign_id: int, ve
         writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         for row in snapshot.rows:
-            writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in CSV_COLUMNS})
+            full = {**row, **live.get(int(row["competitor_id"]), {"retired": True, "family": ""})}
+            writer.writerow({k: "" if full.get(k) is None else full.get(k) for k in CSV_COLUMNS})
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     else:
         raise Http404("Downloads are csv or json.")
@@ -210,6 +218,7 @@ def _render(
         "categories": selectors.snapshot_categories(campaign=campaign),
         "views": LeaderboardSnapshot.View.choices,
         "permalinked": permalinked,
+        "families": selectors.family_disclosure(campaign=campaign),
         "legend": [{"value": v, "colour": _heat(v)} for v in LEGEND_STOPS],
         # Live, not part of the snapshot: how long each competitor's model was down in this campaign.
         "unavailable": [
@@ -225,7 +234,11 @@ def _render(
             "csv": reverse("ranking:leaderboard-download", args=[campaign.pk, snapshot.version, "csv"]) + query,
             "json": reverse("ranking:leaderboard-download", args=[campaign.pk, snapshot.version, "json"]) + query,
         }
-        rows = snapshot.rows
+        current = selectors.competitor_names(campaign=campaign)  # live: retired now, as the API says
+        rows = [
+            {**r, "retired": not current.get(int(r["competitor_id"]), {"active": False})["active"]}
+            for r in snapshot.rows
+        ]
         lo, hi = _interval_geometry(rows)
         width = hi - lo
         other_ranks = {
@@ -285,6 +298,7 @@ def _render(
                 "rank_changes": [r for r in shown if r["other_rank"]],
                 "other_view_label": dict(LeaderboardSnapshot.View.choices)[other.view] if other else "",
                 "any_open": any(r.get("lower_open") or r.get("upper_open") for r in shown),
+                "any_retired": any(r["retired"] for r in rows),
             }
         )
     return render(request, "ranking/leaderboard.html", context)

@@ -154,6 +154,7 @@ class AuditAction(models.TextChoices):
     COMPETITOR_ADDED = "competitor.added", "Competitor added"
     COMPETITOR_CHANGED = "competitor.changed", "Competitor changed"
     COMPETITOR_DELETED = "competitor.deleted", "Competitor deleted"
+    COMPETITOR_RETIRED = "competitor.retired", "Competitor retired"
     PROMPTS_IMPORTED = "prompts.imported", "Prompts imported"
     PROMPT_CREATED = "prompt.created", "Prompt created"
     PROMPT_CHANGED = "prompt.changed", "Prompt changed"
@@ -179,6 +180,7 @@ class AuditAction(models.TextChoices):
     JUDGE_CREATED = "judge.created", "Judge created"
     JUDGE_CHANGED = "judge.changed", "Judge changed"
     JUDGE_RUN_CREATED = "judge_run.created", "Judge run started"
+    STUDY_CLOSED = "study.closed", "Crowd study closed"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:

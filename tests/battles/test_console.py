@@ -51,8 +51,10 @@ def test_deleting_a_competitor_that_fought_is_refused(acme, bob, alice_client):
     data = campaign_form_data(acme.campaign)
     data["competitors-0-DELETE"] = "on"
     response = alice_client.post(change_url(acme.campaign), data)
-    assert response.status_code == 200  # the inline's own check names the protecting battle
-    assert "protected related objects" in form_errors(response)
+    assert response.status_code == 200  # the inline's check, in the service's words (retire it instead)
+    errors = form_errors(response)
+    assert "has battles and cannot be deleted" in errors and "Retire it instead" in errors
+    assert "protected related objects" not in errors
     assert Competitor.objects.filter(pk=acme.left.pk).exists()
     assert not AuditEvent.objects.filter(action=AuditAction.COMPETITOR_DELETED).exists()
 

@@ -195,6 +195,30 @@ def test_after_completion_a_re_entry_shows_the_code_and_creates_nothing(acme: Te
     assert logged_in_user_id(client) is None  # shown the code, not logged in again
 
 
+@pytest.mark.parametrize("ended", [Participant.Status.TIMED_OUT, Participant.Status.DECLINED])
+def test_a_participant_whose_part_ended_entering_again_is_refused(acme: Tenant, ended: str):
+    """The same participant id cannot enter twice once their part is over (out of time, or declined):
+    the link shows why, logs nobody in, creates nothing, and hands out no battle."""
+    study = make_study(acme)
+    first, participant = enter(study)
+    Participant.objects.filter(pk=participant.pk).update(status=ended, ended_at=timezone.now())
+    before = (User.objects.count(), Participant.objects.count(), Membership.objects.count(), Battle.objects.count())
+    client = Client()
+    response = client.get(entry(study, SESSION_ID="222222222222222222222222"))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert ("Time is up" in body) if ended == Participant.Status.TIMED_OUT else ("did not agree" in body.lower())
+    assert CODE not in body  # no completion code for an unfinished part
+    assert logged_in_user_id(client) is None
+    assert (User.objects.count(), Participant.objects.count(), Membership.objects.count(), Battle.objects.count()) == (
+        before
+    )
+    # The first browser, still logged in, gets no battle either.
+    response = first.post(reverse("battles:next", args=[acme.campaign.pk]))
+    assert not Battle.objects.filter(rater=participant.user).exists()
+    assert response.status_code in (200, 302) and "/b/" not in response.get("Location", "")
+
+
 def test_no_battle_before_consent_and_declining_ends_on_a_page_that_goes_nowhere(acme: Tenant):
     study = make_study(acme)
     client, participant = enter(study)

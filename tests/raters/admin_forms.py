@@ -42,6 +42,7 @@ def campaign_form_data(
             "id": c.pk,
             "endpoint": c.endpoint_id,
             "version_label": c.version_label,
+            "family": c.family,
             "active": c.active,
             **(competitor_changes or {}).get(c.pk, {}),
         }

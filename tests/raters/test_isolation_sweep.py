@@ -97,6 +97,7 @@ class World:
     shadow_battle_id: Any
     judge_id: int
     judge_run_id: int
+    study: Study
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
@@ -114,6 +115,7 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         "key": [world.experiment.key],
         "judge_id": [world.judge_id],
         "run_id": [world.judge_run_id],
+        "study_id": [world.study.pk],
         # A published board is public by design (tests/ranking/test_published_boards.py); none is
         # published here, so its routes must answer 404 to everyone.
         "slug": ["not-a-published-board"],
@@ -179,7 +181,7 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
     judge_run_execute(run_id=run.pk)
     judge_run_settle(run_id=run.pk)
     return World(
-        acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id, judge.pk, run.pk
+        acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id, judge.pk, run.pk, study
     )
 
 
