@@ -1386,10 +1386,12 @@ ORGANIZATION_PARAMETER = OpenApiParameter(
 
 
 def _experiment(experiments: QuerySet[Experiment], request: Request, key: str) -> Experiment:
+    organization = request.query_params.get("organization")
+    if organization and not re.fullmatch(r"[-a-zA-Z0-9_]{1,50}", organization):
+        # A slug is letters, digits, - and _: anything else (a NUL byte PostgreSQL refuses) is no slug.
+        raise Invalid("organization must be an organisation's slug (letters, digits, - and _).")
     try:
-        experiment = selectors.experiment_by_key(
-            experiments, key=key, organization=request.query_params.get("organization")
-        )
+        experiment = selectors.experiment_by_key(experiments, key=key, organization=organization or None)
     except selectors.ExperimentAmbiguous:
         raise Conflict(
             f"Experiments of several of your organisations use the key {key!r}: add ?organization=<slug>."

@@ -153,3 +153,15 @@ def test_shadow_battles_name_the_experiment_and_its_variants(acme):
         content_type="application/json",
     )
     assert unknown.status_code == 400 and set(error(unknown)["fields"]) == {"answers.1.variant"}
+
+
+def test_an_organization_parameter_that_is_no_slug_is_refused_not_a_server_error(acme):
+    _experiment(acme)
+    reader = api_client(acme.organization, scope="read")
+    url = reverse("api:experiment", args=["checkout-copy"])
+    for bad in ("ac\x00me", "acme; drop", "é"):
+        response = reader.get(url, {"organization": bad})
+        assert response.status_code == 400, (bad, response.content)
+        assert "slug" in error(response)["message"]
+    assert reader.get(url, {"organization": "acme"}).status_code == 200
+    assert reader.get(url, {"organization": ""}).status_code == 200  # empty: not given
