@@ -5,8 +5,9 @@ normalisation as the point estimate (so an interval is about the quantity that i
 
 * ``bootstrap_intervals``: reweight the aggregated cells. ``scheme="multinomial"`` (default) draws
   the battle total over cells in proportion to their counts, which is exactly resampling battles
-  with replacement; ``"poisson"`` gives every battle an independent Poisson(1) count (cheaper,
-  asymptotically equivalent). Percentile intervals.
+  with replacement; ``"poisson"`` gives every battle an independent Poisson(1) count (asymptotically
+  equivalent). Both draw their Poisson counts from tables built once (``PoissonTable``). Percentile
+  intervals.
 * ``cluster_bootstrap_intervals``: resample prompts (clusters) with replacement. Battles on the same
   prompt are correlated (an easy prompt produces many ties, a coding prompt favours coders), so
   the battle bootstrap is too optimistic when prompts repeat; this one is honest about that.
