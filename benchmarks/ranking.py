@@ -32,6 +32,7 @@ import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -61,6 +62,8 @@ from ranking.estimators import (  # noqa: E402
 from ranking.estimators.bradley_terry import pair_design  # noqa: E402
 from ranking.estimators.intervals import _draw_cells, _round_generators  # noqa: E402
 from ranking.estimators.synthetic import random_pairs, simulate_bt, simulate_style_counts  # noqa: E402
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,14 @@ def stage_style_bootstrap(d: Data, args: argparse.Namespace) -> None:
     style_bootstrap_intervals(sd, fit_style(sd), rounds=args.rounds, seed=0)
 
 
+def stage_style_bootstrap_newton(d: Data, args: argparse.Namespace) -> None:
+    """The reference for the style bootstrap: the same rounds (the same draws), each solved by damped
+    Newton on the rows drawn (the solver before the fixed-Hessian rounds)."""
+    a, b, n = codes(d)
+    sd = style_design(a, b, d.outcome, d.style_l, d.style_r, n_competitors=n)
+    style_bootstrap_intervals(sd, fit_style(sd), rounds=args.rounds, seed=0, solver="newton")
+
+
 def stage_online_elo(d: Data, args: argparse.Namespace) -> None:
     """Sequential Elo over all battles (a Python loop by nature)."""
     a, b, n = codes(d)
@@ -232,7 +243,8 @@ PLAN_200: Plan = [
     ("BT + bootstrap by prompt", stage_bt_prompt_bootstrap, 1, "floor", ""),
     ("pairwise table", stage_pairwise, 3, "floor", ""),
     ("style + analytic", stage_style_analytic, 3, "floor", "<=2s idle"),
-    ("style + bootstrap", stage_style_bootstrap, 1, "floor", "<=20s idle"),
+    ("style + bootstrap, Newton rounds", stage_style_bootstrap_newton, 1, None, ""),
+    ("style + bootstrap", stage_style_bootstrap, 1, "style + bootstrap, Newton rounds", "<=20s idle"),
     ("online Elo", stage_online_elo, 1, "floor", ""),
 ]
 PLAN_1000: Plan = [
@@ -284,6 +296,31 @@ def run_plan(plan: Plan, d: Data, args: argparse.Namespace) -> bool:
     return ok
 
 
+def breakdown(d: Data, args: argparse.Namespace) -> None:
+    """Where the time of "BT + bootstrap + ranks" goes: each step alone, best of 3 (wall and CPU)."""
+    parts: dict[str, tuple[float, float]] = {}
+
+    def clock(name: str, fn: Callable[[], T]) -> T:
+        best, best_cpu = float("inf"), float("inf")
+        for _ in range(3):
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = fn()
+            best, best_cpu = min(best, time.perf_counter() - t0), min(best_cpu, time.process_time() - c0)
+        parts[name] = (best, best_cpu)
+        return out
+
+    a, b, n = clock("names -> codes", lambda: codes(d))
+    cells = clock("aggregate", lambda: aggregate_cells(a, b, d.outcome, n_competitors=n))
+    fit = clock("fit", lambda: fit_bradley_terry(cells))
+    iv = clock("bootstrap", lambda: bootstrap_intervals(cells, fit, rounds=args.rounds, seed=0))
+    clock("rank ranges", lambda: rank_ranges(iv.lower, iv.upper, shown_mask(fit.battles, 50)))
+    print(
+        "  breakdown (wall / CPU s): "
+        + ", ".join(f"{k} {w:.3f} / {c:.3f}" for k, (w, c) in parts.items())
+        + f"; sum {sum(w for w, _ in parts.values()):.3f} s"
+    )
+
+
 def memory_in_rounds(d: Data, args: argparse.Namespace) -> None:
     """The bootstrap's traced peak at several round counts: flat when rounds are drawn as needed."""
     a, b, n = codes(d)
@@ -322,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
             f"(generated in {time.perf_counter() - t0:.1f} s, not part of any figure)"
         )
         ok &= run_plan(PLAN_1000 if n >= 1000 else PLAN_200, data, args)
+        if n < 1000:
+            breakdown(data, args)
         if n >= 1000:
             memory_in_rounds(data, args)
     return 0 if ok else 1

@@ -41,7 +41,8 @@ class Method:
                 "reliability": "crowd Bradley-Terry (a reliability per rater, fitted jointly)",
             }.get(view, view),
             "ties": "Davidson's tie model (tie parameter estimated, Wald intervals from the prior-regularised "
-            "information)"
+            "information; differences from the same covariance; profile likelihood where a record is one-sided, "
+            "thin or all ties)"
             if self.ties == "davidson" and view == "raw"
             else "half a win each side",
             "confidence_pct": round(self.confidence * 100),
@@ -269,7 +270,12 @@ def board_compute(
         dav = est.fit_davidson(
             cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids), confidence=method.confidence
         )
-        scores, lower, upper, components = dav.scores, dav.lower, dav.upper, dav.components
+        dav_iv = est.davidson_boundary_intervals(dav, confidence=method.confidence, only=shown)
+        scores, lower, upper, components = dav.scores, dav_iv.lower, dav_iv.upper, dav.components
+        profiled = dav_iv.profiled
+        idx = np.flatnonzero(shown)
+        if 2 <= idx.shape[0] <= MAX_DIFFERENCE_COMPETITORS:
+            differences = est.davidson_difference_intervals(cells, dav, idx, confidence=method.confidence)
         extra["tie_parameter"] = {
             "nu": round(dav.nu, 4),
             "lower": round(dav.nu_lower, 4),
@@ -278,6 +284,7 @@ def board_compute(
             "model": "Davidson: P(tie) = nu sqrt(pi_i pi_j) / (pi_i + pi_j + nu sqrt(pi_i pi_j))",
         }
         extra["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(dav.bounds.centre & shown)]
+        extra["normalisation"] = dav.params.normalisation
     elif view == "raw":
         fit = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=_anchor(method, competitor_ids))
         iv, samples = _intervals(cells, fit, method, shown)

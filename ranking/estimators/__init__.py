@@ -19,7 +19,13 @@ from .aggregate import (
 )
 from .bradley_terry import BASE, SCALE, BTResult, FitParams, fit_bradley_terry, normalise
 from .crowd import CrowdCells, CrowdFit, CrowdIntervals, crowd_bootstrap, crowd_cells, fit_crowd_bt
-from .davidson import DavidsonResult, fit_davidson, simulate_davidson
+from .davidson import (
+    DavidsonResult,
+    davidson_boundary_intervals,
+    davidson_difference_intervals,
+    fit_davidson,
+    simulate_davidson,
+)
 from .elo import EloResult, online_elo
 from .graph import Boundedness, boundedness, components, laplacian
 from .intervals import (
@@ -78,6 +84,8 @@ __all__ = [
     "fit_crowd_bt",
     "BoundaryIntervals",
     "DavidsonResult",
+    "davidson_boundary_intervals",
+    "davidson_difference_intervals",
     "fit_davidson",
     "simulate_davidson",
     "Boundedness",

@@ -23,7 +23,7 @@ is the Wald interval of ``eta`` mapped back (always positive).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,8 +31,27 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, Cells, weighted_bincount
-from .bradley_terry import BASE, SCALE, BothBad, FitParams, normalisation_matrix, normalise, one_class, pair_design
+from .bradley_terry import (
+    BASE,
+    SCALE,
+    BothBad,
+    FitParams,
+    _normalisation_label,
+    normalisation_matrix,
+    normalise,
+    one_class,
+    pair_design,
+)
 from .graph import Boundedness, boundedness, components, laplacian
+from .intervals import (
+    PROFILE_FULL_MAX,
+    PROFILE_PRIOR_FRACTION,
+    BoundaryIntervals,
+    DifferenceIntervals,
+    one_class_pairs,
+    widen_differences,
+    widen_levels,
+)
 from .profile import damped_newton
 
 
@@ -54,6 +73,61 @@ class DavidsonResult:
     converged: bool
     params: FitParams
     bounds: Boundedness
+    # The fitted ``(theta, log nu)``, its covariance (inverse prior-regularised information) and the
+    # likelihood, for difference intervals and the profile widening.
+    x: NDArray[np.float64]
+    covariance: NDArray[np.float64]
+    likelihood: DavidsonLikelihood
+
+
+@dataclass(frozen=True)
+class DavidsonLikelihood:
+    """Davidson's log-likelihood of ``x = (theta, eta = log nu)`` on unique pairs, with the virtual-tie
+    prior on the strengths (``eta`` unpenalised); concave, strictly so with ``prior > 0``."""
+
+    n: int
+    lo: NDArray[np.int64]
+    hi: NDArray[np.int64]
+    w_lo: NDArray[np.float64]
+    w_hi: NDArray[np.float64]
+    ties: NDArray[np.float64]
+    prior: float
+
+    def _z(self, x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        theta, eta = x[: self.n], x[self.n]
+        d = theta[self.lo] - theta[self.hi]
+        return d, np.stack([0.5 * d, -0.5 * d, np.full_like(d, eta)])
+
+    def value(self, x: NDArray[np.float64]) -> float:
+        theta, eta = x[: self.n], float(x[self.n])
+        d, z = self._z(x)
+        total = self.w_lo + self.w_hi + self.ties
+        out = float((self.w_lo - self.w_hi) @ (0.5 * d) + self.ties.sum() * eta - total @ logsumexp(z, axis=0))
+        return out + self.prior * float((0.5 * theta - np.logaddexp(0.0, theta)).sum())
+
+    def objective(self, x: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
+        n, lo, hi = self.n, self.lo, self.hi
+        theta = x[:n]
+        _, z = self._z(x)
+        total = self.w_lo + self.w_hi + self.ties
+        q = np.exp(z - logsumexp(z, axis=0))
+        diff = q[0] - q[1]
+        g_d = 0.5 * (self.w_lo - self.w_hi) - 0.5 * total * diff
+        g_eta = float(self.ties.sum() - total @ q[2])
+        h_dd = total * (0.25 * (q[0] + q[1]) - 0.25 * diff * diff)
+        h_de = -0.5 * total * q[2] * diff
+        h = np.zeros((n + 1, n + 1))
+        h[:n, :n] = laplacian(n, lo, hi, h_dd)
+        cross = np.bincount(lo, h_de, minlength=n) - np.bincount(hi, h_de, minlength=n)
+        h[:n, n] = cross
+        h[n, :n] = cross
+        h[n, n] = float(total @ (q[2] - q[2] ** 2))
+        p0 = 1.0 / (1.0 + np.exp(-theta))
+        h[np.arange(n), np.arange(n)] += self.prior * p0 * (1.0 - p0)
+        g = np.concatenate(
+            [np.bincount(lo, g_d, minlength=n) - np.bincount(hi, g_d, minlength=n) + self.prior * (0.5 - p0), [g_eta]]
+        )
+        return self.value(x), g, h
 
 
 def _pair_counts(
@@ -93,42 +167,12 @@ def fit_davidson(
     if float(ties.sum()) <= 0:
         raise ValueError("no ties among the votes: Davidson's tie parameter is 0 (use the half-win model)")
     prior = float(prior_games)
-
-    def value(x: NDArray[np.float64]) -> float:
-        theta, eta = x[:n], x[n]
-        d = theta[lo] - theta[hi]
-        z = np.stack([0.5 * d, -0.5 * d, np.full_like(d, eta)])
-        out = float((w_lo - w_hi) @ (0.5 * d) + ties.sum() * eta - total @ logsumexp(z, axis=0))
-        return out + prior * float((0.5 * theta - np.logaddexp(0.0, theta)).sum())
-
-    def objective(x: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
-        theta, eta = x[:n], x[n]
-        d = theta[lo] - theta[hi]
-        z = np.stack([0.5 * d, -0.5 * d, np.full_like(d, eta)])
-        q = np.exp(z - logsumexp(z, axis=0))
-        diff = q[0] - q[1]
-        g_d = 0.5 * (w_lo - w_hi) - 0.5 * total * diff
-        g_eta = float(ties.sum() - total @ q[2])
-        h_dd = total * (0.25 * (q[0] + q[1]) - 0.25 * diff * diff)
-        h_de = -0.5 * total * q[2] * diff
-        h = np.zeros((n + 1, n + 1))
-        h[:n, :n] = laplacian(n, lo, hi, h_dd)
-        cross = np.bincount(lo, h_de, minlength=n) - np.bincount(hi, h_de, minlength=n)
-        h[:n, n] = cross
-        h[n, :n] = cross
-        h[n, n] = float(total @ (q[2] - q[2] ** 2))
-        p0 = 1.0 / (1.0 + np.exp(-theta))
-        h[np.arange(n), np.arange(n)] += prior * p0 * (1.0 - p0)
-        g = np.concatenate(
-            [np.bincount(lo, g_d, minlength=n) - np.bincount(hi, g_d, minlength=n) + prior * (0.5 - p0), [g_eta]]
-        )
-        return value(x), g, h
-
+    lik = DavidsonLikelihood(n, lo, hi, w_lo, w_hi, ties, prior)
     share = float(ties.sum() / total.sum())
     x0 = np.concatenate([np.zeros(n), [np.log(max(2.0 * share / max(1.0 - share, 1e-9), 1e-6))]])
-    x, iterations, converged = damped_newton(x0, objective, value, tol=1e-9)
-    _, _, info = objective(x)
-    cov = np.linalg.inv(info + 1e-12 * np.eye(n + 1))
+    x, iterations, converged = damped_newton(x0, lik.objective, lik.value, tol=1e-9)
+    _, _, info = lik.objective(x)
+    cov = np.asarray(np.linalg.inv(info + 1e-12 * np.eye(n + 1)), dtype=np.float64)
     theta, eta = x[:n], float(x[n])
     # Ties count half each way for the win digraph: the same sides are (un)bounded as in the half-win
     # fit (a tie is evidence both ways).
@@ -152,7 +196,7 @@ def fit_davidson(
         both_bad=both_bad,
         prior_games=prior,
         reference=reference,
-        normalisation="reference" if reference is not None else "geometric_mean_per_component",
+        normalisation=_normalisation_label(reference, bounds),
         ties="davidson",
     )
     return DavidsonResult(
@@ -172,7 +216,74 @@ def fit_davidson(
         converged=converged,
         params=params,
         bounds=bounds,
+        x=x,
+        covariance=cov,
+        likelihood=lik,
     )
+
+
+def davidson_boundary_intervals(
+    fit: DavidsonResult, *, confidence: float = 0.95, only: NDArray[np.bool_] | None = None
+) -> BoundaryIntervals:
+    """The Davidson board's levels made honest at the boundary, as ``intervals.boundary_intervals`` does
+    for the half-win fit: for a competitor (among ``only``) with an open side, a one-class or a thin
+    record, the Wald interval becomes its union with the profile-likelihood interval of the published
+    level under Davidson's likelihood (``tie parameter`` profiled out too: it is free at every point),
+    with a hundredth of the fitted prior (``PROFILE_PRIOR_FRACTION``: the prior keeps the estimate
+    finite but is not evidence); open sides stay open."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must lie strictly between 0 and 1")
+    b = fit.bounds
+    select = b.needs_profile.copy()
+    if only is not None:
+        select &= only
+    lower, upper = fit.lower.copy(), fit.upper.copy()
+    idx = np.flatnonzero(select & (fit.battles > 0))
+    if idx.size:
+        lik, x_hat = _profile_likelihood(fit)
+        nm = normalisation_matrix(fit.components, fit.params.reference, b.centre)
+        widen_levels(lik, x_hat, nm, idx, b, fit.params.reference, lower, upper, confidence=confidence)
+    profiled = np.zeros(fit.scores.shape[0], dtype=bool)
+    profiled[idx] = True
+    return BoundaryIntervals(lower, upper, profiled, b.open_lower.copy(), b.open_upper.copy())
+
+
+def _profile_likelihood(fit: DavidsonResult) -> tuple[DavidsonLikelihood, NDArray[np.float64]]:
+    lik = replace(fit.likelihood, prior=fit.likelihood.prior * PROFILE_PRIOR_FRACTION)
+    x_hat, _, _ = damped_newton(fit.x, lik.objective, lik.value, tol=1e-9, max_iter=200)
+    return lik, x_hat
+
+
+def davidson_difference_intervals(
+    cells: Cells, fit: DavidsonResult, idx: NDArray[np.int64], *, confidence: float = 0.95
+) -> DifferenceIntervals:
+    """Intervals of ``score_a - score_b`` on a Davidson board: Wald from the same covariance as the
+    levels (``var_a + var_b - 2 cov_ab``: two overlapping level intervals do not make an unclear
+    difference), the union with the profile-likelihood interval of ``theta_a - theta_b`` for pairs with
+    a competitor that needs the profile or whose own record is one-class, and open sides where the win
+    digraph cannot bound them (``Boundedness.difference_open``)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must lie strictly between 0 and 1")
+    n = fit.scores.shape[0]
+    s = fit.scores[idx]
+    est_d = s[:, None] - s[None, :]
+    c = fit.covariance[:n, :n][np.ix_(idx, idx)]
+    var = np.clip(np.diag(c)[:, None] + np.diag(c)[None, :] - 2 * c, 0.0, None)
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    lower, upper = est_d - z * SCALE * np.sqrt(var), est_d + z * SCALE * np.sqrt(var)
+    method = "fisher (Wald from Davidson's prior-regularised information)"
+    open_up, open_lo = fit.bounds.difference_open(idx)
+    profile = fit.bounds.needs_profile[idx]
+    select = profile[:, None] | profile[None, :] | open_up | open_lo | one_class_pairs(cells, fit.params.both_bad, idx)
+    if select.any() and n <= PROFILE_FULL_MAX:
+        lik, x_hat = _profile_likelihood(fit)
+        widen_differences(lik, x_hat, idx, select, open_lo, open_up, lower, upper, confidence=confidence)
+        method += " (profile likelihood where a record is one-sided, thin or all ties)"
+    lower = np.where(open_lo, -np.inf, lower)
+    upper = np.where(open_up, np.inf, upper)
+    np.fill_diagonal(lower, 0.0)
+    np.fill_diagonal(upper, 0.0)
+    return DifferenceIntervals(idx, est_d, lower, upper, method)
 
 
 def simulate_davidson(

@@ -5,8 +5,9 @@ normalisation as the point estimate (so an interval is about the quantity that i
 
 * ``bootstrap_intervals``: reweight the aggregated cells. ``scheme="multinomial"`` (default) draws
   the battle total over cells in proportion to their counts, which is exactly resampling battles
-  with replacement; ``"poisson"`` gives every battle an independent Poisson(1) count (cheaper,
-  asymptotically equivalent). Percentile intervals.
+  with replacement; ``"poisson"`` gives every battle an independent Poisson(1) count (asymptotically
+  equivalent). Both draw their Poisson counts from tables built once (``PoissonTable``). Percentile
+  intervals.
 * ``cluster_bootstrap_intervals``: resample prompts (clusters) with replacement. Battles on the same
   prompt are correlated (an easy prompt produces many ties, a coding prompt favours coders), so
   the battle bootstrap is too optimistic when prompts repeat; this one is honest about that.
@@ -30,12 +31,13 @@ import scipy.linalg as la
 import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.special import expit
-from scipy.stats import norm
+from scipy.stats import norm, poisson
 
 from .aggregate import Cells, weighted_bincount
 from .bradley_terry import (
     BASE,
     SCALE,
+    BothBad,
     BTResult,
     PairDesign,
     _null_projector,
@@ -43,8 +45,9 @@ from .bradley_terry import (
     normalise,
     pair_design,
 )
-from .graph import laplacian
-from .profile import BTLikelihood, conditional_bounds, damped_newton, profile_bounds
+from .graph import Boundedness, laplacian
+from .newton import fixed_hessian_solve
+from .profile import BTLikelihood, Likelihood, conditional_bounds, damped_newton, profile_bounds
 
 Scheme = Literal["multinomial", "poisson"]
 
@@ -86,20 +89,103 @@ def percentile_bounds(
     return q[0], q[1]
 
 
+class PoissonTable:
+    """Poisson variates for a fixed vector of means, by inverse-CDF lookup in tables built once.
+
+    A bootstrap draws the same vector of means (one per cell) every round, and the means take few
+    distinct values (a cell's mean is proportional to its battle count, a small integer), so one CDF
+    table per distinct mean, built once, turns every variate into one lookup: a 53-bit uniform integer
+    ``u`` and the smallest ``k`` with ``round(F(k) 2^53) > u``. A guide table (the first candidate ``k``
+    for each of ``G`` equal slices of ``[0, 2^53)``) makes the lookup a gather and, rarely, a step or
+    two. This is exact inverse-transform sampling of Poisson(mean): each probability is the CDF's
+    difference rounded to the resolution of a double-precision uniform (2^-53), as with any sampler
+    fed by ``Generator.random``; the tables span mean +- (12 sd + 40), outside which the Poisson mass is
+    below that resolution. About 4x faster than ``Generator.poisson`` on an arena's cells (whose cost
+    is a transformed-rejection step with a log-gamma per variate)."""
+
+    BITS = 53
+    # Past this many table entries (boards with very many distinct large cell counts) the tables would
+    # cost more memory than they save time: ``Generator.poisson`` is used instead.
+    MAX_ENTRIES = 4_000_000
+
+    @staticmethod
+    def _span(uniq: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        lo = np.maximum(0, np.floor(uniq - 12.0 * np.sqrt(uniq) - 40.0)).astype(np.int64)
+        hi = np.ceil(uniq + 12.0 * np.sqrt(uniq) + 40.0).astype(np.int64)
+        return lo, hi
+
+    @classmethod
+    def suits(cls, means: NDArray[np.float64]) -> bool:
+        lo, hi = cls._span(np.unique(means))
+        return bool(int((hi - lo + 1).sum()) <= cls.MAX_ENTRIES)
+
+    def __init__(self, means: NDArray[np.float64]) -> None:
+        if means.size and (not np.all(np.isfinite(means)) or float(means.min()) < 0):
+            raise ValueError("Poisson means must be finite and non-negative")
+        self.size = int(means.shape[0])
+        uniq, inv = np.unique(means, return_inverse=True)
+        lo, hi = self._span(uniq)
+        width = hi - lo + 1
+        self.lo = lo
+        self.start = np.concatenate([[0], np.cumsum(width)[:-1]]).astype(np.int64)
+        seg = np.repeat(np.arange(uniq.shape[0]), width)
+        k = np.arange(int(width.sum()), dtype=np.int64) - self.start[seg] + lo[seg]
+        scale = float(2**self.BITS)
+        cdf = poisson.cdf(k, uniq[seg])
+        thresholds = np.round(cdf * scale)
+        last = self.start + width - 1
+        thresholds[last] = scale  # the table's end takes the (sub-resolution) tail: every u stops there
+        self.thresholds = thresholds.astype(np.uint64)
+        # Guide table: for slice s of segment j, the first global index whose threshold exceeds the
+        # slice's start (so the answer is at or after it).
+        n_seg = uniq.shape[0]
+        self.guide_bits = int(min(10, max(4, 20 - int(np.ceil(np.log2(max(n_seg, 1)))))))
+        g = 1 << self.guide_bits
+        edges = (np.arange(g, dtype=np.uint64) << np.uint64(self.BITS - self.guide_bits)).astype(np.uint64)
+        guide = np.empty((n_seg, g), dtype=np.int64)
+        for j in range(n_seg):
+            t = self.thresholds[self.start[j] : self.start[j] + width[j]]
+            guide[j] = self.start[j] + np.searchsorted(t, edges, side="right")
+        self.guide = guide.ravel()
+        self.segment = inv.astype(np.int64)
+        self.guide_base = self.segment << self.guide_bits
+        self.value_offset = (lo - self.start)[self.segment]
+
+    def draw(self, g: np.random.Generator) -> NDArray[np.int64]:
+        u = g.integers(0, 1 << self.BITS, size=self.size, dtype=np.uint64)
+        k = self.guide[self.guide_base + (u >> np.uint64(self.BITS - self.guide_bits)).astype(np.int64)]
+        active = np.flatnonzero(self.thresholds[k] <= u)
+        while active.size:
+            k[active] += 1
+            active = active[self.thresholds[k[active]] <= u[active]]
+        out: NDArray[np.int64] = k + self.value_offset
+        return out
+
+
 def multinomial_draw(
-    g: np.random.Generator, total: int, pvals: NDArray[np.float64], cum: NDArray[np.float64]
+    g: np.random.Generator,
+    total: int,
+    pvals: NDArray[np.float64],
+    cum: NDArray[np.float64],
+    table: PoissonTable | None = None,
 ) -> NDArray[np.int64]:
-    """Exact Multinomial(total, pvals) draw, about twice as fast as ``Generator.multinomial``.
+    """Exact Multinomial(total, pvals) draw, several times faster than ``Generator.multinomial``.
 
     Draw Poisson(lam * p) with ``lam`` a few standard deviations below ``total``, redraw in the rare
     case the sum S exceeds ``total``, then add ``total - S`` categorical draws (``cum`` is
     ``cumsum(pvals)``). Given S = s the Poisson vector is Multinomial(s, p) whatever s is (so the
     rejection does not bias it), and adding independent Multinomial(total - s, p) makes it exactly
-    Multinomial(total, p). Poisson variates are cheaper than the K sequential binomials numpy uses.
+    Multinomial(total, p). Poisson variates are cheaper than the K sequential binomials numpy uses;
+    ``table`` (``multinomial_table``), built once for many draws, makes them cheaper still.
     """
-    lam = max(0.0, total - 4.0 * np.sqrt(total) - 10.0)
+    lam = multinomial_lambda(total)
     while True:
-        k = g.poisson(lam * pvals) if lam > 0 else np.zeros(pvals.shape[0], dtype=np.int64)
+        if lam <= 0:
+            k = np.zeros(pvals.shape[0], dtype=np.int64)
+        elif table is not None:
+            k = table.draw(g)
+        else:
+            k = g.poisson(lam * pvals)
         s = int(k.sum())
         if s <= total:
             break
@@ -109,6 +195,18 @@ def multinomial_draw(
         idx = np.minimum(np.searchsorted(cum, u, side="right"), pvals.shape[0] - 1)
         k = k + np.bincount(idx, minlength=pvals.shape[0])
     return k
+
+
+def multinomial_lambda(total: int) -> float:
+    """The Poisson total of ``multinomial_draw``: 4 sd below ``total`` (a redraw about once in 30,000)."""
+    return max(0.0, total - 4.0 * float(np.sqrt(total)) - 10.0)
+
+
+def multinomial_table(total: int, pvals: NDArray[np.float64]) -> PoissonTable | None:
+    """The ``PoissonTable`` of ``multinomial_draw``'s Poisson step for these ``total`` and ``pvals``
+    (None where the tables would be too large: ``Generator.poisson`` then)."""
+    means = multinomial_lambda(total) * pvals
+    return PoissonTable(means) if PoissonTable.suits(means) else None
 
 
 def _round_generators(seed: int | np.random.SeedSequence, rounds: int) -> list[np.random.Generator]:
@@ -175,38 +273,25 @@ class _RoundSolver:
         return g
 
     def solve(self, w_lo: NDArray[np.float64], w_hi: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Fixed-Hessian iteration with Anderson acceleration (depth ``_ANDERSON``): each new point
-        combines the last few so that their residuals cancel as well as a least-squares fit allows,
-        which roughly halves the iterations of the plain fixed-point map at the same cost per step."""
+        """``newton.fixed_hessian_solve`` with the full-data factor; damped Newton when it stalls."""
         tot = w_lo + w_hi
-        theta = self.theta0.copy()
-        xs: list[NDArray[np.float64]] = []
-        fs: list[NDArray[np.float64]] = []
-        previous = np.inf
-        for it in range(_ROUND_MAX_ITER):
+
+        def gradient(theta: NDArray[np.float64], it: int) -> NDArray[np.float64]:
             # Every round starts at the full-data optimum, whose pair probabilities are computed once.
-            p = self.p0 if it == 0 else None
-            delta = la.cho_solve(self.factor, self.gradient(theta, w_lo, tot, p), check_finite=False)
-            size = float(np.abs(delta).max())
-            if size <= _ROUND_TOL:
-                self.iterations += it + 1
-                step: NDArray[np.float64] = theta + delta
-                return step
-            if size > _CONTRACTION * previous and it >= 2:
-                break
-            previous = size
-            xs.append(theta.copy())
-            fs.append(delta)
-            if len(xs) > _ANDERSON + 1:
-                xs.pop(0)
-                fs.pop(0)
-            if len(xs) > 1:
-                df = np.stack([fs[k + 1] - fs[k] for k in range(len(fs) - 1)], axis=1)
-                dx = np.stack([xs[k + 1] - xs[k] for k in range(len(xs) - 1)], axis=1)
-                gamma = np.linalg.lstsq(df, delta, rcond=None)[0]
-                theta = theta + delta - (dx + df) @ gamma
-            else:
-                theta = theta + delta
+            return self.gradient(theta, w_lo, tot, self.p0 if it == 0 else None)
+
+        theta, iterations = fixed_hessian_solve(
+            self.theta0,
+            gradient,
+            self.factor,
+            tol=_ROUND_TOL,
+            max_iter=_ROUND_MAX_ITER,
+            contraction=_CONTRACTION,
+            depth=_ANDERSON,
+        )
+        self.iterations += iterations
+        if theta is not None:
+            return theta
         self.fallbacks += 1
         lik = BTLikelihood(self.n, self.design.lo, self.design.hi, w_lo, w_hi, self.prior, self.null_proj)
         th, _, _ = damped_newton(self.theta0, lik.objective, lik.value, tol=_ROUND_TOL, line_search_above=1e-2)
@@ -312,14 +397,20 @@ def bootstrap_intervals(
     # needs one variate per category instead of one per battle.
     by_battle = scheme == "multinomial" and total <= 2 * n_cat
     category_of_battle = np.repeat(np.arange(n_cat, dtype=np.int64), dc.count.astype(np.int64)) if by_battle else None
+    table = None
+    if not by_battle:
+        if scheme == "multinomial":
+            table = multinomial_table(total, pvals)
+        elif PoissonTable.suits(dc.count):
+            table = PoissonTable(dc.count)
 
     def draw(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         if category_of_battle is not None:
             k = np.bincount(category_of_battle[g.integers(0, total, total)], minlength=n_cat)
         elif scheme == "multinomial":
-            k = multinomial_draw(g, total, pvals, cum)
+            k = multinomial_draw(g, total, pvals, cum, table)
         else:
-            k = g.poisson(dc.count)
+            k = table.draw(g) if table is not None else g.poisson(dc.count)
         return dc.pair_wins(k.astype(np.float64))
 
     samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers, design.pair_wins(cells.weight))
@@ -453,6 +544,91 @@ def bt_likelihood(cells: Cells, fit: BTResult, prior_fraction: float = PROFILE_P
     return BTLikelihood(cells.n_competitors, design.lo, design.hi, w_lo, w_hi, fit.params.prior_games * prior_fraction)
 
 
+def widen_levels(
+    lik: Likelihood,
+    theta_hat: NDArray[np.float64],
+    nm: NDArray[np.float64],
+    idx: NDArray[np.int64],
+    b: Boundedness,
+    reference: int | None,
+    lower: NDArray[np.float64],
+    upper: NDArray[np.float64],
+    *,
+    confidence: float,
+) -> None:
+    """In place: ``lower``/``upper`` of the competitors ``idx`` become their union with the profile-
+    likelihood interval of the published level ``nm[i] . theta`` (the first n entries of the parameter
+    vector of ``lik``; Bradley-Terry's or Davidson's), on the score scale; open sides are left alone.
+    Above ``PROFILE_FULL_MAX`` competitors the conditional likelihood interval stands in for the profile."""
+    n = nm.shape[0]
+    dim = theta_hat.shape[0]
+    full = n <= PROFILE_FULL_MAX
+    for i in idx:
+        if reference is not None and i == reference:
+            continue  # the anchor is 1000 by definition
+        if full:
+            a = np.zeros(dim)
+            a[:n] = nm[i]
+            l_theta, u_theta = profile_bounds(
+                lik,
+                theta_hat,
+                a,
+                confidence=confidence,
+                need_lower=not b.open_lower[i],
+                need_upper=not b.open_upper[i],
+            )
+        else:
+            lo_t, hi_t = conditional_bounds(
+                lik,
+                theta_hat,
+                int(i),
+                confidence=confidence,
+                need_lower=not b.open_lower[i],
+                need_upper=not b.open_upper[i],
+            )
+            level = float(nm[i] @ theta_hat[:n])
+            l_theta, u_theta = level + nm[i, i] * lo_t, level + nm[i, i] * hi_t
+        if not b.open_lower[i]:
+            lower[i] = min(lower[i], SCALE * l_theta + BASE)
+        if not b.open_upper[i]:
+            upper[i] = max(upper[i], SCALE * u_theta + BASE)
+
+
+def widen_differences(
+    lik: Likelihood,
+    theta_hat: NDArray[np.float64],
+    idx: NDArray[np.int64],
+    select: NDArray[np.bool_],
+    open_lo: NDArray[np.bool_],
+    open_up: NDArray[np.bool_],
+    lower: NDArray[np.float64],
+    upper: NDArray[np.float64],
+    *,
+    confidence: float,
+) -> None:
+    """In place: for the pairs ``select[a, b]`` (a < b) of the competitors ``idx``, the difference interval
+    (score points) becomes its union with the profile-likelihood interval of ``theta_a - theta_b``."""
+    k = idx.shape[0]
+    dim = theta_hat.shape[0]
+    for a in range(k):
+        for b in range(a + 1, k):
+            if not select[a, b]:
+                continue
+            vec = np.zeros(dim)
+            vec[idx[a]], vec[idx[b]] = 1.0, -1.0
+            lo_t, hi_t = profile_bounds(
+                lik,
+                theta_hat,
+                vec,
+                confidence=confidence,
+                need_lower=not open_lo[a, b],
+                need_upper=not open_up[a, b],
+            )
+            lower[a, b] = min(lower[a, b], SCALE * lo_t)
+            upper[a, b] = max(upper[a, b], SCALE * hi_t)
+            lower[b, a], upper[b, a] = -upper[a, b], -lower[a, b]
+
+
 def boundary_intervals(
     cells: Cells,
     fit: BTResult,
@@ -480,34 +656,7 @@ def boundary_intervals(
         lik = bt_likelihood(cells, fit)
         theta_hat, _, _ = damped_newton(fit.theta_raw, lik.objective, lik.value, tol=1e-9, max_iter=200)
         nm = normalisation_matrix(fit.components, fit.params.reference, b.centre)
-        full = fit.scores.shape[0] <= PROFILE_FULL_MAX
-        for i in idx:
-            if fit.params.reference is not None and i == fit.params.reference:
-                continue  # the anchor is 1000 by definition
-            if full:
-                l_theta, u_theta = profile_bounds(
-                    lik,
-                    theta_hat,
-                    nm[i],
-                    confidence=confidence,
-                    need_lower=not b.open_lower[i],
-                    need_upper=not b.open_upper[i],
-                )
-            else:
-                lo_t, hi_t = conditional_bounds(
-                    lik,
-                    theta_hat,
-                    int(i),
-                    confidence=confidence,
-                    need_lower=not b.open_lower[i],
-                    need_upper=not b.open_upper[i],
-                )
-                level = float(nm[i] @ theta_hat)
-                l_theta, u_theta = level + nm[i, i] * lo_t, level + nm[i, i] * hi_t
-            if not b.open_lower[i]:
-                lo_out[i] = min(lo_out[i], SCALE * l_theta + BASE)
-            if not b.open_upper[i]:
-                hi_out[i] = max(hi_out[i], SCALE * u_theta + BASE)
+        widen_levels(lik, theta_hat, nm, idx, b, fit.params.reference, lo_out, hi_out, confidence=confidence)
     profiled = np.zeros(fit.scores.shape[0], dtype=bool)
     profiled[idx] = True
     return BoundaryIntervals(lo_out, hi_out, profiled, b.open_lower.copy(), b.open_upper.copy())
@@ -527,9 +676,13 @@ class DifferenceIntervals:
 
 
 def _one_class_pairs(cells: Cells, fit: BTResult, idx: NDArray[np.int64]) -> NDArray[np.bool_]:
+    return one_class_pairs(cells, fit.params.both_bad, idx)
+
+
+def one_class_pairs(cells: Cells, both_bad: BothBad, idx: NDArray[np.int64]) -> NDArray[np.bool_]:
     """``out[a, b]``: the pair met and every counted vote between them had one outcome (30-0, all ties):
     resampling cannot vary that pair's own record, whatever a third competitor linking them does."""
-    design = pair_design(cells, fit.params.both_bad)
+    design = pair_design(cells, both_bad)
     used = design.cell_used & (cells.weight > 0)
     n = cells.n_competitors
     classes = np.zeros((n, n), dtype=np.int64)
@@ -579,27 +732,11 @@ def difference_intervals(
     open_up, open_lo = fit.bounds.difference_open(idx)
     profile = fit.bounds.needs_profile[idx]
     one_sided = _one_class_pairs(cells, fit, idx)
-    if (profile.any() or open_up.any() or one_sided.any()) and fit.scores.shape[0] <= PROFILE_FULL_MAX:
+    select = profile[:, None] | profile[None, :] | open_up | open_lo | one_sided
+    if select.any() and fit.scores.shape[0] <= PROFILE_FULL_MAX:
         lik = bt_likelihood(cells, fit)
         theta_hat, _, _ = damped_newton(fit.theta_raw, lik.objective, lik.value, tol=1e-9, max_iter=200)
-        n = fit.scores.shape[0]
-        for a in range(k):
-            for b in range(a + 1, k):
-                if not (profile[a] or profile[b] or open_up[a, b] or open_lo[a, b] or one_sided[a, b]):
-                    continue
-                vec = np.zeros(n)
-                vec[idx[a]], vec[idx[b]] = 1.0, -1.0
-                lo_t, hi_t = profile_bounds(
-                    lik,
-                    theta_hat,
-                    vec,
-                    confidence=confidence,
-                    need_lower=not open_lo[a, b],
-                    need_upper=not open_up[a, b],
-                )
-                lower[a, b] = min(lower[a, b], SCALE * lo_t)
-                upper[a, b] = max(upper[a, b], SCALE * hi_t)
-                lower[b, a], upper[b, a] = -upper[a, b], -lower[a, b]
+        widen_differences(lik, theta_hat, idx, select, open_lo, open_up, lower, upper, confidence=confidence)
         method += " (profile likelihood where a record is one-sided, thin or all ties)"
     lower = np.where(open_lo, -np.inf, lower)
     upper = np.where(open_up, np.inf, upper)

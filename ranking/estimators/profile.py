@@ -24,6 +24,7 @@ prior would put there: the prior keeps the point estimate finite but is not evid
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,7 +36,19 @@ from .aggregate import weighted_bincount
 from .graph import laplacian
 from .newton import damped_newton
 
-__all__ = ["BTLikelihood", "conditional_bounds", "damped_newton", "profile_bounds"]
+__all__ = ["BTLikelihood", "Likelihood", "conditional_bounds", "damped_newton", "profile_bounds"]
+
+
+class Likelihood(Protocol):
+    """What a profile needs: a strictly concave (prior-regularised) log-likelihood of a parameter vector
+    whose first entries are the log-strengths (Bradley-Terry: exactly those; Davidson: and log nu)."""
+
+    @property
+    def prior(self) -> float: ...
+
+    def value(self, theta: NDArray[np.float64]) -> float: ...
+
+    def objective(self, theta: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]: ...
 
 
 @dataclass(frozen=True)
@@ -78,7 +91,7 @@ class BTLikelihood:
 
 
 def profile_bounds(
-    lik: BTLikelihood,
+    lik: Likelihood,
     theta_hat: NDArray[np.float64],
     a: NDArray[np.float64],
     *,
@@ -128,7 +141,7 @@ def profile_bounds(
 
 
 def conditional_bounds(
-    lik: BTLikelihood,
+    lik: Likelihood,
     theta_hat: NDArray[np.float64],
     i: int,
     *,

@@ -14,7 +14,7 @@ from ranking.estimators import (
     rank_ranges,
     sandwich_intervals,
 )
-from ranking.estimators.intervals import multinomial_draw
+from ranking.estimators.intervals import multinomial_draw, multinomial_table
 from ranking.estimators.synthetic import simulate_bt
 
 
@@ -144,3 +144,42 @@ def test_multinomial_draw_is_multinomial() -> None:
     np.testing.assert_allclose(cov, expected, atol=2.5)
     # tiny totals take the all-categorical path
     assert multinomial_draw(g, 3, p, np.cumsum(p)).sum() == 3
+
+
+def test_poisson_table_draws_poisson() -> None:
+    """The table sampler behind the bootstrap's Poisson step: for small, medium and large means (one
+    table per distinct mean, mixed in one vector) the frequencies match the Poisson pmf (chi-square
+    over the bins with expected count >= 5, p > 0.001) and a zero mean gives zeros."""
+    from scipy.stats import chisquare, poisson
+
+    from ranking.estimators.intervals import PoissonTable
+
+    means = np.array([0.0, 0.3, 2.5, 16.0, 137.2, 4321.5])
+    reps = 40_000
+    table = PoissonTable(np.repeat(means, reps))
+    x = table.draw(np.random.default_rng(9)).reshape(means.shape[0], reps)
+    assert np.all(x[0] == 0)
+    for lam, row in zip(means[1:], x[1:], strict=True):
+        ks = np.arange(int(lam + 8 * np.sqrt(lam) + 10))
+        expected = reps * poisson.pmf(ks, lam)
+        keep = expected >= 5
+        observed = np.bincount(row, minlength=ks.shape[0])[: ks.shape[0]]
+        obs, exp = observed[keep], expected[keep]
+        # The bins left out are pooled into one, so the totals agree.
+        obs = np.append(obs, reps - obs.sum())
+        exp = np.append(exp, reps - exp.sum())
+        assert chisquare(obs, exp).pvalue > 1e-3, lam
+    # The same generator state gives the same draws (byte-identical bootstrap reruns).
+    again = table.draw(np.random.default_rng(9)).reshape(means.shape[0], reps)
+    assert np.array_equal(x, again)
+
+
+def test_multinomial_draw_with_table_is_multinomial() -> None:
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    g = np.random.default_rng(2)
+    table = multinomial_table(200, p)
+    assert table is not None
+    x = np.array([multinomial_draw(g, 200, p, np.cumsum(p), table) for _ in range(4000)])
+    assert np.all(x.sum(axis=1) == 200)
+    np.testing.assert_allclose(x.mean(axis=0), 200 * p, rtol=0.02)
+    np.testing.assert_allclose(np.cov(x.T), 200 * (np.diag(p) - np.outer(p, p)), atol=2.5)
