@@ -20,3 +20,9 @@ def leaderboards_recompute_task(campaign_id: int, *, organization_id: int) -> in
 def leaderboards_recompute_open_task() -> int:
     """Beat's safety net, across organisations: the service opens each campaign's own scope."""
     return services.leaderboards_schedule_open_campaigns()
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def attribute_run_task(run_id: int, *, organization_id: int) -> str:
+    """Execute one attribute-board run (its claim makes a redelivery a no-op); returns its status."""
+    return services.attribute_run_execute(run_id=run_id).status

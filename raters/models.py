@@ -175,6 +175,13 @@ class AuditAction(models.TextChoices):
     STUDY_CREATED = "study.created", "Crowd study created"
     STUDY_CHANGED = "study.changed", "Crowd study changed"
     STUDY_DELETED = "study.deleted", "Crowd study deleted"
+    ATTRIBUTE_BOARD_CREATED = "attribute_board.created", "Attribute board created"
+    ATTRIBUTE_BOARD_CHANGED = "attribute_board.changed", "Attribute board changed"
+    ATTRIBUTE_BOARD_DELETED = "attribute_board.deleted", "Attribute board deleted"
+    ATTRIBUTE_ENTITIES_ADDED = "attribute_board.entities_added", "Entities added to an attribute board"
+    ATTRIBUTE_RUN_STARTED = "attribute_board.run_started", "Attribute board run started"
+    ATTRIBUTE_BOARD_PUBLISHED = "attribute_board.published", "Attribute board published"
+    ATTRIBUTE_BOARD_UNPUBLISHED = "attribute_board.unpublished", "Attribute board unpublished"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:
@@ -191,6 +198,7 @@ _AUDIT_SUBJECTS = {
     "apikey": "api_key",
     "webhookendpoint": "webhook",
     "golditem": "gold_item",
+    "attributeboard": "attribute_board",
 }
 
 
