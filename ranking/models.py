@@ -143,7 +143,9 @@ class AttributeEntity(models.Model):
         verbose_name_plural = "attribute entities"
 
     def __str__(self) -> str:
-        return self.label or f"#{self.position}"
+        if self.label:
+            return self.label
+        return self.text if len(self.text) <= 60 else self.text[:59] + "…"
 
 
 class AttributeRun(models.Model):
@@ -160,6 +162,7 @@ class AttributeRun(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="attribute_runs")
     board = models.ForeignKey(AttributeBoard, on_delete=models.PROTECT, related_name="runs")
     judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="attribute_runs")
+    attribute = models.TextField(help_text="The board's attribute as the judge read it in this run.")
     rubric_hash = models.CharField(max_length=64)
     template_hash = models.CharField(max_length=64)
     model_name = models.CharField(max_length=200, help_text="The judge's served model, as called.")
@@ -175,7 +178,7 @@ class AttributeRun(models.Model):
     accepted = models.PositiveIntegerField(default=0)
     refused = models.PositiveIntegerField(default=0)
     malformed = models.PositiveIntegerField(default=0)
-    errors = models.PositiveIntegerField(default=0)
+    call_errors = models.PositiveIntegerField(default=0, help_text="Calls that failed (no reply).")
     pairs = models.PositiveIntegerField(default=0, help_text="Pairs judged (each in both orders).")
     pairs_refused = models.PositiveIntegerField(default=0)
     checks = models.PositiveIntegerField(default=0, help_text="Stopping-rule looks.")

@@ -18,7 +18,7 @@ from django.db.models.functions import TruncDate
 from numpy.typing import NDArray
 
 from battles.exporting import VoteFilters
-from battles.models import Battle, Campaign, Choice, Competitor, Prompt, Vote
+from battles.models import Battle, Campaign, Choice, Competitor, Judge, Prompt, Vote
 from battles.selectors import gold_counts, vote_events, votes_filtered
 from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterFlag
@@ -969,3 +969,12 @@ def attribute_board_public(*, slug: str) -> AttributeBoard | None:
 def attribute_board_latest_run(board: AttributeBoard) -> AttributeRun | None:
     """The newest finished run of the board: what a published board shows."""
     return AttributeRun.objects.filter(board=board, status=AttributeRun.Status.DONE).order_by("-id").first()
+
+
+def judge_writable_by(*, user: User | ApiKeyPrincipal, judge_id: int) -> Judge | None:
+    """A judge the principal may put on a board: one of an organisation it may write to."""
+    return (
+        Judge.objects.filter(organization__in=organizations_writable_by(user), pk=judge_id)
+        .select_related("organization", "rubric", "endpoint")
+        .first()
+    )

@@ -21,7 +21,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from battles.models import Campaign, Competitor, Judge, Rubric, Vote
-from raters.errors import Invalid
+from raters.errors import Conflict, Invalid
 from raters.models import AuditAction, Organization, WebhookEvent
 from raters.services import audit_record, webhook_event_emit
 from raters.tenancy import organization_scope, scopes_disabled
@@ -464,6 +464,7 @@ def attribute_run_start(
         organization_id=board.organization_id,
         board=board,
         judge=judge,
+        attribute=board.attribute,
         rubric_hash=judge.rubric.content_hash,
         template_hash=TEMPLATE_HASH,
         model_name=judge.endpoint.model_name,
@@ -491,7 +492,7 @@ def _judge_pair_orders(
     """Both orders of every pair, concurrently: [p0 (a, b), p0 (b, a), p1 (a, b), ...]."""
     spec = judge.endpoint.spec()
     rubric = run.judge.rubric
-    attribute = run.board.attribute
+    attribute = run.attribute
     jobs = [(x, y) for a, b in pairs for x, y in ((a, b), (b, a))]
 
     def call(job: tuple[AttributeEntity, AttributeEntity]) -> RatioCall:
@@ -513,7 +514,7 @@ def _judge_pair_orders(
 
 
 # The run's counter for each outcome of a call.
-_COUNTER_OF = {"accepted": "accepted", "refused": "refused", "malformed": "malformed", "error": "errors"}
+_COUNTER_OF = {"accepted": "accepted", "refused": "refused", "malformed": "malformed", "error": "call_errors"}
 
 
 def _dominant_error(run_id: int) -> str:
@@ -635,7 +636,7 @@ def _attribute_run_body(run: AttributeRun) -> AttributeRun:
         with transaction.atomic():
             AttributeJudgement.objects.bulk_create(rows)
             run.save(update_fields=_RUN_COUNTERS)
-        if run.accepted == 0 and run.errors == run.calls:
+        if run.accepted == 0 and run.call_errors == run.calls:
             # The judge answers nothing at all (down, not served, refusing the address): spending the
             # rest of the budget on it would only repeat the same error.
             stop_reason = "failed"
@@ -649,7 +650,7 @@ _RUN_COUNTERS = [
     "accepted",
     "refused",
     "malformed",
-    "errors",
+    "call_errors",
     "pairs",
     "pairs_refused",
     "checks",
@@ -767,3 +768,52 @@ def attribute_board_unpublish(*, board: AttributeBoard, actor: User | None, via:
         data={"slug": slug, "via": via},
     )
     return True
+
+
+BOARD_SETTINGS = ("name", "attribute", "seed", "calls_per_entity", "top_k", "batch_size")
+
+
+@transaction.atomic
+def attribute_board_change(
+    *, board: AttributeBoard, actor: User | None, changed: Sequence[str], via: str = "console"
+) -> AttributeBoard:
+    """Save a board's settings (its judge and organisation are fixed: another judge is a replication
+    run). Runs already made keep what they recorded (attribute, seed, budget). Audited."""
+    stored = AttributeBoard.objects.select_for_update().get(pk=board.pk)
+    if (stored.judge_id, stored.organization_id) != (board.judge_id, board.organization_id):
+        raise Invalid("A board's judge and organisation are fixed; start a run with another judge instead.")
+    if not board.attribute.strip():
+        raise Invalid("Name the attribute.", field_errors={"attribute": "Required."})
+    if board.calls_per_entity < 2 or board.top_k < 1 or board.batch_size < 1:
+        raise Invalid("calls_per_entity must be at least 2, top_k and batch_size at least 1.")
+    if AttributeBoard.objects.filter(organization_id=board.organization_id, name=board.name).exclude(pk=board.pk):
+        raise Invalid("A board of this name exists.", field_errors={"name": "Already used."})
+    fields = [f for f in changed if f in BOARD_SETTINGS]
+    board.save(update_fields=fields or None)
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_BOARD_CHANGED,
+        obj=board,
+        data={"changed": fields, "via": via},
+    )
+    return board
+
+
+class AttributeBoardHasRuns(Conflict):
+    pass
+
+
+@transaction.atomic
+def attribute_board_delete(*, board: AttributeBoard, actor: User | None, via: str = "console") -> None:
+    """Delete a board that never ran (a run's ledger is kept for good: it may be public)."""
+    if AttributeRun.objects.filter(board=board).exists():
+        raise AttributeBoardHasRuns("This board has runs: their judgement ledger is kept, so it cannot be deleted.")
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_BOARD_DELETED,
+        obj=board,
+        data={"name": board.name, "via": via},
+    )
+    board.delete()

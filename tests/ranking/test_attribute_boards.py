@@ -124,7 +124,7 @@ def test_a_run_whose_calls_all_fail_ends_failed_naming_the_dominant_error(
     assert "unreachable" in run.failure_reason and f"{run.calls} of {run.calls}" in run.failure_reason
     assert run.calls < run.budget_calls  # it gave up after a batch of nothing but errors
     assert not AttributeScore.objects.filter(run=run).exists()  # never a flat board
-    assert run.errors == run.calls == run.judgements.count()
+    assert run.call_errors == run.calls == run.judgements.count()
 
 
 def test_a_run_the_judge_refuses_throughout_fails_too(acme: Tenant, sim: list[str]) -> None:

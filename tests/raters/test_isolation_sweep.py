@@ -33,11 +33,12 @@ from battles.services import (
     shadow_battles_import,
 )
 from battles.tasks import export_job_run_task
-from ranking.models import LeaderboardSnapshot
-from ranking.services import leaderboards_recompute
+from ranking.models import AttributeBoard, AttributeEntity, AttributeRun, LeaderboardSnapshot
+from ranking.services import attribute_run_execute, attribute_run_start, leaderboards_recompute
 from raters.models import AuditEvent, Invitation, WebhookEndpoint
 from raters.services import api_key_create, invitation_create, webhook_endpoint_create, webhook_event_emit
 from tests.conftest import Tenant, login, start_battle
+from tests.ranking.attribute_world import board_with, ratio_judge, truths
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton]  # one real battle gives every route an object
 
@@ -46,9 +47,19 @@ SKIPPED_PREFIXES = ("accounts/",)  # allauth's own pages: not tenant data
 # The home page lists only the visitor's own campaigns; the API's schema and its page describe the API
 # (no tenant's data).
 # Lists of the caller's own (campaigns, webhooks) and the API's public description.
-PUBLIC_ROUTES = {"battles:campaigns", "api:campaigns", "api:experiments", "api-schema", "api-docs", "api-webhooks"}
-# The read API's leaderboard routes are not namespaced (ranking/api_urls.py).
-MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard")
+PUBLIC_ROUTES = {
+    "battles:campaigns",
+    "api:campaigns",
+    "api:experiments",
+    "api-schema",
+    "api-docs",
+    "api-webhooks",
+    "api-attribute-boards",
+}
+# The read API's leaderboard and attribute-board routes are not namespaced (ranking/api_urls.py).
+MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard", "api-attribute")
+# Lists of what the caller may read: empty for a rater.
+CALLERS_LISTS = ("api:campaigns", "api:experiments", "api-attribute-boards")
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,8 @@ class World:
     export_job: ExportJob
     experiment: Experiment
     shadow_battle_id: Any
+    attribute_board: AttributeBoard
+    attribute_run: AttributeRun
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
@@ -102,6 +115,9 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         # A published board is public by design (tests/ranking/test_published_boards.py); none is
         # published here, so its routes must answer 404 to everyone.
         "slug": ["not-a-published-board"],
+        "board_id": [world.attribute_board.pk],
+        "run_id": [world.attribute_run.pk],
+        "other_id": [world.attribute_run.pk],
     }
     if param not in values:
         pytest.fail(f"the isolation sweep does not know how to fill {param!r} of {route.name}: add it to _value")
@@ -158,15 +174,23 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
         items=[ShadowBattleInput(idempotency_key="sweep", prompt="Which?", category="advice", answers=answers)],
         actor=None,
     )
-    return World(acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id)
+    # An attribute board with a finished run (the simulated ratio judge, served by the session's Triton).
+    judge = ratio_judge(acme.organization, url=acme.left.endpoint.url)  # type: ignore[union-attr]
+    board = board_with(acme.organization, judge, truths(5), name=f"{acme.campaign.name} attribute", top_k=2)
+    run = attribute_run_execute(run_id=attribute_run_start(board=board, actor=None).pk)
+    assert run.status == AttributeRun.Status.DONE, run.failure_reason
+    return World(acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id, board, run)
 
 
-def _state() -> tuple[int, int, int, int]:
+def _state() -> tuple[int, ...]:
     return (
         Vote.objects.count(),
         Battle.objects.count(),
         AuditEvent.objects.count(),
         LeaderboardSnapshot.objects.count(),
+        AttributeRun.objects.count(),
+        AttributeEntity.objects.count(),
+        AttributeBoard.objects.filter(public_slug__isnull=False).count(),
     )
 
 
@@ -224,7 +248,7 @@ def test_a_rater_is_refused_every_managers_page(world: World, bob: User):
             continue
         for url in _urls(world, route):
             response = client.get(url)
-            if route.name in ("api:campaigns", "api:experiments"):  # what the caller may read: nothing, for a rater
+            if route.name in CALLERS_LISTS:  # what the caller may read: nothing, for a rater
                 assert response.status_code == 200 and response.json()["results"] == [], url
                 continue
             view = getattr(resolve(url).func, "cls", None)
@@ -238,7 +262,7 @@ def test_a_read_only_key_cannot_write_through_any_api_route(world: World, alice:
     _, key = api_key_create(organization=world.acme.organization, name="read", scope="read", actor=alice)
     client = Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
     before = _state()
-    api_routes = [route for route in all_routes() if route.name.startswith(("api:", "leaderboard"))]
+    api_routes = [route for route in all_routes() if route.name.startswith(("api:", "leaderboard", "api-attribute"))]
     assert api_routes
     for route in api_routes:
         for url in _urls(world, route):
