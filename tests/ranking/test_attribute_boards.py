@@ -226,3 +226,24 @@ def test_boards_need_a_ratio_judge_of_their_organisation_and_changes_are_audited
     with pytest.raises(Invalid):
         tiny = board_with(acme.organization, board.judge, truths(3), name="tiny", top_k=3)
         services.attribute_run_start(board=tiny, actor=None)
+
+
+def test_starting_a_run_sends_its_task_on_commit_and_the_task_runs_it_in_its_organisation(
+    acme: Tenant, sim: list[str], django_capture_on_commit_callbacks, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from celery import Task
+
+    from ranking.tasks import attribute_run_task
+    from raters.tenancy import scope
+
+    sent: list[tuple[object, object]] = []
+    monkeypatch.setattr(Task, "apply_async", lambda self, args=None, kwargs=None, **_: sent.append((args, kwargs)))
+    board = board_with(acme.organization, ratio_judge(acme.organization), truths(6, seed=10), top_k=2)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = services.attribute_run_start(board=board, actor=None)
+    assert sent == [] and len(callbacks) == 1  # nothing leaves before the commit
+    callbacks[0]()
+    assert sent == [((run.pk,), {"organization_id": acme.organization.pk})]
+    with scope(organization=[]):  # the task opens the run's organisation itself
+        assert attribute_run_task(run.pk, organization_id=acme.organization.pk) == "done"
+    assert AttributeRun.objects.get(pk=run.pk).calls == len(sim) > 0
