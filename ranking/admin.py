@@ -1,20 +1,40 @@
-"""The console's page for published boards: publish a campaign's leaderboard at a random public
-address, change what it shows, or take it down. Every change goes through the services (audited)."""
+"""The console's pages for published boards (publish a campaign's leaderboard at a random public
+address, change what it shows, or take it down), for judges' boards and calibrations, and for attribute
+boards (create one with its entities, start runs, publish; read runs, scores and the judgement ledger).
+Every change goes through the services (audited)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.db import models
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from arena.admin_site import admin_user
+from arena.http import AuthenticatedHttpRequest
 from raters.admin import ReadOnlyTenantAdmin, TenantAdmin
+from raters.errors import DomainError
 
 from . import selectors, services
-from .models import BoardPublication, JudgeBoard, JudgeCalibration
+from .models import (
+    AttributeBoard,
+    AttributeEntity,
+    AttributeJudgement,
+    AttributeRun,
+    AttributeScore,
+    BoardPublication,
+    JudgeBoard,
+    JudgeCalibration,
+)
+
+if TYPE_CHECKING:
+    _AttributeBoardModelForm = forms.ModelForm[AttributeBoard]
+else:
+    _AttributeBoardModelForm = forms.ModelForm
 
 
 @admin.register(BoardPublication)
@@ -136,3 +156,152 @@ class JudgeBoardAdmin(ReadOnlyTenantAdmin):
             "<table><tr><th>Category</th><th>Battles</th><th>Agreement</th><th>Kappa</th><th>Gate</th></tr>{}</table>",
             body,
         )
+
+
+# --- Attribute boards ----------------------------------------------------------------------------------
+
+
+class AttributeBoardForm(_AttributeBoardModelForm):
+    new_entities = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 8}),
+        help_text="Add entities, one text per line (the API takes multi-line texts and labels).",
+    )
+
+    class Meta:
+        model = AttributeBoard
+        fields = ("organization", "name", "attribute", "judge", "seed", "calls_per_entity", "top_k", "batch_size")
+
+
+@admin.register(AttributeBoard)
+class AttributeBoardAdmin(TenantAdmin):
+    form = AttributeBoardForm
+    list_display = ("name", "organization", "judge", "entity_count", "latest_run", "public_link", "created_at")
+    search_fields = ("name", "attribute")
+    readonly_fields = ("entity_count", "runs_link", "public_link")
+    actions = ["start_runs", "publish_boards", "unpublish_boards"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        # The judge is part of the board's identity; another judge is a replication run.
+        return readonly + ("judge",) if obj is not None else readonly
+
+    @admin.display(description="Entities")
+    def entity_count(self, obj: AttributeBoard) -> int:
+        return obj.entities.count() if obj.pk else 0
+
+    @admin.display(description="Latest run")
+    def latest_run(self, obj: AttributeBoard) -> str:
+        run = obj.runs.order_by("-id").first()
+        return f"{run.status} ({run.stop_reason or '-'})" if run else "-"
+
+    @admin.display(description="Runs")
+    def runs_link(self, obj: AttributeBoard) -> str:
+        if not obj.pk:
+            return "-"
+        url = reverse("admin:ranking_attributerun_changelist") + f"?board__id__exact={obj.pk}"
+        return format_html('<a href="{}">{} run(s)</a>', url, obj.runs.count())
+
+    @admin.display(description="Public address")
+    def public_link(self, obj: AttributeBoard) -> str:
+        if not obj.public_slug:
+            return "(not published)"
+        url = reverse("ranking:attribute-board-public", args=[obj.public_slug])
+        return format_html('<a href="{}">{}</a>', url, url)
+
+    def save_model(self, request: HttpRequest, obj: AttributeBoard, form: Any, change: bool) -> None:
+        lines = [line for line in form.cleaned_data.get("new_entities", "").splitlines() if line.strip()]
+        entities = [services.EntityInput(text=line.strip()) for line in lines]
+        if change:
+            services.attribute_board_change(board=obj, actor=admin_user(request), changed=list(form.changed_data))
+            if entities:
+                services.attribute_entities_add(board=obj, entities=entities, actor=admin_user(request))
+            return
+        board = services.attribute_board_create(
+            organization=obj.organization,
+            name=obj.name,
+            attribute=obj.attribute,
+            judge=obj.judge,
+            entities=entities,
+            seed=obj.seed,
+            calls_per_entity=obj.calls_per_entity,
+            top_k=obj.top_k,
+            batch_size=obj.batch_size,
+            actor=admin_user(request),
+        )
+        obj.pk = board.pk
+        obj.refresh_from_db()
+
+    def delete_model(self, request: HttpRequest, obj: AttributeBoard) -> None:
+        services.attribute_board_delete(board=obj, actor=admin_user(request))
+
+    @admin.action(description="Start a run of the selected boards")
+    def start_runs(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[AttributeBoard]) -> None:
+        for board in queryset:
+            try:
+                run = services.attribute_run_start(board=board, actor=request.user)
+            except DomainError as exc:
+                messages.error(request, f"{board.name}: {exc.message}")
+                continue
+            messages.success(request, f"{board.name}: run {run.pk} queued ({run.budget_calls} calls at most).")
+
+    @admin.action(description="Publish the selected boards")
+    def publish_boards(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[AttributeBoard]) -> None:
+        for board in queryset:
+            slug, _ = services.attribute_board_publish(board=board, actor=request.user)
+            messages.success(request, f"{board.name}: {reverse('ranking:attribute-board-public', args=[slug])}")
+
+    @admin.action(description="Unpublish the selected boards")
+    def unpublish_boards(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[AttributeBoard]) -> None:
+        for board in queryset:
+            if services.attribute_board_unpublish(board=board, actor=request.user):
+                messages.success(request, f"{board.name} is no longer published.")
+
+
+@admin.register(AttributeEntity)
+class AttributeEntityAdmin(ReadOnlyTenantAdmin):
+    list_display = ("board", "position", "label", "short_text")
+    list_filter = ("board",)
+    search_fields = ("label", "text")
+
+    @admin.display(description="Text")
+    def short_text(self, obj: AttributeEntity) -> str:
+        return obj.text if len(obj.text) <= 120 else obj.text[:119] + "…"
+
+
+@admin.register(AttributeRun)
+class AttributeRunAdmin(ReadOnlyTenantAdmin):
+    list_display = ("pk", "board", "judge", "status", "stop_reason", "calls", "accepted", "refused", "malformed",
+                    "call_errors", "degraded", "created_at")  # fmt: skip
+    list_filter = ("status", "board")
+    readonly_fields = ("top_scores", "ledger_link")
+
+    @admin.display(description="Judgement ledger")
+    def ledger_link(self, obj: AttributeRun) -> str:
+        url = reverse("admin:ranking_attributejudgement_changelist") + f"?run__id__exact={obj.pk}"
+        return format_html('<a href="{}">{} judgement(s)</a>', url, obj.judgements.count())
+
+    @admin.display(description="Top scores")
+    def top_scores(self, obj: AttributeRun) -> str:
+        rows = AttributeScore.objects.filter(run=obj).select_related("entity").order_by("rank")[:50]
+        if not rows:
+            return obj.failure_reason or "(no scores yet)"
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (s.rank, str(s.entity), f"{s.score:.3f}", "-" if s.std is None else f"{s.std:.3f}", s.comparisons)
+                for s in rows
+            ),
+        )
+        return format_html(
+            "<table><tr><th>Rank</th><th>Entity</th><th>Score</th><th>sd</th><th>Comparisons</th></tr>{}</table>", body
+        )
+
+
+@admin.register(AttributeJudgement)
+class AttributeJudgementAdmin(ReadOnlyTenantAdmin):
+    list_display = ("pk", "run", "first", "second", "order", "status", "more", "ratio", "confidence", "used",
+                    "latency_s")  # fmt: skip
+    list_filter = ("status", "used")
+    search_fields = ("raw_reply", "reason")

@@ -49,3 +49,42 @@ urlpatterns += [
         name="api-judge-calibration",
     ),
 ]
+
+# Attribute boards (ratio judgements).
+urlpatterns += [
+    path("attribute-boards/", apis.AttributeBoardListApi.as_view(), name="api-attribute-boards"),
+    path("attribute-boards/<int:board_id>/", apis.AttributeBoardDetailApi.as_view(), name="api-attribute-board"),
+    path(
+        "attribute-boards/<int:board_id>/entities/",
+        apis.AttributeEntitiesApi.as_view(),
+        name="api-attribute-board-entities",
+    ),
+    path("attribute-boards/<int:board_id>/runs/", apis.AttributeRunsApi.as_view(), name="api-attribute-board-runs"),
+    path(
+        "attribute-boards/<int:board_id>/publication/",
+        apis.AttributePublicationApi.as_view(),
+        name="api-attribute-board-publication",
+    ),
+    path("attribute-runs/<int:run_id>/", apis.AttributeRunDetailApi.as_view(), name="api-attribute-run"),
+    path("attribute-runs/<int:run_id>/scores/", apis.AttributeRunScoresApi.as_view(), name="api-attribute-run-scores"),
+    path(
+        "attribute-runs/<int:run_id>/judgements/",
+        apis.AttributeRunJudgementsApi.as_view(),
+        name="api-attribute-run-judgements",
+    ),
+    path(
+        "attribute-runs/<int:run_id>/compare/<int:other_id>/",
+        apis.AttributeRunCompareApi.as_view(),
+        name="api-attribute-run-compare",
+    ),
+    path(
+        "public/attribute-boards/<str:slug>/",
+        apis.PublicAttributeBoardApi.as_view(),
+        name="api-public-attribute-board",
+    ),
+    path(
+        "public/attribute-boards/<str:slug>/judgements/",
+        apis.PublicAttributeJudgementsApi.as_view(),
+        name="api-public-attribute-board-judgements",
+    ),
+]

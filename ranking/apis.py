@@ -29,16 +29,32 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from arena.api import CursorPage, ErrorOutput, UtcIsoDateTimeFilter
-from battles.apis import FILTER_PARAMETERS, ExportFiltersInput, JSONLinesRenderer
+from arena.api import CursorPage, ErrorOutput, UtcIsoDateTimeFilter, cursor_page, page_of
+from battles.apis import (
+    FILTER_PARAMETERS,
+    ExportFiltersInput,
+    JSONLinesRenderer,
+    StrictCharField,
+    StrictIntegerField,
+)
 from battles.exporting import jsonl_from_events
 from battles.models import Campaign, Judge
 from battles.selectors import campaign_viewable_by, campaign_writable_by
 from raters.authentication import ApiKeyPrincipal
+from raters.errors import Invalid
+from raters.tenancy import organization_scope
 
 from . import selectors, services
 from .compute import GATE_ALONE, GATE_NEEDS_WORK
-from .models import JudgeCalibration, LeaderboardSnapshot
+from .models import (
+    AttributeBoard,
+    AttributeEntity,
+    AttributeJudgement,
+    AttributeRun,
+    AttributeScore,
+    JudgeCalibration,
+    LeaderboardSnapshot,
+)
 from .quality import quality_report
 
 # --- Shared -------------------------------------------------------------------------------------------
@@ -1429,3 +1445,649 @@ class JudgeCalibrationApi(APIView):
                 }
             ).data
         )
+
+
+# --- Attribute boards (ratio judgements) ---------------------------------------------------------------
+
+
+def _actor_via(request: Request) -> tuple[User | None, str]:
+    user = _principal(request)
+    if isinstance(user, ApiKeyPrincipal):
+        return None, f"api key {user.api_key.prefix}"
+    return user, "api"
+
+
+def _attribute_board(request: Request, board_id: int) -> AttributeBoard:
+    board = selectors.attribute_board_viewable_by(user=_principal(request), board_id=board_id)
+    if board is None:
+        raise Http404("No such attribute board.")
+    return board
+
+
+def _attribute_board_writable(request: Request, board_id: int) -> AttributeBoard:
+    board = selectors.attribute_board_writable_by(user=_principal(request), board_id=board_id)
+    if board is None:
+        raise Http404("No such attribute board.")
+    return board
+
+
+def _attribute_run(request: Request, run_id: int) -> AttributeRun:
+    run = selectors.attribute_run_viewable_by(user=_principal(request), run_id=run_id)
+    if run is None:
+        raise Http404("No such run.")
+    return run
+
+
+class PageQuery(serializers.Serializer[Any]):
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
+    cursor = serializers.CharField(required=False)
+
+
+PAGE_PARAMETERS = [
+    OpenApiParameter("limit", int, description="Items per page (1-500, default 50)."),
+    OpenApiParameter("cursor", str, description="From the previous page's `next`."),
+]
+
+
+class JudgeRefOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    model = serializers.CharField(source="endpoint.model_name")
+    rubric = serializers.CharField(source="rubric.name")
+    rubric_version = serializers.IntegerField(source="rubric.version")
+    rubric_hash = serializers.CharField(source="rubric.content_hash")
+
+
+class AttributeBoardOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    attribute = serializers.CharField()
+    judge = JudgeRefOutput()
+    seed = serializers.IntegerField()
+    calls_per_entity = serializers.IntegerField()
+    top_k = serializers.IntegerField()
+    batch_size = serializers.IntegerField()
+    entities = serializers.IntegerField(source="entities.count")
+    published = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+
+    def get_published(self, board: AttributeBoard) -> bool:
+        return board.public_slug is not None
+
+
+# Per request: at most 250 entities of at most 8,000 characters, so that even a body of the longest
+# texts escaped as JSON (12 bytes a character at worst) stays under the API's body limit: a request over
+# these limits is a 400 naming the field, never a 413. Larger boards take several requests.
+API_ENTITIES_MAX = 250
+API_ENTITY_TEXT_MAX = 8000
+
+
+class EntityInputSerializer(serializers.Serializer[Any]):
+    text = StrictCharField(max_length=API_ENTITY_TEXT_MAX, help_text="The text ranked (shown to the judge).")
+    label = StrictCharField(max_length=200, required=False, default="", allow_blank=True)  # type: ignore[assignment]
+
+
+class EntityOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    position = serializers.IntegerField(help_text="Index in the board (0, 1, ...).")
+    label = serializers.CharField()  # type: ignore[assignment]
+    text = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+BOARD_EXAMPLE = {
+    "id": 4,
+    "name": "Formality of support replies",
+    "attribute": "how formal the reply is",
+    "judge": {
+        "id": 2,
+        "name": "qwen ratio judge",
+        "model": "qwen2.5-7b",
+        "rubric": "formality",
+        "rubric_version": 1,
+        "rubric_hash": "9c1f" + "0" * 60,
+    },
+    "seed": 0,
+    "calls_per_entity": 8,
+    "top_k": 10,
+    "batch_size": 16,
+    "entities": 50,
+    "published": False,
+    "created_at": "2026-12-01T12:00:00Z",
+}
+
+
+class AttributeBoardListApi(APIView):
+    """``GET``: the boards the caller may read. ``POST``: create one with its entities (a write key, or an
+    owner or manager of the judge's organisation)."""
+
+    parser_classes = [JSONParser]
+
+    class Input(serializers.Serializer[Any]):
+        name = StrictCharField(max_length=120)
+        attribute = StrictCharField(max_length=2000, help_text="The attribute in words.")
+        judge_id = StrictIntegerField(help_text="A judge of your organisation whose rubric is of kind ratio.")
+        seed = StrictIntegerField(required=False, default=0, min_value=0, max_value=2**31 - 1)
+        calls_per_entity = StrictIntegerField(required=False, default=8, min_value=2, max_value=200)
+        top_k = StrictIntegerField(required=False, default=10, min_value=1, max_value=10_000)
+        batch_size = StrictIntegerField(required=False, default=16, min_value=1, max_value=500)
+        entities = serializers.ListField(
+            child=EntityInputSerializer(), max_length=API_ENTITIES_MAX, help_text="Up to 250 per request."
+        )
+
+    @extend_schema(
+        operation_id="attribute_boards_list",
+        tags=["attribute boards"],
+        summary="Attribute boards",
+        description="The attribute boards of your organisations, newest first, in cursor pages.",
+        parameters=PAGE_PARAMETERS,
+        responses={200: page_of(AttributeBoardOutput)},
+        examples=[OpenApiExample("A page", value={"next": None, "previous": None, "results": [BOARD_EXAMPLE]})],
+    )
+    def get(self, request: Request) -> Response:
+        PageQuery(data=request.query_params).is_valid(raise_exception=True)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request,
+            view=self,
+            queryset=selectors.attribute_boards_viewable_by(_principal(request)),
+            output=AttributeBoardOutput,
+        )
+
+    @extend_schema(
+        operation_id="attribute_board_create",
+        tags=["attribute boards"],
+        summary="Create an attribute board with its entities",
+        description="A board of the judge's organisation. The judge's rubric must be of kind ratio. Audited. "
+        "Needs a write key, or an owner or manager.",
+        request=Input,
+        responses={201: AttributeBoardOutput},
+        examples=[
+            OpenApiExample(
+                "Three texts",
+                request_only=True,
+                value={
+                    "name": "Formality",
+                    "attribute": "how formal the text is",
+                    "judge_id": 2,
+                    "entities": [{"text": "Dear Sir,"}, {"text": "hey"}, {"text": "Hello,", "label": "t3"}],
+                },
+            ),
+            OpenApiExample("Created", response_only=True, value=BOARD_EXAMPLE),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        body = self.Input(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        judge = selectors.judge_writable_by(user=_principal(request), judge_id=data["judge_id"])
+        if judge is None:
+            raise Invalid("No such judge.", field_errors={"judge_id": "Not a judge of yours."})
+        actor, via = _actor_via(request)
+        board = services.attribute_board_create(
+            organization=judge.organization,
+            name=data["name"],
+            attribute=data["attribute"],
+            judge=judge,
+            entities=[services.EntityInput(text=e["text"], label=e["label"]) for e in data["entities"]],
+            seed=data["seed"],
+            calls_per_entity=data["calls_per_entity"],
+            top_k=data["top_k"],
+            batch_size=data["batch_size"],
+            actor=actor,
+            via=via,
+        )
+        return Response(AttributeBoardOutput(board).data, status=status.HTTP_201_CREATED)
+
+
+class AttributeBoardDetailApi(APIView):
+    @extend_schema(
+        operation_id="attribute_board_read",
+        tags=["attribute boards"],
+        summary="An attribute board",
+        responses={200: AttributeBoardOutput},
+        examples=[OpenApiExample("A board", value=BOARD_EXAMPLE)],
+    )
+    def get(self, request: Request, board_id: int) -> Response:
+        return Response(AttributeBoardOutput(_attribute_board(request, board_id)).data)
+
+
+class AttributeEntitiesApi(APIView):
+    parser_classes = [JSONParser]
+
+    class Input(serializers.Serializer[Any]):
+        entities = serializers.ListField(child=EntityInputSerializer(), min_length=1, max_length=API_ENTITIES_MAX)
+
+    @extend_schema(
+        operation_id="attribute_board_entities_list",
+        tags=["attribute boards"],
+        summary="A board's entities",
+        description="In position order (the estimator's index), in cursor pages.",
+        parameters=PAGE_PARAMETERS,
+        responses={200: page_of(EntityOutput)},
+    )
+    def get(self, request: Request, board_id: int) -> Response:
+        board = _attribute_board(request, board_id)
+        PageQuery(data=request.query_params).is_valid(raise_exception=True)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request,
+            view=self,
+            queryset=AttributeEntity.objects.filter(board=board),
+            output=EntityOutput,
+            ordering="position",
+        )
+
+    @extend_schema(
+        operation_id="attribute_board_entities_add",
+        tags=["attribute boards"],
+        summary="Add entities to a board",
+        description="Appended after the existing ones; runs started from now on see them. Audited.",
+        request=Input,
+        responses={201: EntityOutput(many=True)},
+    )
+    def post(self, request: Request, board_id: int) -> Response:
+        board = _attribute_board_writable(request, board_id)
+        body = self.Input(data=request.data)
+        body.is_valid(raise_exception=True)
+        actor, via = _actor_via(request)
+        added = services.attribute_entities_add(
+            board=board,
+            entities=[services.EntityInput(text=e["text"], label=e["label"]) for e in body.validated_data["entities"]],
+            actor=actor,
+            via=via,
+        )
+        return Response(EntityOutput(added, many=True).data, status=status.HTTP_201_CREATED)
+
+
+class AttributeRunOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    board_id = serializers.IntegerField()
+    judge = JudgeRefOutput()
+    attribute = serializers.CharField()
+    rubric_hash = serializers.CharField()
+    template_hash = serializers.CharField(help_text="SHA-256 of the judge prompt's template.")
+    model_name = serializers.CharField()
+    seed = serializers.IntegerField()
+    top_k = serializers.IntegerField()
+    batch_size = serializers.IntegerField()
+    entities = serializers.IntegerField()
+    budget_calls = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AttributeRun.Status.values)
+    stop_reason = serializers.CharField(help_text="separated, budget, exhausted, or failed.")
+    failure_reason = serializers.CharField()
+    calls = serializers.IntegerField()
+    accepted = serializers.IntegerField()
+    refused = serializers.IntegerField()
+    malformed = serializers.IntegerField()
+    call_errors = serializers.IntegerField(help_text="Calls that failed (no reply).")
+    pairs = serializers.IntegerField()
+    pairs_refused = serializers.IntegerField()
+    checks = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    call_seconds = serializers.FloatField(help_text="Sum of the judge calls' latencies (the run's cost).")
+    degraded = serializers.BooleanField()
+    solve = serializers.DictField(help_text="The final fit: hash, dispersion, cyclic share, components, method.")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+RUN_EXAMPLE = {
+    "id": 12,
+    "board_id": 4,
+    "judge": BOARD_EXAMPLE["judge"],
+    "attribute": "how formal the reply is",
+    "rubric_hash": "9c1f" + "0" * 60,
+    "template_hash": "51aa" + "0" * 60,
+    "model_name": "qwen2.5-7b",
+    "seed": 0,
+    "top_k": 10,
+    "batch_size": 16,
+    "entities": 50,
+    "budget_calls": 400,
+    "status": "done",
+    "stop_reason": "budget",
+    "failure_reason": "",
+    "calls": 400,
+    "accepted": 382,
+    "refused": 10,
+    "malformed": 8,
+    "call_errors": 0,
+    "pairs": 200,
+    "pairs_refused": 11,
+    "checks": 14,
+    "output_tokens": 9120,
+    "call_seconds": 61.2,
+    "degraded": False,
+    "solve": {"hash": "e3b0" + "0" * 60, "components": 1, "cyclic_share": 0.04},
+    "created_at": "2026-12-01T12:00:00Z",
+    "started_at": "2026-12-01T12:00:01Z",
+    "finished_at": "2026-12-01T12:01:10Z",
+}
+
+
+class AttributeRunsApi(APIView):
+    parser_classes = [JSONParser]
+
+    class Input(serializers.Serializer[Any]):
+        judge_id = StrictIntegerField(
+            required=False, help_text="Another ratio judge of the board's organisation (default: the board's)."
+        )
+        seed = StrictIntegerField(
+            required=False, min_value=0, max_value=2**31 - 1, help_text="Default: the board's seed."
+        )
+
+    @extend_schema(
+        operation_id="attribute_board_runs_list",
+        tags=["attribute boards"],
+        summary="A board's runs",
+        description="Newest first, with their provenance and counts.",
+        parameters=PAGE_PARAMETERS,
+        responses={200: page_of(AttributeRunOutput)},
+    )
+    def get(self, request: Request, board_id: int) -> Response:
+        board = _attribute_board(request, board_id)
+        PageQuery(data=request.query_params).is_valid(raise_exception=True)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request,
+            view=self,
+            queryset=AttributeRun.objects.filter(board=board).select_related("judge__rubric", "judge__endpoint"),
+            output=AttributeRunOutput,
+        )
+
+    @extend_schema(
+        operation_id="attribute_board_run_start",
+        tags=["attribute boards"],
+        summary="Start a run",
+        description="Queues a run (202); a worker judges pairs chosen by the adaptive design until the "
+        "certified stopping rule or the budget. Another judge or seed makes a replication (compare the "
+        "runs). Audited. Needs a write key, or an owner or manager.",
+        request=Input,
+        responses={202: AttributeRunOutput},
+        examples=[
+            OpenApiExample("A replication with another seed", request_only=True, value={"seed": 7}),
+            OpenApiExample("Queued", response_only=True, value={**RUN_EXAMPLE, "status": "queued", "calls": 0}),
+        ],
+    )
+    def post(self, request: Request, board_id: int) -> Response:
+        board = _attribute_board_writable(request, board_id)
+        body = self.Input(data=request.data)
+        body.is_valid(raise_exception=True)
+        judge = None
+        if "judge_id" in body.validated_data:
+            judge = selectors.judge_writable_by(user=_principal(request), judge_id=body.validated_data["judge_id"])
+            if judge is None or judge.organization_id != board.organization_id:
+                raise Invalid("No such judge.", field_errors={"judge_id": "Not a judge of this board's organisation."})
+        actor, via = _actor_via(request)
+        run = services.attribute_run_start(
+            board=board, actor=actor, judge=judge, seed=body.validated_data.get("seed"), via=via
+        )
+        return Response(AttributeRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class AttributeRunDetailApi(APIView):
+    @extend_schema(
+        operation_id="attribute_run_read",
+        tags=["attribute boards"],
+        summary="A run, with its provenance",
+        responses={200: AttributeRunOutput},
+        examples=[OpenApiExample("Finished", value=RUN_EXAMPLE)],
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        return Response(AttributeRunOutput(_attribute_run(request, run_id)).data)
+
+
+class AttributeScoreOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    entity_id = serializers.IntegerField()
+    position = serializers.IntegerField(source="entity.position")
+    label = serializers.CharField(source="entity.label")  # type: ignore[assignment]
+    rank = serializers.IntegerField()
+    score = serializers.FloatField(help_text="Natural-log attribute; the lowest entity of a component is 0.")
+    std = serializers.FloatField(allow_null=True)
+    z_score = serializers.FloatField(allow_null=True, help_text="Standard deviations above the top-k boundary.")
+    percentile = serializers.FloatField()
+    lower = serializers.FloatField(allow_null=True, help_text="95% interval.")
+    upper = serializers.FloatField(allow_null=True)
+    in_top_k = serializers.BooleanField()
+    comparisons = serializers.IntegerField()
+    stop_reason = serializers.CharField()
+
+
+class AttributeRunScoresApi(APIView):
+    @extend_schema(
+        operation_id="attribute_run_scores",
+        tags=["attribute boards"],
+        summary="A run's scores",
+        description="Best first (by rank), in cursor pages. Empty for a run that has not finished or failed.",
+        parameters=PAGE_PARAMETERS,
+        responses={200: page_of(AttributeScoreOutput)},
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = _attribute_run(request, run_id)
+        PageQuery(data=request.query_params).is_valid(raise_exception=True)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request,
+            view=self,
+            queryset=AttributeScore.objects.filter(run=run).select_related("entity"),
+            output=AttributeScoreOutput,
+            ordering="rank",
+        )
+
+
+class AttributeJudgementOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    run_id = serializers.IntegerField()
+    first_id = serializers.IntegerField(help_text="The entity shown as A.")
+    second_id = serializers.IntegerField(help_text="The entity shown as B.")
+    order = serializers.IntegerField(help_text="1: the pair's first presentation, 2: swapped.")
+    batch = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AttributeJudgement.Status.values)
+    raw_reply = serializers.CharField()
+    more = serializers.CharField()
+    ratio = serializers.FloatField(allow_null=True)
+    log_ratio = serializers.FloatField(allow_null=True, help_text="log(A / B).")
+    confidence = serializers.FloatField(allow_null=True, help_text="As stated; never a weight.")
+    used = serializers.BooleanField(help_text="Reached the estimator (both orders of the pair accepted).")
+    reason = serializers.CharField()
+    output_tokens = serializers.IntegerField()
+    latency_s = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+
+
+class AttributeRunJudgementsApi(APIView):
+    @extend_schema(
+        operation_id="attribute_run_judgements",
+        tags=["attribute boards"],
+        summary="A run's judgement ledger",
+        description="Every judge call of the run in the order made: both presentation orders, the raw reply, "
+        "the parse (or the refusal, the malformed reply, the call's error), tokens and latency. Append-only.",
+        parameters=PAGE_PARAMETERS,
+        responses={200: page_of(AttributeJudgementOutput)},
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = _attribute_run(request, run_id)
+        PageQuery(data=request.query_params).is_valid(raise_exception=True)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request,
+            view=self,
+            queryset=AttributeJudgement.objects.filter(run=run),
+            output=AttributeJudgementOutput,
+            ordering="id",
+        )
+
+
+class RunComparisonOutput(serializers.Serializer[Any]):
+    run = serializers.IntegerField()
+    other = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=["seeds", "judges"], help_text="Same judge (seeds) or two judges.")
+    entities = serializers.IntegerField(help_text="Entities both runs scored.")
+    spearman = serializers.FloatField(allow_null=True)
+    top_k_overlap = serializers.FloatField(allow_null=True)
+    shared_pairs = serializers.IntegerField()
+    pair_sign_agreement = serializers.FloatField(allow_null=True)
+
+
+class AttributeRunCompareApi(APIView):
+    @extend_schema(
+        operation_id="attribute_run_compare",
+        tags=["attribute boards"],
+        summary="Replication between two runs of one board",
+        description="Spearman's rho of the scores, top-k overlap, and on pairs both runs judged the share whose "
+        "log-ratios agree in sign. Two seeds of one judge, or two judges (their agreement). 404 when the runs "
+        "are of different boards.",
+        responses={200: RunComparisonOutput},
+    )
+    def get(self, request: Request, run_id: int, other_id: int) -> Response:
+        run, other = _attribute_run(request, run_id), _attribute_run(request, other_id)
+        if run.board_id != other.board_id:
+            raise Http404("The runs are of different boards.")
+        return Response(RunComparisonOutput(selectors.attribute_runs_compare(run=run, other=other)).data)
+
+
+class AttributePublicationOutput(serializers.Serializer[Any]):
+    published = serializers.BooleanField()
+    slug = serializers.CharField(allow_null=True)
+    url = serializers.CharField(allow_null=True, help_text="The public page.")
+    api_url = serializers.CharField(allow_null=True, help_text="The public API read.")
+    published_at = serializers.DateTimeField(allow_null=True)
+
+
+def _attribute_publication(board: AttributeBoard) -> dict[str, Any]:
+    slug = board.public_slug
+    return {
+        "published": slug is not None,
+        "slug": slug,
+        "url": reverse("ranking:attribute-board-public", args=[slug]) if slug else None,
+        "api_url": reverse("api-public-attribute-board", args=[slug]) if slug else None,
+        "published_at": board.published_at,
+    }
+
+
+class AttributePublicationApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="attribute_board_publication_read",
+        tags=["attribute boards"],
+        summary="Whether and where the board is published",
+        responses={200: AttributePublicationOutput},
+    )
+    def get(self, request: Request, board_id: int) -> Response:
+        return Response(AttributePublicationOutput(_attribute_publication(_attribute_board(request, board_id))).data)
+
+    @extend_schema(
+        operation_id="attribute_board_publish",
+        tags=["attribute boards"],
+        summary="Publish the board",
+        description="Its newest finished run (scores, provenance, the whole judgement ledger) at a random public "
+        "address: 201 when new, 200 when it was published already (the address stays). Audited.",
+        request=None,
+        responses={201: AttributePublicationOutput, 200: AttributePublicationOutput},
+    )
+    def post(self, request: Request, board_id: int) -> Response:
+        board = _attribute_board_writable(request, board_id)
+        actor, via = _actor_via(request)
+        _, created = services.attribute_board_publish(board=board, actor=actor, via=via)
+        return Response(
+            AttributePublicationOutput(_attribute_publication(board)).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    @extend_schema(
+        operation_id="attribute_board_unpublish",
+        tags=["attribute boards"],
+        summary="Unpublish the board",
+        description="The address answers 404 from now on and is never reused. Audited. 404 when not published.",
+        request=None,
+        responses={204: None},
+    )
+    def delete(self, request: Request, board_id: int) -> Response:
+        board = _attribute_board_writable(request, board_id)
+        actor, via = _actor_via(request)
+        if not services.attribute_board_unpublish(board=board, actor=actor, via=via):
+            raise Http404("The board is not published.")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PublicAttributeBoardOutput(serializers.Serializer[Any]):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    organization = serializers.CharField()
+    attribute = serializers.CharField()
+    published_at = serializers.DateTimeField()
+    run = AttributeRunOutput(allow_null=True, help_text="The newest finished run; null before the first.")
+    scores = AttributeScoreOutput(many=True)
+    entities = EntityOutput(many=True)
+
+
+def _public_attribute_board(slug: str) -> tuple[AttributeBoard, AttributeRun | None]:
+    board = selectors.attribute_board_public(slug=slug)
+    if board is None:
+        raise Http404("No such board.")
+    with organization_scope(board.organization_id):
+        return board, selectors.attribute_board_latest_run(board)
+
+
+PUBLIC_SCORES_MAX = 1000
+
+
+class PublicAttributeBoardApi(APIView):
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    throttle_classes = [PublicRateThrottle]
+
+    @extend_schema(
+        operation_id="public_attribute_board_read",
+        tags=["attribute boards"],
+        summary="A published attribute board (public, no key)",
+        description="The board, its newest finished run with its provenance, the first 1,000 score rows and the "
+        "entities they name. The judgement ledger is at `judgements/`. Throttled per IP. Unknown or "
+        "unpublished: 404.",
+        auth=[],
+        responses={200: PublicAttributeBoardOutput, 429: ErrorOutput},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        board, run = _public_attribute_board(slug)
+        with organization_scope(board.organization_id):
+            scores = (
+                list(AttributeScore.objects.filter(run=run).select_related("entity")[:PUBLIC_SCORES_MAX]) if run else []
+            )
+            data = {
+                "slug": slug,
+                "name": board.name,
+                "organization": board.organization.name,
+                "attribute": board.attribute,
+                "published_at": board.published_at,
+                "run": run,
+                "scores": scores,
+                "entities": [s.entity for s in scores],
+            }
+            return Response(PublicAttributeBoardOutput(data).data)
+
+
+class PublicAttributeJudgementsApi(APIView):
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    throttle_classes = [PublicRateThrottle]
+
+    @extend_schema(
+        operation_id="public_attribute_board_judgements",
+        tags=["attribute boards"],
+        summary="The judgement ledger of a published board (public, no key)",
+        description="Every judge call of the board's newest finished run, in cursor pages. Unknown or "
+        "unpublished: 404.",
+        auth=[],
+        parameters=PAGE_PARAMETERS,
+        responses={200: page_of(AttributeJudgementOutput), 429: ErrorOutput},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        board, run = _public_attribute_board(slug)
+        PageQuery(data=request.query_params).is_valid(raise_exception=True)
+        with organization_scope(board.organization_id):
+            return cursor_page(  # type: ignore[no-any-return]
+                request=request,
+                view=self,
+                queryset=AttributeJudgement.objects.filter(run=run) if run else AttributeJudgement.objects.none(),
+                output=AttributeJudgementOutput,
+                ordering="id",
+            )

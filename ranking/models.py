@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -164,3 +166,227 @@ class JudgeCalibration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge} on {self.campaign} {self.category or 'overall'}: {self.gate}"
+
+
+# --- Attribute boards (ratio judgements) ---------------------------------------------------------------
+
+
+class LedgerAppendOnlyError(Exception):
+    pass
+
+
+class AttributeBoard(models.Model):
+    """A set of entities (texts) ranked on one natural-language attribute by a judge's ratio judgements.
+
+    The judge (a ``battles.Judge`` whose rubric is of kind ratio) sees two entities and says which has
+    more of the attribute and by roughly what ratio. A run spends at most ``calls_per_entity`` judge
+    calls per entity (each pair is judged in both orders: two calls), chosen by the adaptive design
+    near the ``top_k`` boundary. ``public_slug`` is set while the board is published (a random
+    address, like a campaign's published board; a new one after each unpublish)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="attribute_boards")
+    name = models.CharField(max_length=120)
+    attribute = models.TextField(help_text="The attribute, in words: e.g. 'how formal the text is'.")
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="attribute_boards")
+    seed = models.PositiveIntegerField(default=0, help_text="Seeds the design's exploration and the sd probes.")
+    calls_per_entity = models.PositiveIntegerField(default=8, help_text="Judge calls a run may spend per entity.")
+    top_k = models.PositiveIntegerField(default=10, help_text="The boundary the design concentrates on.")
+    batch_size = models.PositiveIntegerField(default=16, help_text="Pairs proposed per batch (two calls each).")
+    public_slug = models.CharField(max_length=32, null=True, blank=True, unique=True, editable=False)
+    published_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="attribute_board_unique_name"),
+            models.CheckConstraint(condition=models.Q(calls_per_entity__gte=2), name="attribute_board_budget_min"),
+            models.CheckConstraint(condition=models.Q(top_k__gte=1), name="attribute_board_top_k_min"),
+            models.CheckConstraint(condition=models.Q(batch_size__gte=1), name="attribute_board_batch_min"),
+        ]
+        ordering = ["organization", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AttributeEntity(models.Model):
+    """One thing ranked on a board. ``position`` (0, 1, ...) is its index in the estimator's arrays."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="attribute_entities")
+    board = models.ForeignKey(AttributeBoard, on_delete=models.CASCADE, related_name="entities")
+    position = models.PositiveIntegerField()
+    label = models.CharField(max_length=200, blank=True, help_text="An optional external id or short name.")
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["board", "position"], name="attribute_entity_unique_position"),
+        ]
+        ordering = ["board", "position"]
+        verbose_name_plural = "attribute entities"
+
+    def __str__(self) -> str:
+        if self.label:
+            return self.label
+        return self.text if len(self.text) <= 60 else self.text[:59] + "…"
+
+
+class AttributeRun(models.Model):
+    """One run of a board's judge over its entities, with its provenance: which judge (and rubric hash),
+    which prompt template, which seed, how many calls of each outcome, tokens, cost, how it stopped.
+    Another judge may run on the same board (their agreement is a replication check)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="attribute_runs")
+    board = models.ForeignKey(AttributeBoard, on_delete=models.PROTECT, related_name="runs")
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="attribute_runs")
+    attribute = models.TextField(help_text="The board's attribute as the judge read it in this run.")
+    rubric_hash = models.CharField(max_length=64)
+    template_hash = models.CharField(max_length=64)
+    model_name = models.CharField(max_length=200, help_text="The judge's served model, as called.")
+    seed = models.PositiveIntegerField()
+    top_k = models.PositiveIntegerField()
+    batch_size = models.PositiveIntegerField()
+    entities = models.PositiveIntegerField(default=0)
+    budget_calls = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    stop_reason = models.CharField(max_length=20, blank=True, help_text="separated, budget or exhausted.")
+    failure_reason = models.TextField(blank=True)
+    calls = models.PositiveIntegerField(default=0)
+    accepted = models.PositiveIntegerField(default=0)
+    refused = models.PositiveIntegerField(default=0)
+    malformed = models.PositiveIntegerField(default=0)
+    call_errors = models.PositiveIntegerField(default=0, help_text="Calls that failed (no reply).")
+    pairs = models.PositiveIntegerField(default=0, help_text="Pairs judged (each in both orders).")
+    pairs_refused = models.PositiveIntegerField(default=0)
+    checks = models.PositiveIntegerField(default=0, help_text="Stopping-rule looks.")
+    output_tokens = models.PositiveIntegerField(default=0)
+    call_seconds = models.FloatField(default=0.0, help_text="Sum of the calls' latencies: the judge's cost.")
+    degraded = models.BooleanField(default=False)
+    solve = models.JSONField(default=dict, help_text="The final fit: hash, dispersion, cyclic share, components.")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["board", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.board} run {self.pk} ({self.status})"
+
+
+class LedgerQuerySet(models.QuerySet["AttributeJudgement"]):
+    def update(self, **kwargs: Any) -> int:
+        raise LedgerAppendOnlyError("The judgement ledger is append-only: judgements are never updated.")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise LedgerAppendOnlyError("The judgement ledger is append-only: judgements are never deleted.")
+
+    _raw_delete = delete  # type: ignore[assignment]
+
+
+LedgerManager = TenantManager.from_queryset(LedgerQuerySet)
+
+
+class AttributeJudgement(models.Model):
+    """One judge call of a run, exactly as it happened: which entity was shown as A and which as B, the
+    raw reply, what the strict parse made of it, tokens and latency. Append-only: a later view of a
+    judgement is never an edit (``refused`` covers the judge's refusals, ``malformed`` replies that did
+    not parse, ``error`` calls that failed; none of them reaches the estimator)."""
+
+    class Status(models.TextChoices):
+        ACCEPTED = "accepted", "Accepted"
+        REFUSED = "refused", "Refused"
+        MALFORMED = "malformed", "Malformed (a refusal)"
+        ERROR = "error", "Call failed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="attribute_judgements")
+    run = models.ForeignKey(AttributeRun, on_delete=models.PROTECT, related_name="judgements")
+    first = models.ForeignKey(AttributeEntity, on_delete=models.PROTECT, related_name="+", help_text="Shown as A.")
+    second = models.ForeignKey(AttributeEntity, on_delete=models.PROTECT, related_name="+", help_text="Shown as B.")
+    order = models.PositiveSmallIntegerField(help_text="1: the pair's first presentation; 2: swapped.")
+    batch = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=Status.choices)
+    raw_reply = models.TextField(blank=True)
+    more = models.CharField(max_length=1, blank=True, help_text="A or B, as the judge said.")
+    ratio = models.FloatField(null=True, blank=True)
+    log_ratio = models.FloatField(null=True, blank=True, help_text="log(first / second).")
+    confidence = models.FloatField(null=True, blank=True, help_text="As stated; recorded, never a weight.")
+    used = models.BooleanField(
+        default=False, help_text="Reached the estimator: accepted, and so was the pair's other order."
+    )
+    reason = models.TextField(blank=True, help_text="The refusal, the parse failure, or the call's error.")
+    output_tokens = models.PositiveIntegerField(default=0)
+    latency_s = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = LedgerManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "first", "second"], name="attribute_judgement_once_per_order"),
+            # Only an accepted judgement with a value can reach the estimator.
+            models.CheckConstraint(
+                condition=models.Q(used=False) | models.Q(status="accepted", log_ratio__isnull=False),
+                name="attribute_judgement_used_is_accepted",
+            ),
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.first_id} vs {self.second_id} ({self.status})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise LedgerAppendOnlyError("The judgement ledger is append-only: judgements are never updated.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise LedgerAppendOnlyError("The judgement ledger is append-only: judgements are never deleted.")
+
+
+class AttributeScore(models.Model):
+    """An entity's place in a finished run: score (natural-log attribute, component minimum 0), sd,
+    z-score against the top-k boundary, percentile, 95% interval and the run's stop reason."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="attribute_scores")
+    run = models.ForeignKey(AttributeRun, on_delete=models.CASCADE, related_name="scores")
+    entity = models.ForeignKey(AttributeEntity, on_delete=models.PROTECT, related_name="scores")
+    rank = models.PositiveIntegerField()
+    score = models.FloatField()
+    std = models.FloatField(null=True, help_text="Null when the entity was never compared.")
+    z_score = models.FloatField(null=True)
+    percentile = models.FloatField()
+    lower = models.FloatField(null=True)
+    upper = models.FloatField(null=True)
+    in_top_k = models.BooleanField()
+    comparisons = models.PositiveIntegerField()
+    stop_reason = models.CharField(max_length=20)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "entity"], name="attribute_score_unique_entity"),
+            models.UniqueConstraint(fields=["run", "rank"], name="attribute_score_unique_rank"),
+        ]
+        ordering = ["run", "rank"]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} #{self.rank}: {self.entity_id}"

@@ -6,8 +6,11 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,17 +19,31 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from battles import services as battle_services
-from battles.models import Campaign, Competitor, Judge, JudgeRun, JudgeVerdict, Vote
-from raters.errors import Invalid
-from raters.models import AuditAction, WebhookEvent
+from battles.models import Campaign, Competitor, Judge, JudgeRun, JudgeVerdict, Rubric, Vote
+from raters.errors import Conflict, Invalid
+from raters.models import AuditAction, Organization, WebhookEvent
 from raters.services import audit_record, webhook_event_emit
 from raters.tenancy import organization_scope, scopes_disabled
+from serving.ratio_judging import TEMPLATE_HASH, RatioCall, ratio_judge_call
 
 from . import selectors
 from .compute import Method, board_compute, calibration_compute, elo_compute, head_to_head_check
-from .models import BoardPublication, JudgeBoard, JudgeCalibration, LeaderboardSnapshot
+from .estimators.ratio import RatioFit, fit_ratio
+from .estimators.ratio_design import check_stop, propose_batch, score_rows
+from .models import (
+    AttributeBoard,
+    AttributeEntity,
+    AttributeJudgement,
+    AttributeRun,
+    AttributeScore,
+    BoardPublication,
+    JudgeBoard,
+    JudgeCalibration,
+    LeaderboardSnapshot,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -461,3 +478,494 @@ def golden_run_and_check(
             run=run, candidate_id=candidate_id, baseline_id=baseline_id, confidence=confidence
         )
     return result
+
+
+# --- Attribute boards (ratio judgements) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntityInput:
+    text: str
+    label: str = ""
+
+
+ENTITY_TEXT_MAX = 20_000
+BOARD_ENTITIES_MAX = 20_000
+# Judge calls run concurrently within a batch (each pair's two orders included); the writes stay here.
+JUDGE_CONCURRENCY = 8
+
+
+def _check_judge(judge: Judge, organization_id: int) -> None:
+    if judge.organization_id != organization_id:
+        raise Invalid("The judge must belong to the board's organisation.", field_errors={"judge": "Not yours."})
+    if judge.rubric.kind != Rubric.Kind.RATIO:
+        raise Invalid(
+            "An attribute board needs a judge whose rubric is of kind ratio.",
+            field_errors={"judge": "Its rubric is not a ratio rubric."},
+        )
+    if not judge.active:
+        raise Invalid("This judge is not active.", field_errors={"judge": "Inactive."})
+
+
+def _entities_add(board: AttributeBoard, entities: Sequence[EntityInput]) -> list[AttributeEntity]:
+    errors = {
+        f"entities.{k}.text": "Empty, or longer than 20,000 characters."
+        for k, e in enumerate(entities)
+        if not e.text.strip() or len(e.text) > ENTITY_TEXT_MAX
+    }
+    if errors:
+        raise Invalid("Some entities are empty or too long.", field_errors=errors)
+    # The board's row lock orders concurrent additions, so positions stay 0, 1, 2, ... with no gap.
+    AttributeBoard.objects.select_for_update().filter(pk=board.pk).first()
+    start = AttributeEntity.objects.filter(board=board).aggregate(m=Max("position"))["m"]
+    start = -1 if start is None else start
+    if start + 1 + len(entities) > BOARD_ENTITIES_MAX:
+        raise Invalid(f"A board holds at most {BOARD_ENTITIES_MAX} entities.")
+    return AttributeEntity.objects.bulk_create(
+        [
+            AttributeEntity(
+                organization_id=board.organization_id, board=board, position=start + 1 + k, text=e.text, label=e.label
+            )
+            for k, e in enumerate(entities)
+        ]
+    )
+
+
+@transaction.atomic
+def attribute_board_create(
+    *,
+    organization: Organization,
+    name: str,
+    attribute: str,
+    judge: Judge,
+    entities: Sequence[EntityInput] = (),
+    seed: int = 0,
+    calls_per_entity: int = 8,
+    top_k: int = 10,
+    batch_size: int = 16,
+    actor: User | None,
+    via: str = "console",
+) -> AttributeBoard:
+    """A new board with its first entities. Audited; ``actor`` None for an API key (``via`` names it)."""
+    _check_judge(judge, organization.pk)
+    if not attribute.strip():
+        raise Invalid("Name the attribute.", field_errors={"attribute": "Required."})
+    if calls_per_entity < 2 or top_k < 1 or batch_size < 1:
+        raise Invalid("calls_per_entity must be at least 2, top_k and batch_size at least 1.")
+    if AttributeBoard.objects.filter(organization=organization, name=name).exists():
+        raise Invalid("A board of this name exists.", field_errors={"name": "Already used."})
+    board = AttributeBoard.objects.create(
+        organization=organization,
+        name=name,
+        attribute=attribute,
+        judge=judge,
+        seed=seed,
+        calls_per_entity=calls_per_entity,
+        top_k=top_k,
+        batch_size=batch_size,
+    )
+    added = _entities_add(board, entities)
+    audit_record(
+        organization=organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_BOARD_CREATED,
+        obj=board,
+        data={"name": name, "judge": judge.pk, "entities": len(added), "via": via},
+    )
+    return board
+
+
+@transaction.atomic
+def attribute_entities_add(
+    *, board: AttributeBoard, entities: Sequence[EntityInput], actor: User | None, via: str = "console"
+) -> list[AttributeEntity]:
+    """Append entities (runs started later see them; earlier runs keep the entities they saw)."""
+    added = _entities_add(board, entities)
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_ENTITIES_ADDED,
+        obj=board,
+        data={"entities": len(added), "via": via},
+    )
+    return added
+
+
+@transaction.atomic
+def attribute_run_start(
+    *,
+    board: AttributeBoard,
+    actor: User | None,
+    judge: Judge | None = None,
+    seed: int | None = None,
+    via: str = "console",
+) -> AttributeRun:
+    """Queue a run of the board (by default with its own judge and seed; another judge or seed is a
+    replication). The run is executed by a worker (``attribute_run_task``), sent when this commits."""
+    from .tasks import attribute_run_task
+
+    judge = judge or board.judge
+    _check_judge(judge, board.organization_id)
+    n = AttributeEntity.objects.filter(board=board).count()
+    if n < 3:
+        raise Invalid("A board needs at least 3 entities to run.")
+    if board.top_k >= n:
+        raise Invalid(f"top_k ({board.top_k}) must be below the number of entities ({n}).")
+    budget = board.calls_per_entity * n
+    run = AttributeRun.objects.create(
+        organization_id=board.organization_id,
+        board=board,
+        judge=judge,
+        attribute=board.attribute,
+        rubric_hash=judge.rubric.content_hash,
+        template_hash=TEMPLATE_HASH,
+        model_name=judge.endpoint.model_name,
+        seed=board.seed if seed is None else seed,
+        top_k=board.top_k,
+        batch_size=board.batch_size,
+        entities=n,
+        budget_calls=budget - budget % 2,  # a pair costs two calls
+        requested_by=actor,
+    )
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_RUN_STARTED,
+        obj=board,
+        data={"run": run.pk, "judge": judge.pk, "seed": run.seed, "budget_calls": run.budget_calls, "via": via},
+    )
+    attribute_run_task.delay(run.pk, organization_id=board.organization_id)
+    return run
+
+
+def _judge_pair_orders(
+    run: AttributeRun, judge: Judge, pairs: list[tuple[AttributeEntity, AttributeEntity]]
+) -> list[RatioCall]:
+    """Both orders of every pair, concurrently: [p0 (a, b), p0 (b, a), p1 (a, b), ...]."""
+    spec = judge.endpoint.spec()
+    rubric = run.judge.rubric
+    attribute = run.attribute
+    jobs = [(x, y) for a, b in pairs for x, y in ((a, b), (b, a))]
+
+    def call(job: tuple[AttributeEntity, AttributeEntity]) -> RatioCall:
+        first, second = job
+        return ratio_judge_call(
+            spec,
+            attribute=attribute,
+            question=rubric.question,
+            instructions=rubric.instructions,
+            first=first.text,
+            second=second.text,
+            max_tokens=judge.max_tokens,
+            seed=run.seed,
+            temperature=judge.temperature,
+        )
+
+    with ThreadPoolExecutor(max_workers=JUDGE_CONCURRENCY) as pool:
+        return list(pool.map(call, jobs))
+
+
+# The run's counter for each outcome of a call.
+_COUNTER_OF = {"accepted": "accepted", "refused": "refused", "malformed": "malformed", "error": "call_errors"}
+
+
+def _dominant_error(run_id: int) -> str:
+    counts = Counter(
+        (status, reason if status == AttributeJudgement.Status.ERROR else "")
+        for status, reason in AttributeJudgement.objects.filter(run_id=run_id)
+        .exclude(status=AttributeJudgement.Status.ACCEPTED)
+        .values_list("status", "reason")
+    )
+    total = AttributeJudgement.objects.filter(run_id=run_id).count()
+    if not counts:
+        return "no judge call was made"
+    (status, reason), count = counts.most_common(1)[0]
+    what = {"error": f"call error: {reason}", "refused": "the judge refused", "malformed": "malformed replies"}[status]
+    return f"No judgement was accepted ({total} calls); the dominant failure: {what} ({count} of {total} calls)."
+
+
+def attribute_run_execute(*, run_id: int) -> AttributeRun:
+    """Run a queued run to its end (the worker's body; the module section's design, issue 12):
+
+    batches from the adaptive design (``propose_batch``), each pair judged in both orders, the
+    judgements appended to the ledger (one transaction per batch), the fit refreshed, and the
+    stopping rule looked at before each batch: the run stops early only when the critical top-k pair
+    separates under inflated bounds on two consecutive looks of a non-degraded solve, otherwise it
+    spends its budget (or runs out of unjudged pairs: "exhausted"). A pair with any refusal,
+    malformed reply or failed call is never proposed again, and neither of its orders reaches the
+    estimator. A run that accepted nothing ends failed, naming the dominant failure; it writes no
+    scores (a flat board would read as a tie of everything). Exactly one worker executes a run: the
+    claim is a conditional update."""
+    claimed = AttributeRun.objects.filter(pk=run_id, status=AttributeRun.Status.QUEUED).update(
+        status=AttributeRun.Status.RUNNING, started_at=timezone.now()
+    )
+    run = AttributeRun.objects.select_related("board", "judge__rubric", "judge__endpoint").get(pk=run_id)
+    if claimed != 1:
+        return run
+    try:
+        return _attribute_run_body(run)
+    except Exception as exc:
+        logger.exception("attribute run %s failed", run_id)
+        AttributeRun.objects.filter(pk=run_id).update(
+            status=AttributeRun.Status.FAILED,
+            failure_reason=f"The run stopped on an internal error ({type(exc).__name__}).",
+            finished_at=timezone.now(),
+        )
+        run.refresh_from_db()
+        return run
+
+
+def _attribute_run_body(run: AttributeRun) -> AttributeRun:
+    entities = list(AttributeEntity.objects.filter(board=run.board, position__lt=run.entities).order_by("position"))
+    n = len(entities)
+    index = {e.pk: k for k, e in enumerate(entities)}
+    top_k = min(run.top_k, n - 1)
+    ii: list[int] = []
+    jj: list[int] = []
+    rr: list[float] = []
+    cc: list[float] = []
+    banned: set[tuple[int, int]] = set()
+    consecutive = 0
+    fit = fit_ratio(n, ii, jj, rr, seed=run.seed)
+    stop_reason = ""
+    batch = 0
+    while True:
+        run.checks += 1
+        look = check_stop(fit, top_k=top_k, spent=run.calls, budget=run.budget_calls, consecutive=consecutive)
+        if look.stop:
+            stop_reason = look.reason
+            break
+        consecutive = look.consecutive
+        size = min(run.batch_size, max((run.budget_calls - run.calls) // 2, 1))
+        proposal = propose_batch(fit, top_k=top_k, batch_size=size, refused=banned, seed=run.seed + run.checks)
+        if proposal.pairs.shape[0] == 0:
+            stop_reason = "exhausted"
+            break
+        batch += 1
+        pairs = [(entities[a], entities[b]) for a, b in proposal.pairs.tolist()]
+        calls = _judge_pair_orders(run, run.judge, pairs)
+        rows: list[AttributeJudgement] = []
+        for p, (a, b) in enumerate(pairs):
+            both = calls[2 * p : 2 * p + 2]
+            used = all(c.verdict.accepted for c in both)
+            if not used:
+                banned.add((min(index[a.pk], index[b.pk]), max(index[a.pk], index[b.pk])))
+                run.pairs_refused += 1
+            run.pairs += 1
+            for order, (first, second), c in ((1, (a, b), both[0]), (2, (b, a), both[1])):
+                v = c.verdict
+                rows.append(
+                    AttributeJudgement(
+                        organization_id=run.organization_id,
+                        run=run,
+                        first=first,
+                        second=second,
+                        order=order,
+                        batch=batch,
+                        status=v.status,
+                        raw_reply=c.reply,
+                        more=v.more,
+                        ratio=v.ratio,
+                        log_ratio=v.log_ratio,
+                        confidence=v.confidence,
+                        used=used,
+                        reason=v.reason,
+                        output_tokens=c.output_tokens,
+                        latency_s=c.latency_s,
+                    )
+                )
+                run.calls += 1
+                run.output_tokens += c.output_tokens
+                run.call_seconds += c.latency_s
+                counter = _COUNTER_OF[v.status]
+                setattr(run, counter, getattr(run, counter) + 1)
+                if used:
+                    assert v.log_ratio is not None
+                    ii.append(index[first.pk])
+                    jj.append(index[second.pk])
+                    rr.append(v.log_ratio)
+                    cc.append(np.nan if v.confidence is None else v.confidence)
+        with transaction.atomic():
+            AttributeJudgement.objects.bulk_create(rows)
+            run.save(update_fields=_RUN_COUNTERS)
+        if run.accepted == 0 and run.call_errors == run.calls:
+            # The judge answers nothing at all (down, not served, refusing the address): spending the
+            # rest of the budget on it would only repeat the same error.
+            stop_reason = "failed"
+            break
+        fit = fit_ratio(n, ii, jj, rr, cc, seed=run.seed)
+    return _attribute_run_finish(run, fit, entities, top_k=top_k, stop_reason=stop_reason)
+
+
+_RUN_COUNTERS = [
+    "calls",
+    "accepted",
+    "refused",
+    "malformed",
+    "call_errors",
+    "pairs",
+    "pairs_refused",
+    "checks",
+    "output_tokens",
+    "call_seconds",
+]
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+@transaction.atomic
+def _attribute_run_finish(
+    run: AttributeRun, fit: RatioFit, entities: list[AttributeEntity], *, top_k: int, stop_reason: str
+) -> AttributeRun:
+    run.finished_at = timezone.now()
+    run.degraded = fit.degraded
+    run.solve = {
+        "hash": selectors.attribute_fit_hash(fit),
+        "observations": int(fit.edges.n_obs.sum()) if fit.edges.n_obs.size else 0,
+        "edges": int(fit.edges.lo.size),
+        "components": int(fit.n_components),
+        "dispersion": _finite(fit.dispersion),
+        "scale": _finite(fit.scale),
+        "cyclic_share": _finite(fit.cyclic_share),
+        "overridden": int(fit.overridden.sum()),
+        "iterations": int(fit.iterations),
+        "converged": bool(fit.converged),
+        "degraded_reasons": list(fit.degraded_reasons),
+        "std_method": fit.std_method,
+        "method": {k: v for k, v in fit.method.items() if isinstance(v, (str, int, float, bool))},
+    }
+    if fit.edges.lo.size == 0:
+        run.status = AttributeRun.Status.FAILED
+        run.stop_reason = "failed"
+        run.failure_reason = _dominant_error(run.pk)
+        run.save(
+            update_fields=[
+                *_RUN_COUNTERS,
+                "status",
+                "stop_reason",
+                "failure_reason",
+                "finished_at",
+                "degraded",
+                "solve",
+            ]
+        )
+        return run
+    run.status = AttributeRun.Status.DONE
+    run.stop_reason = stop_reason
+    AttributeScore.objects.bulk_create(
+        [
+            AttributeScore(
+                organization_id=run.organization_id,
+                run=run,
+                entity=entities[row.entity],
+                rank=row.rank,
+                score=row.score,
+                std=_finite(row.std),
+                z_score=_finite(row.z_score),
+                percentile=row.percentile,
+                lower=_finite(row.lower),
+                upper=_finite(row.upper),
+                in_top_k=row.in_top_k,
+                comparisons=int(fit.n_comparisons[row.entity]),
+                stop_reason=stop_reason,
+            )
+            for row in score_rows(fit, top_k=top_k, stop_reason=stop_reason)
+        ]
+    )
+    run.save(
+        update_fields=[*_RUN_COUNTERS, "status", "stop_reason", "failure_reason", "finished_at", "degraded", "solve"]
+    )
+    return run
+
+
+@transaction.atomic
+def attribute_board_publish(*, board: AttributeBoard, actor: User | None, via: str = "console") -> tuple[str, bool]:
+    """Publish the board (its newest finished run, its ledger) at a random public address; publishing a
+    published board keeps its address. Returns the slug and whether it is new. Audited."""
+    locked = AttributeBoard.objects.select_for_update().get(pk=board.pk)
+    created = locked.public_slug is None
+    if created:
+        locked.public_slug = _board_slug()
+        locked.published_at = timezone.now()
+        locked.save(update_fields=["public_slug", "published_at"])
+    board.public_slug, board.published_at = locked.public_slug, locked.published_at
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_BOARD_PUBLISHED,
+        obj=board,
+        data={"slug": locked.public_slug, "new": created, "via": via},
+    )
+    assert locked.public_slug is not None
+    return locked.public_slug, created
+
+
+@transaction.atomic
+def attribute_board_unpublish(*, board: AttributeBoard, actor: User | None, via: str = "console") -> bool:
+    """Take the board off its public address (which then answers 404 and is never reused)."""
+    locked = AttributeBoard.objects.select_for_update().get(pk=board.pk)
+    if locked.public_slug is None:
+        return False
+    slug = locked.public_slug
+    locked.public_slug, locked.published_at = None, None
+    locked.save(update_fields=["public_slug", "published_at"])
+    board.public_slug, board.published_at = None, None
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_BOARD_UNPUBLISHED,
+        obj=board,
+        data={"slug": slug, "via": via},
+    )
+    return True
+
+
+BOARD_SETTINGS = ("name", "attribute", "seed", "calls_per_entity", "top_k", "batch_size")
+
+
+@transaction.atomic
+def attribute_board_change(
+    *, board: AttributeBoard, actor: User | None, changed: Sequence[str], via: str = "console"
+) -> AttributeBoard:
+    """Save a board's settings (its judge and organisation are fixed: another judge is a replication
+    run). Runs already made keep what they recorded (attribute, seed, budget). Audited."""
+    stored = AttributeBoard.objects.select_for_update().get(pk=board.pk)
+    if (stored.judge_id, stored.organization_id) != (board.judge_id, board.organization_id):
+        raise Invalid("A board's judge and organisation are fixed; start a run with another judge instead.")
+    if not board.attribute.strip():
+        raise Invalid("Name the attribute.", field_errors={"attribute": "Required."})
+    if board.calls_per_entity < 2 or board.top_k < 1 or board.batch_size < 1:
+        raise Invalid("calls_per_entity must be at least 2, top_k and batch_size at least 1.")
+    if AttributeBoard.objects.filter(organization_id=board.organization_id, name=board.name).exclude(pk=board.pk):
+        raise Invalid("A board of this name exists.", field_errors={"name": "Already used."})
+    fields = [f for f in changed if f in BOARD_SETTINGS]
+    board.save(update_fields=fields or None)
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_BOARD_CHANGED,
+        obj=board,
+        data={"changed": fields, "via": via},
+    )
+    return board
+
+
+class AttributeBoardHasRuns(Conflict):
+    pass
+
+
+@transaction.atomic
+def attribute_board_delete(*, board: AttributeBoard, actor: User | None, via: str = "console") -> None:
+    """Delete a board that never ran (a run's ledger is kept for good: it may be public)."""
+    if AttributeRun.objects.filter(board=board).exists():
+        raise AttributeBoardHasRuns("This board has runs: their judgement ledger is kept, so it cannot be deleted.")
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_BOARD_DELETED,
+        obj=board,
+        data={"name": board.name, "via": via},
+    )
+    board.delete()

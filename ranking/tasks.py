@@ -44,3 +44,9 @@ def golden_run_task(
     return services.golden_run_and_check(
         run_id=run_id, candidate_id=candidate_id, baseline_id=baseline_id, confidence=confidence
     )
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def attribute_run_task(run_id: int, *, organization_id: int) -> str:
+    """Execute one attribute-board run (its claim makes a redelivery a no-op); returns its status."""
+    return services.attribute_run_execute(run_id=run_id).status

@@ -6,6 +6,7 @@ app_name = "ranking"
 
 urlpatterns = [
     path("boards/<str:slug>/", views.board_public, name="board-public"),
+    path("attribute-boards/<str:slug>/", views.attribute_board_public, name="attribute-board-public"),
     path("leaderboard/<int:campaign_id>/", views.leaderboard, name="leaderboard"),
     path("leaderboard/<int:campaign_id>/v/<int:version>/", views.leaderboard_version, name="leaderboard-version"),
     path(

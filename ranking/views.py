@@ -17,9 +17,10 @@ from django.views.decorators.http import require_GET
 from arena.http import AuthenticatedHttpRequest
 from battles.models import Campaign, Competitor
 from battles.selectors import campaign_viewable_by, competitors_unavailable
+from raters.tenancy import organization_scope
 
 from . import selectors
-from .models import LeaderboardSnapshot
+from .models import AttributeScore, LeaderboardSnapshot
 
 
 def _interval_geometry(rows: list[dict[str, Any]]) -> tuple[float, float]:
@@ -340,6 +341,41 @@ def board_public(request: HttpRequest, slug: str) -> HttpResponse:
     }
     response = render(request, "ranking/public_board.html", context)
     # Public, but not for search engines or shared caches: unpublishing must take effect at once.
+    response["X-Robots-Tag"] = "noindex"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+PUBLIC_ATTRIBUTE_ROWS = 500
+
+
+@require_GET
+def attribute_board_public(request: HttpRequest, slug: str) -> HttpResponse:
+    """A published attribute board: the newest finished run's scores and provenance, for anyone with the
+    address. Entity texts are the tenant's own words: the template auto-escapes them. Unknown or
+    unpublished: 404."""
+    board = selectors.attribute_board_public(slug=slug)
+    if board is None:
+        raise Http404("No such board.")
+    with organization_scope(board.organization_id):
+        run = selectors.attribute_board_latest_run(board)
+        scores = (
+            list(
+                AttributeScore.objects.filter(run=run)
+                .select_related("entity")
+                .order_by("rank")[: PUBLIC_ATTRIBUTE_ROWS + 1]
+            )
+            if run
+            else []
+        )
+        context: dict[str, Any] = {
+            "board": board,
+            "run": run,
+            "scores": scores[:PUBLIC_ATTRIBUTE_ROWS],
+            "truncated": len(scores) > PUBLIC_ATTRIBUTE_ROWS,
+            "ledger_url": reverse("api-public-attribute-board-judgements", args=[slug]),
+        }
+        response = render(request, "ranking/public_attribute_board.html", context)
     response["X-Robots-Tag"] = "noindex"
     response["Cache-Control"] = "no-store"
     return response

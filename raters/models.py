@@ -181,6 +181,13 @@ class AuditAction(models.TextChoices):
     JUDGE_CHANGED = "judge.changed", "Judge changed"
     JUDGE_RUN_CREATED = "judge_run.created", "Judge run started"
     STUDY_CLOSED = "study.closed", "Crowd study closed"
+    ATTRIBUTE_BOARD_CREATED = "attribute_board.created", "Attribute board created"
+    ATTRIBUTE_BOARD_CHANGED = "attribute_board.changed", "Attribute board changed"
+    ATTRIBUTE_BOARD_DELETED = "attribute_board.deleted", "Attribute board deleted"
+    ATTRIBUTE_ENTITIES_ADDED = "attribute_board.entities_added", "Entities added to an attribute board"
+    ATTRIBUTE_RUN_STARTED = "attribute_board.run_started", "Attribute board run started"
+    ATTRIBUTE_BOARD_PUBLISHED = "attribute_board.published", "Attribute board published"
+    ATTRIBUTE_BOARD_UNPUBLISHED = "attribute_board.unpublished", "Attribute board unpublished"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:
@@ -198,6 +205,7 @@ _AUDIT_SUBJECTS = {
     "webhookendpoint": "webhook",
     "golditem": "gold_item",
     "judgerun": "judge_run",
+    "attributeboard": "attribute_board",
 }
 
 

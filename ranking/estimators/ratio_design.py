@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
+from scipy.stats import spearmanr
 
 from .ratio import RatioFit, fit_ratio
 
@@ -314,6 +315,15 @@ def score_rows(fit: RatioFit, *, top_k: int, stop_reason: str, z: float = Z) -> 
             )
         )
     return rows
+
+
+def spearman(a: Iterable[float], b: Iterable[float]) -> float:
+    """Spearman's rank correlation of two score lists over the same entities (NaN when undefined):
+    the replication statistic of two runs (seeds or judges) of one board."""
+    x, y = np.asarray(list(a), dtype=np.float64), np.asarray(list(b), dtype=np.float64)
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(spearmanr(x, y).statistic)
 
 
 # A judge for simulations: (i, j) -> the log-ratio "i has exp(r) times j", or None for a refusal.

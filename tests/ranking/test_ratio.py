@@ -319,3 +319,30 @@ def test_relabelling_reversing_and_rescaling_act_on_the_scores(seed: int, n: int
         scaled = fit_ratio(n, a, b, scale * r, prior_variance=0.25 * scale**2, variance_floor=0.01 * scale**2)
         assert scaled.scores == pytest.approx(scale * fit.scores, abs=1e-6 * scale)
         assert scaled.std == pytest.approx(scale * fit.std, rel=1e-5)
+
+
+def test_the_sparse_factorisation_gives_the_dense_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above SPARSE_ABOVE free nodes the Laplacian is factorised sparse: on the same board (forced sparse
+    here) the scores, sds, leverages and flags agree with the dense path to rounding, and the
+    ridge-dominated direction is flagged the same way."""
+    import ranking.estimators.ratio as ratio
+
+    rng = np.random.default_rng(21)
+    n = 300
+    theta = rng.normal(size=n)
+    a, b = random_design(rng, n, 4 * n)
+    i, j = both_orders(a, b)
+    r = theta[i] - theta[j] + rng.normal(0, 0.5, i.size)
+    dense = fit_ratio(n, i, j, r, exact_limit=0)
+    monkeypatch.setattr(ratio, "SPARSE_ABOVE", 0)
+    sparse = fit_ratio(n, i, j, r, exact_limit=0)
+    assert np.max(np.abs(sparse.scores - dense.scores)) < 1e-10
+    assert np.max(np.abs(sparse.std - dense.std)) < 1e-10
+    assert np.allclose(sparse.leverage, dense.leverage, atol=1e-10)
+    assert sparse.degraded == dense.degraded is False and sparse.iterations == dense.iterations
+    fac = ratio.factor_reduced_sparse(
+        ratio._laplacian_sparse(3, np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1e-30]))[1:, 1:].tocsc(),
+        np.array([1, 2]),
+        3,
+    )
+    assert fac.lu is not None and any("ill-conditioned" in x for x in fac.reasons)

@@ -35,12 +35,13 @@ from battles.services import (
     shadow_battles_import,
 )
 from battles.tasks import export_job_run_task
-from ranking.models import LeaderboardSnapshot
-from ranking.services import judge_run_settle, leaderboards_recompute
+from ranking.models import AttributeBoard, AttributeEntity, AttributeRun, LeaderboardSnapshot
+from ranking.services import attribute_run_execute, attribute_run_start, judge_run_settle, leaderboards_recompute
 from raters.models import AuditEvent, Invitation, WebhookEndpoint
 from raters.services import api_key_create, invitation_create, webhook_endpoint_create, webhook_event_emit
 from tests.battles.judge_world import judge_make
 from tests.conftest import MODEL_SERVER_URL, Tenant, login, start_battle
+from tests.ranking.attribute_world import board_with, ratio_judge, truths
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton]  # one real battle gives every route an object
 
@@ -57,9 +58,12 @@ PUBLIC_ROUTES = {
     "api-schema",
     "api-docs",
     "api-webhooks",
+    "api-attribute-boards",
 }
-# The read API's leaderboard routes are not namespaced (ranking/api_urls.py).
-MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard")
+# The read API's leaderboard and attribute-board routes are not namespaced (ranking/api_urls.py).
+MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard", "api-attribute")
+# Lists of what the caller may read: empty for a rater.
+CALLERS_LISTS = ("api:campaigns", "api:experiments", "api:judges", "api-attribute-boards")
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,8 @@ class World:
     judge_id: int
     judge_run_id: int
     study: Study
+    attribute_board: AttributeBoard
+    attribute_run: AttributeRun
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
@@ -114,11 +120,14 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         "job_id": [world.export_job.pk],
         "key": [world.experiment.key],
         "judge_id": [world.judge_id],
-        "run_id": [world.judge_run_id],
+        # Judge runs (battles' API) and attribute-board runs (ranking's) both name their id run_id.
+        "run_id": [world.attribute_run.pk if route.name.startswith("api-attribute") else world.judge_run_id],
         "study_id": [world.study.pk],
         # A published board is public by design (tests/ranking/test_published_boards.py); none is
         # published here, so its routes must answer 404 to everyone.
         "slug": ["not-a-published-board"],
+        "board_id": [world.attribute_board.pk],
+        "other_id": [world.attribute_run.pk],
     }
     if param not in values:
         pytest.fail(f"the isolation sweep does not know how to fill {param!r} of {route.name}: add it to _value")
@@ -180,17 +189,37 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
     run = judge_run_create(judge=judge, campaign=acme.campaign, actor=None, start=False)
     judge_run_execute(run_id=run.pk)
     judge_run_settle(run_id=run.pk)
+    # An attribute board with a finished run (the simulated ratio judge, served by the session's Triton).
+    ratio = ratio_judge(acme.organization, url=acme.left.endpoint.url)  # type: ignore[union-attr]
+    board = board_with(acme.organization, ratio, truths(5), name=f"{acme.campaign.name} attribute", top_k=2)
+    attribute_run = attribute_run_execute(run_id=attribute_run_start(board=board, actor=None).pk)
+    assert attribute_run.status == AttributeRun.Status.DONE, attribute_run.failure_reason
     return World(
-        acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id, judge.pk, run.pk, study
+        acme,
+        battle,
+        invitation,
+        snapshot.version,
+        webhook,
+        job,
+        experiment,
+        shadow.battle_id,
+        judge.pk,
+        run.pk,
+        study,
+        board,
+        attribute_run,
     )
 
 
-def _state() -> tuple[int, int, int, int]:
+def _state() -> tuple[int, ...]:
     return (
         Vote.objects.count(),
         Battle.objects.count(),
         AuditEvent.objects.count(),
         LeaderboardSnapshot.objects.count(),
+        AttributeRun.objects.count(),
+        AttributeEntity.objects.count(),
+        AttributeBoard.objects.filter(public_slug__isnull=False).count(),
     )
 
 
@@ -248,11 +277,7 @@ def test_a_rater_is_refused_every_managers_page(world: World, bob: User):
             continue
         for url in _urls(world, route):
             response = client.get(url)
-            if route.name in (
-                "api:campaigns",
-                "api:experiments",
-                "api:judges",
-            ):  # what the caller may read: nothing, for a rater
+            if route.name in CALLERS_LISTS:  # what the caller may read: nothing, for a rater
                 assert response.status_code == 200 and response.json()["results"] == [], url
                 continue
             view = getattr(resolve(url).func, "cls", None)
@@ -266,7 +291,7 @@ def test_a_read_only_key_cannot_write_through_any_api_route(world: World, alice:
     _, key = api_key_create(organization=world.acme.organization, name="read", scope="read", actor=alice)
     client = Client(HTTP_AUTHORIZATION=f"Api-Key {key}")
     before = _state()
-    api_routes = [route for route in all_routes() if route.name.startswith(("api:", "leaderboard"))]
+    api_routes = [route for route in all_routes() if route.name.startswith(("api:", "leaderboard", "api-attribute"))]
     assert api_routes
     for route in api_routes:
         for url in _urls(world, route):
