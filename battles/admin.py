@@ -174,6 +174,7 @@ class CampaignForm(_CampaignModelForm):
             "ranking_style_interval",
             "ranking_anchor",
             "ranking_ties",
+            "cadence_threshold",
         )
 
 
@@ -265,6 +266,7 @@ class CampaignAdmin(TenantAdmin):
                     "ranking_style_interval",
                     "ranking_anchor",
                     "ranking_ties",
+                    "cadence_threshold",
                 )
             },
         ),
