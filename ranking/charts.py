@@ -66,10 +66,11 @@ def bar_chart(
     unit: str,
     x_label: str,
     empty: str = "Nothing to plot yet.",
-    marker: tuple[int, str] | None = None,
+    marker: tuple[float, str] | None = None,
 ) -> str:
-    """Vertical bars, one per (label, value), in the order given; ``marker`` = (bar index, text) draws a
-    dashed line before that bar (the minimum decision time on the histogram, say)."""
+    """Vertical bars, one per (label, value), in the order given; ``marker`` = (position, text) draws a
+    dashed line at that position on the bar axis (2.5: half-way through the third bar; the minimum
+    decision time on the histogram, say)."""
     if not points:
         return _empty(chart_id, title, empty)
     height, left, right, top, bottom = 240, 56, 12, 12, 46
@@ -117,6 +118,12 @@ def bar_chart(
     return "".join(parts)
 
 
+# Up to this many competitors each cell is labelled and has its own title; past it the matrix is drawn as
+# its upper triangle of small unlabelled cells (19,900 pairs at 200 competitors: a full labelled matrix
+# would be megabytes of markup for marks too small to point at).
+MATRIX_DETAILED = 60
+
+
 def matrix_chart(
     labels: Sequence[str],
     counts: dict[tuple[int, int], int],
@@ -126,33 +133,32 @@ def matrix_chart(
     empty: str = "No pairs yet.",
 ) -> str:
     """A symmetric k × k matrix of counts (``counts`` keyed by index pairs i < j), shaded from white to the
-    largest count; a pair that never met is drawn hatched-grey and named "never" in its title."""
+    largest count; a pair that never met is grey and named "never met" in its title."""
     k = len(labels)
     if k < 2:
         return _empty(chart_id, title, empty)
-    label_w = 150
-    cell = max(10.0, min(40.0, (WIDTH - label_w - 10) / k))
-    height = width = int(label_w + cell * k + 10)  # past ~55 competitors the matrix grows wider than the page
+    detailed = k <= MATRIX_DETAILED
+    label_w = 150 if detailed else 10
+    cell = max(10.0, min(40.0, (WIDTH - label_w - 10) / k)) if detailed else (WIDTH - label_w - 10) / k
+    size = int(label_w + cell * k + 10)
     most = max(counts.values(), default=0)
     met = sum(1 for i in range(k) for j in range(i + 1, k) if counts.get((i, j), 0))
     desc = f"{k} competitors, {met} of {k * (k - 1) // 2} pairs met; at most {most} battles for one pair."
-    parts = [_open(chart_id, title, desc, height, max(width, WIDTH))]
-    show_labels = cell >= 10
-    for i, label in enumerate(labels):
-        short = label if len(label) <= 22 else label[:21] + "…"
-        y = label_w + cell * i + cell / 2 + 4
-        x = label_w + cell * i + cell / 2
-        if show_labels:
+    parts = [_open(chart_id, title, desc, size, max(size, WIDTH))]
+    if detailed:
+        for i, label in enumerate(labels):
+            short = label if len(label) <= 22 else label[:21] + "…"
+            y = label_w + cell * i + cell / 2 + 4
+            x = label_w + cell * i + cell / 2
             parts.append(
                 f'<text x="{label_w - 6}" y="{y:.1f}" text-anchor="end" {FONT} fill="{INK}">{_esc(short)}</text>'
                 f'<text x="{x:.1f}" y="{label_w - 6}" {FONT} fill="{INK}" '
                 f'transform="rotate(-60 {x:.1f} {label_w - 6})">{_esc(short)}</text>'
             )
     for i in range(k):
-        for j in range(k):
+        for j in range(k) if detailed else range(i + 1, k):
             x, y = label_w + cell * j, label_w + cell * i
             if i == j:
-                parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{cell:.1f}" height="{cell:.1f}" fill="#ffffff"/>')
                 continue
             n = counts.get((min(i, j), max(i, j)), 0)
             if n == 0:
@@ -161,9 +167,10 @@ def matrix_chart(
                 strength = n / most
                 fill = f"rgb({int(255 - 222 * strength)},{int(255 - 170 * strength)},{int(255 - 51 * strength)})"
                 text = f"{n:,} battles"
+            tip = f"<title>{_esc(labels[i])} vs {_esc(labels[j])}: {text}</title>" if detailed else ""
             parts.append(
-                f'<rect class="cell" x="{x:.1f}" y="{y:.1f}" width="{cell:.1f}" height="{cell:.1f}" fill="{fill}" '
-                f'stroke="#ffffff"><title>{_esc(labels[i])} vs {_esc(labels[j])}: {text}</title></rect>'
+                f'<rect class="cell" x="{x:.1f}" y="{y:.1f}" width="{cell:.2f}" height="{cell:.2f}" fill="{fill}"'
+                + (f' stroke="#ffffff">{tip}</rect>' if detailed else "/>")
             )
     parts.append("</svg>")
     return "".join(parts)

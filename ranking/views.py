@@ -390,9 +390,13 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
     index = {cid: i for i, cid in enumerate(ids)}
     matrix = {(index[a], index[b]): n for (a, b), n in coverage.items() if a in index and b in index}
     histogram = selectors.decision_time_histogram(campaign=campaign)
-    bins = [(f"{lo:g}–{hi:g} s" if hi is not None else f"≥ {lo:g} s", float(n)) for lo, hi, n in histogram]
+    bins = [(f"{lo:g}–{hi:g}" if hi is not None else f"≥ {lo:g}", float(n)) for lo, hi, n in histogram]
     minimum_s = campaign.min_decision_ms / 1000
-    marker_bin = next((i for i, (lo, _, _) in enumerate(histogram) if lo >= minimum_s), None)
+    # Where the minimum falls on the bin axis (bins are uneven, so interpolate within its bin).
+    marker_bin = next(
+        (i + (minimum_s - lo) / (hi - lo) for i, (lo, hi, _) in enumerate(histogram) if hi and lo <= minimum_s < hi),
+        None,
+    )
     reports = selectors.rater_reports(campaign=campaign)
     # The chart shows the raters a manager should look at first: flagged, then the least accurate on
     # gold, then the least agreeing (unknowns last).
@@ -439,9 +443,9 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         "decisions": charts.bar_chart(
             bins if any(n for _, n in bins) else [],
             chart_id="chart-decisions",
-            title="Decision time (votes per bin)",
+            title="Decision time (votes per bin of seconds)",
             unit="votes",
-            x_label="decision time",
+            x_label="decision time (seconds)",
             empty="No votes yet.",
             marker=(marker_bin, f"minimum {_seconds(minimum_s)}") if marker_bin is not None and minimum_s else None,
         ),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +15,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from battles.models import Battle, Campaign, Competitor, Prompt, Vote
+from battles.models import Campaign, Prompt
 from ranking import charts
 from ranking.quality import quality_report
 from ranking.selectors import (
@@ -32,86 +31,11 @@ from raters.models import RaterFlag, Role
 from tests.conftest import Tenant, api_client, login
 from tests.factories import CompetitorFactory, MembershipFactory, ModelEndpointFactory, UserFactory
 
-from .synth import votes_write
+from .synth import third, vote_at, votes_write
 
 pytestmark = pytest.mark.django_db
 
 NOW = datetime.now(UTC).replace(microsecond=0)
-
-
-def vote_at(
-    tenant: Tenant,
-    *,
-    rater: User,
-    left: Competitor,
-    right: Competitor,
-    at: datetime,
-    choice: str = "left",
-    decision_ms: int = 5000,
-    prompt: Prompt | None = None,
-    gold_expected: str = "",
-) -> Vote:
-    """One battle and its vote at a chosen time (a gold battle when ``gold_expected`` is given)."""
-    campaign = tenant.campaign
-    prompt = prompt or Prompt.objects.filter(campaign=campaign).order_by("pk").first()
-    assert prompt is not None
-    source = "gold" if gold_expected else "pool"
-    battle = Battle.objects.create(
-        id=uuid.uuid4(),
-        organization_id=campaign.organization_id,
-        campaign=campaign,
-        rater=rater,
-        pool=tenant.pool,
-        prompt=prompt,
-        left=left,
-        right=right,
-        status=Battle.Status.VOTED,
-        params={},
-        ready_at=at,
-        shown_at=at - timedelta(milliseconds=decision_ms),
-        voted_at=at,
-        source=source,
-        gold_expected=gold_expected,
-    )
-    style = {"tokens": 20, "headers": 0, "list_items": 0, "bold": 0, "code_blocks": 0}
-    return Vote.objects.create(
-        organization_id=campaign.organization_id,
-        campaign=campaign,
-        battle=battle,
-        created_at=at,
-        rater=rater,
-        pool=tenant.pool,
-        prompt=prompt,
-        prompt_hash=prompt.text_hash,
-        category=prompt.category,
-        language="en",
-        prompt_source="pool",
-        left=left,
-        right=right,
-        left_model="a",
-        left_version="1",
-        left_tokens=20,
-        left_finish_reason="stop",
-        left_latency_s=0.5,
-        right_model="b",
-        right_version="1",
-        right_tokens=20,
-        right_finish_reason="stop",
-        right_latency_s=0.5,
-        params={},
-        choice=choice,
-        decision_ms=decision_ms,
-        left_style=style,
-        right_style=style,
-        prompt_asks_identity=False,
-        answer_names_model=False,
-        source=source,
-    )
-
-
-def third(acme: Tenant, name: str = "third", *, active: bool = True) -> Competitor:
-    endpoint = ModelEndpointFactory.create(organization=acme.organization, name=name)
-    return CompetitorFactory.create(campaign=acme.campaign, endpoint=endpoint, version_label="1", active=active)
 
 
 # --- Aggregates ----------------------------------------------------------------------------------------
@@ -322,6 +246,7 @@ def busy(acme: Tenant, bob: User) -> Tenant:
 
 
 def test_the_dashboard_shows_every_chart_to_a_manager(busy: Tenant, alice_client: Client) -> None:
+    Campaign.objects.filter(pk=busy.campaign.pk).update(min_decision_ms=1500)
     response = alice_client.get(reverse("ranking:campaign-dashboard", args=[busy.campaign.pk]))
     assert response.status_code == 200
     page = response.content.decode()
@@ -334,6 +259,7 @@ def test_the_dashboard_shows_every_chart_to_a_manager(busy: Tenant, alice_client
     assert 'id="rater-flags"' in page and "=HYPERLINK" in page
     assert 'id="cadence-stale"' in page  # 13 votes in 7 days, under 50
     assert reverse("ranking:campaign-raters-csv", args=[busy.campaign.pk]) in page
+    assert "minimum 1.5 s" in page  # the exclusion threshold drawn on the decision-time histogram
 
 
 def test_the_campaign_console_page_links_to_the_dashboard(busy: Tenant, alice_client: Client) -> None:
@@ -431,3 +357,9 @@ def test_matrix_names_pairs_that_never_met() -> None:
     svg = charts.matrix_chart(["a", "b", "c"], {(0, 1): 4}, chart_id="m", title="M")
     assert "a vs b: 4 battles" in svg and "b vs a: 4 battles" in svg and "a vs c: never met" in svg
     assert "1 of 3 pairs met" in svg
+
+
+def test_a_large_matrix_is_its_upper_triangle_without_labels() -> None:
+    k = charts.MATRIX_DETAILED + 1
+    svg = charts.matrix_chart([f"m{i}" for i in range(k)], {(0, 1): 2}, chart_id="m", title="M")
+    assert svg.count('class="cell"') == k * (k - 1) // 2 and "<title>m0 vs" not in svg
