@@ -47,6 +47,7 @@ def timed(fn: Callable[[], Any], repeat: int = 2) -> float:
 
 
 def run(*, votes: int, competitors: int, days: int) -> dict[str, float]:
+    from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
     from django.urls import reverse
@@ -55,14 +56,13 @@ def run(*, votes: int, competitors: int, days: int) -> dict[str, float]:
     from battles.models import Campaign
     from ranking import selectors
     from raters.models import Membership, Role
-    from tests.factories import UserFactory
 
     started = time.perf_counter()
     with scopes_disabled():
         campaign_id = load(votes, competitors, 1, spread_days=days)
         campaign = Campaign.objects.get(pk=campaign_id)
-        manager = UserFactory.create()
-        Membership.objects.create(user=manager, organization=campaign.organization, role=Role.MANAGER)
+        manager, _ = User.objects.get_or_create(username=f"manager-{campaign_id}", defaults={"email": "m@bench.test"})
+        Membership.objects.get_or_create(user=manager, organization=campaign.organization, role=Role.MANAGER)
     print(f"campaign {campaign_id}: {votes:,} votes, {competitors} competitors, {days} days "
           f"(ready in {time.perf_counter() - started:.0f} s)")  # fmt: skip
     with connection.cursor() as cursor:
