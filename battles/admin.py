@@ -205,6 +205,7 @@ class CampaignForm(_CampaignModelForm):
             "ranking_style_interval",
             "ranking_anchor",
             "ranking_ties",
+            "cadence_threshold",
         )
 
 
@@ -296,6 +297,7 @@ class CampaignAdmin(TenantAdmin):
                     "ranking_style_interval",
                     "ranking_anchor",
                     "ranking_ties",
+                    "cadence_threshold",
                 )
             },
         ),

@@ -164,6 +164,14 @@ class Campaign(models.Model):
         help_text="After the vote on a gold battle, tell the rater it was a check and whether they matched it "
         "(off: the reveal shows neutral labels only).",
     )
+    # The cadence check (managers' dashboard, leaderboard page, API): a board whose queue stalled still
+    # looks current, so pairs of active competitors with fewer new votes than this in 7 days are named.
+    cadence_threshold = models.PositiveIntegerField(
+        default=50,
+        validators=[MinValueValidator(1)],
+        help_text="Flag a pair of active competitors with fewer new votes than this in the last 7 days "
+        "(the board may be stale).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True, editable=False)
     closed_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -68,23 +68,27 @@ def _copy(table: str, frame: pd.DataFrame) -> None:
                 copy.write(data[start : start + step])
 
 
-def load(n_votes: int, n_competitors: int, n_categories: int, seed: int = 0) -> int:
-    """Create the benchmark campaign and its vote log with COPY; return the campaign id."""
+def load(n_votes: int, n_competitors: int, n_categories: int, seed: int = 0, spread_days: int = 0) -> int:
+    """Create the benchmark campaign and its vote log with COPY; return the campaign id. With
+    ``spread_days`` the votes are spread over that many days before now (in time order per rater, as a
+    real log is), else all are stamped now."""
     from django.db import transaction
 
     from battles.models import Campaign
 
-    slug = f"bench-{n_votes}-{n_competitors}-{n_categories}"
+    slug = f"bench-{n_votes}-{n_competitors}-{n_categories}" + (f"-d{spread_days}" if spread_days else "")
     existing = Campaign.objects.filter(slug=slug).first()
     if existing is not None and existing.votes.count() == n_votes:
         return existing.pk
     if existing is not None:
         raise SystemExit(f"campaign {slug} has a partial log; drop the benchmark database and run again")
     with transaction.atomic():  # all or nothing: an interrupted load leaves no partial campaign behind
-        return _load(slug, n_votes, n_competitors, n_categories, np.random.default_rng(seed))
+        return _load(slug, n_votes, n_competitors, n_categories, np.random.default_rng(seed), spread_days)
 
 
-def _load(slug: str, n_votes: int, n_competitors: int, n_categories: int, rng: np.random.Generator) -> int:
+def _load(
+    slug: str, n_votes: int, n_competitors: int, n_categories: int, rng: np.random.Generator, spread_days: int = 0
+) -> int:
     from django.contrib.auth import get_user_model
 
     from battles.models import Campaign, Competitor, Prompt
@@ -143,7 +147,11 @@ def _load(slug: str, n_votes: int, n_competitors: int, n_categories: int, rng: n
     prompt_cats = np.array([p.category for p in prompts], dtype=object)[prompt_idx]
     rater_ids = np.array([r.pk for r in raters])[rng.integers(0, len(raters), n_votes)]
     battle_ids = [str(uuid.UUID(int=int(x))) for x in rng.integers(1, 2**62, n_votes)]
-    now = pd.Timestamp.now(tz="UTC").isoformat()
+    now: str | list[str] = pd.Timestamp.now(tz="UTC").isoformat()
+    if spread_days:
+        # Sorted times: the log's ids then follow time, as an append-only log's do.
+        offsets = np.sort(rng.random(n_votes))[::-1] * spread_days * 86_400
+        now = list((pd.Timestamp.now(tz="UTC") - pd.to_timedelta(offsets, unit="s")).map(pd.Timestamp.isoformat))
     params = '{"max_tokens": 256, "seed": 1, "system_prompt": "", "temperature": 0.7, "top_p": 1.0}'
 
     def style(tokens: np.ndarray) -> list[str]:

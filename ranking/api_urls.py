@@ -20,6 +20,8 @@ urlpatterns = [
     path("campaigns/<int:campaign_id>/publication/", apis.PublicationApi.as_view(), name="api-publication"),
     path("public/boards/<str:slug>/", apis.PublicBoardApi.as_view(), name="api-public-board"),
     path("campaigns/<int:campaign_id>/rater-quality/", apis.RaterQualityApi.as_view(), name="api-rater-quality"),
+    path("campaigns/<int:campaign_id>/raters/report/", apis.RaterReportApi.as_view(), name="api-rater-reports"),
+    path("campaigns/<int:campaign_id>/cadence/", apis.CadenceApi.as_view(), name="api-cadence"),
 ]
 
 # Preference pairs (reward-model / DPO training data) and their length audit.

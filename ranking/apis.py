@@ -2091,3 +2091,172 @@ class PublicAttributeJudgementsApi(APIView):
                 output=AttributeJudgementOutput,
                 ordering="id",
             )
+
+
+# --- Rater reports and the cadence check (the managers' dashboard's figures) ----------------------
+
+
+class RaterReportOutput(serializers.Serializer[Any]):
+    rater_id = serializers.IntegerField(help_text="The rater's user id (as in the vote log).")
+    battles = serializers.IntegerField(help_text="Votes the rater cast in the campaign, gold battles included.")
+    median_decision_s = serializers.FloatField(
+        allow_null=True, help_text="Median decision time in seconds (shown to vote, measured by the server)."
+    )
+    active_hours = serializers.FloatField(
+        help_text="Time spent rating: the gaps between consecutive votes up to 30 minutes, plus the decision "
+        "time of each vote that starts a session."
+    )
+    battles_per_hour = serializers.FloatField(allow_null=True, help_text="battles / active_hours.")
+    first_vote_at = serializers.DateTimeField(allow_null=True)
+    last_vote_at = serializers.DateTimeField(allow_null=True)
+    gold_answered = serializers.IntegerField()
+    gold_correct = serializers.IntegerField()
+    gold_accuracy = serializers.FloatField(allow_null=True, help_text="gold_correct / gold_answered; null: none.")
+    gold_lower = serializers.FloatField(allow_null=True, help_text="95% Wilson interval, lower bound.")
+    gold_upper = serializers.FloatField(allow_null=True, help_text="95% Wilson interval, upper bound.")
+    attention_answered = serializers.IntegerField()
+    attention_failed = serializers.IntegerField()
+    agreement = serializers.FloatField(
+        allow_null=True,
+        help_text="Share of agreeing (rater, other rater) pairs on items two or more raters judged (prompt "
+        "hash and competitor pair, sides normalised; gold votes aside); null: no shared item.",
+    )
+    agreement_items = serializers.IntegerField(help_text="Items the rater shares with another rater.")
+    agreement_pairs = serializers.IntegerField(help_text="(rater, other rater) pairs on those items.")
+    flagged = serializers.BooleanField(help_text="A rater flag is in force (their votes leave the rankings).")
+
+
+RATER_REPORT_EXAMPLE = {
+    "rater_id": 41,
+    "battles": 212,
+    "median_decision_s": 9.4,
+    "active_hours": 1.35,
+    "battles_per_hour": 157.04,
+    "first_vote_at": "2026-11-30T09:00:00Z",
+    "last_vote_at": "2026-11-30T10:21:00Z",
+    "gold_answered": 20,
+    "gold_correct": 18,
+    "gold_accuracy": 0.9,
+    "gold_lower": 0.699,
+    "gold_upper": 0.9721,
+    "attention_answered": 4,
+    "attention_failed": 0,
+    "agreement": 0.71,
+    "agreement_items": 37,
+    "agreement_pairs": 88,
+    "flagged": False,
+}
+
+
+class RaterReportApi(APIView):
+    """``GET /api/v1/campaigns/<id>/raters/report/?limit=&cursor=``: one report per rater, by rater id."""
+
+    class PageQuery(serializers.Serializer[Any]):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
+        cursor = serializers.CharField(required=False)
+
+    @extend_schema(
+        operation_id="rater_reports",
+        tags=["rater quality"],
+        summary="Per-rater reports: pace, decision time, gold accuracy, agreement",
+        description="One row per rater who voted in the campaign, in cursor pages by rater id: battles, median "
+        "decision time, battles per hour over their active time, gold accuracy with its Wilson interval, "
+        "attention checks, raw agreement with the other raters on shared items, and whether a flag is in force. "
+        "Every figure is an SQL aggregate over the vote log. Owners, managers and viewers of the campaign's "
+        "organisation, and its API keys.",
+        parameters=[
+            OpenApiParameter("limit", int, description="Raters per page (1-500, default 50)."),
+            OpenApiParameter("cursor", str, description="From the previous page's `next`."),
+        ],
+        responses={200: page_of(RaterReportOutput)},
+        examples=[
+            OpenApiExample(
+                "One rater",
+                value={"next": None, "previous": None, "results": [RATER_REPORT_EXAMPLE]},
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request: Request, campaign_id: int) -> Response:
+        campaign = _campaign(request, campaign_id)
+        self.PageQuery(data=request.query_params).is_valid(raise_exception=True)  # a bad limit is 400, not ignored
+        paginator = CursorPage()
+        paginator.ordering = "id"
+        page = paginator.paginate_queryset(selectors.raters_of(campaign=campaign), request, view=self) or []
+        reports = selectors.rater_reports(campaign=campaign, rater_ids=[user.pk for user in page])
+        return paginator.get_paginated_response(RaterReportOutput(reports, many=True).data)
+
+
+class CadencePairOutput(serializers.Serializer[Any]):
+    competitor_a = serializers.IntegerField(source="a", help_text="The lower competitor id.")
+    competitor_b = serializers.IntegerField(source="b")
+    label_a = serializers.CharField(source="a_label", help_text="Model and version.")
+    label_b = serializers.CharField(source="b_label")
+    votes = serializers.IntegerField(help_text="Votes on this pair in the window (gold battles aside).")
+
+
+class CadenceOutput(serializers.Serializer[Any]):
+    campaign_id = serializers.IntegerField()
+    threshold = serializers.IntegerField(help_text="The campaign's `cadence_threshold` (default 50).")
+    window_days = serializers.IntegerField()
+    since = serializers.DateTimeField(help_text="Votes at or after this time count.")
+    active_competitors = serializers.IntegerField()
+    pairs = serializers.IntegerField(help_text="Pairs of active competitors.")
+    stale_pairs = serializers.IntegerField(help_text="How many of them had fewer than `threshold` votes.")
+    stale = serializers.BooleanField(help_text="True when any pair is under the threshold: the board may be stale.")
+    pairs_under_threshold = CadencePairOutput(many=True, help_text="Those pairs, fewest votes first.")
+
+
+class CadenceApi(APIView):
+    """``GET /api/v1/campaigns/<id>/cadence/``: pairs of active competitors short of new votes."""
+
+    @extend_schema(
+        operation_id="campaign_cadence",
+        tags=["statistics"],
+        summary="Cadence check: pairs with too few new votes in 7 days",
+        description="Every pair of the campaign's active competitors with fewer than the campaign's "
+        "`cadence_threshold` votes in the last 7 days, fewest first (a pair that never met counts 0). A stalled "
+        "queue leaves the board stale while it still looks current. Owners, managers and viewers of the "
+        "campaign's organisation, and its API keys.",
+        responses={200: CadenceOutput},
+        examples=[
+            OpenApiExample(
+                "One stale pair",
+                response_only=True,
+                value={
+                    "campaign_id": 3,
+                    "threshold": 50,
+                    "window_days": 7,
+                    "since": "2026-11-24T12:00:00Z",
+                    "active_competitors": 3,
+                    "pairs": 3,
+                    "stale_pairs": 1,
+                    "stale": True,
+                    "pairs_under_threshold": [
+                        {
+                            "competitor_a": 5,
+                            "competitor_b": 9,
+                            "label_a": "zen-bigram 2026-11",
+                            "label_b": "stdlib-trigram 2026-11",
+                            "votes": 12,
+                        }
+                    ],
+                },
+            )
+        ],
+    )
+    def get(self, request: Request, campaign_id: int) -> Response:
+        campaign = _campaign(request, campaign_id)
+        found = selectors.cadence(campaign=campaign)
+        body = {
+            "campaign_id": campaign.pk,
+            "threshold": found.threshold,
+            "window_days": found.window_days,
+            "since": found.since,
+            "active_competitors": found.active_competitors,
+            "pairs": found.pairs,
+            "stale_pairs": len(found.stale),
+            "stale": bool(found.stale),
+            "pairs_under_threshold": found.stale,
+        }
+        return Response(CadenceOutput(body).data)

@@ -6,20 +6,20 @@ import hashlib
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Avg, Count, F, Max, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from numpy.typing import NDArray
 
 from battles.exporting import VoteFilters
 from battles.models import Battle, Campaign, Choice, Competitor, Judge, JudgeRun, JudgeVerdict, Prompt, Rubric, Vote
-from battles.selectors import gold_counts, vote_events, votes_filtered
+from battles.selectors import gold_counts, raters_named, vote_events, votes_filtered
 from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterFlag
 from raters.selectors import organizations_viewable_by, organizations_writable_by
@@ -1141,4 +1141,290 @@ def judge_writable_by(*, user: User | ApiKeyPrincipal, judge_id: int) -> Judge |
         Judge.objects.filter(organization__in=organizations_writable_by(user), pk=judge_id)
         .select_related("organization", "rubric", "endpoint")
         .first()
+    )
+
+
+# --- The managers' dashboard: per-day series, pair coverage, decision times, per-rater reports and the
+# cadence check. Every figure is an SQL aggregate over the vote log (grouped in the database; what comes
+# back is one row per day, pair, bin or rater), so the page costs a few grouped scans at a million votes.
+
+# A rater's pause longer than this ends a working session: the gap is not counted as active time.
+SESSION_GAP_S = 30 * 60
+# Decision-time histogram bins, in seconds (the last is open-ended): fine where raters decide, coarse after.
+DECISION_BINS_S = (0, 1, 2, 3, 5, 8, 12, 20, 30, 60, 120, 300)
+CADENCE_WINDOW_DAYS = 7
+
+
+def _day_series(campaign: Campaign, measure: Count) -> list[tuple[Any, int]]:
+    rows = (
+        Vote.objects.filter(campaign=campaign)
+        .annotate(day=TruncDate("created_at", tzinfo=UTC))
+        .values("day")
+        .annotate(n=measure)
+        .order_by("day")
+    )
+    return [(row["day"], int(row["n"])) for row in rows]
+
+
+def votes_per_day(*, campaign: Campaign) -> list[tuple[Any, int]]:
+    """(UTC day, votes) for every day with a vote, gold votes included (they are work the raters did)."""
+    return _day_series(campaign, Count("id"))
+
+
+def active_raters_per_day(*, campaign: Campaign) -> list[tuple[Any, int]]:
+    """(UTC day, distinct raters who voted that day)."""
+    return _day_series(campaign, Count("rater_id", distinct=True))
+
+
+_LO = "CASE WHEN left_id < right_id THEN left_id ELSE right_id END"
+_HI = "CASE WHEN left_id < right_id THEN right_id ELSE left_id END"
+
+
+def pair_coverage(*, campaign: Campaign, since: datetime | None = None) -> dict[tuple[int, int], int]:
+    """Voted battles per unordered pair (lower id first), gold battles left out (they are no pair)."""
+    where, params = _window(since, None)
+    sql = (
+        f"SELECT {_LO}, {_HI}, COUNT(*) FROM {Vote._meta.db_table} WHERE campaign_id = %s AND source <> 'gold'"
+        f"{where} GROUP BY 1, 2"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [campaign.pk, *params])
+        return {(int(lo), int(hi)): int(n) for lo, hi, n in cursor.fetchall()}
+
+
+def decision_time_histogram(*, campaign: Campaign) -> list[tuple[float, float | None, int]]:
+    """(from s, to s or None for the open last bin, votes) over the bins of ``DECISION_BINS_S``."""
+    edges = DECISION_BINS_S
+    cases = " ".join(f"WHEN decision_ms < {int(edge * 1000)} THEN {i - 1}" for i, edge in enumerate(edges) if i > 0)
+    sql = (
+        f"SELECT CASE {cases} ELSE {len(edges) - 1} END AS bin, COUNT(*) FROM {Vote._meta.db_table} "
+        "WHERE campaign_id = %s GROUP BY 1"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [campaign.pk])
+        counts = {int(b): int(n) for b, n in cursor.fetchall()}
+    return [
+        (float(edges[i]), float(edges[i + 1]) if i + 1 < len(edges) else None, counts.get(i, 0))
+        for i in range(len(edges))
+    ]
+
+
+@dataclass(frozen=True)
+class RaterReport:
+    rater_id: int
+    name: str
+    battles: int  # votes cast in the campaign, gold ones included
+    median_decision_s: float | None
+    active_hours: float
+    battles_per_hour: float | None
+    first_vote_at: datetime | None
+    last_vote_at: datetime | None
+    gold_answered: int
+    gold_correct: int
+    gold_accuracy: float | None
+    gold_lower: float | None
+    gold_upper: float | None
+    attention_answered: int
+    attention_failed: int
+    agreement: float | None  # share of agreeing (rater, other rater) pairs on shared items
+    agreement_items: int
+    agreement_pairs: int
+    flagged: bool
+    flag_reason: str
+
+
+def _sort_memory() -> None:
+    """Within the caller's transaction: room for the per-rater sorts of a million-vote log in memory (the
+    default 4 MB spills them to disk, several times slower)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL work_mem = '128MB'")
+
+
+def _gap_seconds_sql() -> str:
+    if connection.vendor == "postgresql":
+        return "EXTRACT(EPOCH FROM (created_at - prev))"
+    return "(julianday(created_at) - julianday(prev)) * 86400.0"
+
+
+def _rater_activity(campaign: Campaign, rater_ids: list[int] | None) -> dict[int, tuple[int, float, Any, Any]]:
+    """Per rater: (battles, active seconds, first vote, last vote). Active time: the votes in time order;
+    a vote within ``SESSION_GAP_S`` of the rater's previous one adds the gap (reading and deciding since
+    then), one that starts a session adds its own decision time (the time its battle was on screen)."""
+    only, params = "", [campaign.pk]
+    if rater_ids is not None:
+        only = f" AND rater_id IN ({', '.join(['%s'] * len(rater_ids))})" if rater_ids else " AND FALSE"
+        params += rater_ids
+    gap = _gap_seconds_sql()
+    sql = (
+        f"WITH v AS (SELECT rater_id, created_at, decision_ms, LAG(created_at) OVER "
+        f"(PARTITION BY rater_id ORDER BY created_at, id) AS prev FROM {Vote._meta.db_table} "
+        f"WHERE campaign_id = %s{only}) "
+        f"SELECT rater_id, COUNT(*), SUM(CASE WHEN prev IS NOT NULL AND {gap} <= {SESSION_GAP_S} THEN {gap} "
+        "ELSE decision_ms / 1000.0 END), MIN(created_at), MAX(created_at) FROM v GROUP BY rater_id"
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        _sort_memory()
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    out = {}
+    for rater_id, n, seconds, first, last in rows:
+        if connection.vendor != "postgresql" and isinstance(first, str):
+            first, last = datetime.fromisoformat(first), datetime.fromisoformat(last)
+        out[int(rater_id)] = (int(n), float(seconds or 0.0), first, last)
+    return out
+
+
+def _rater_agreement(campaign: Campaign) -> dict[int, tuple[int, int, int]]:
+    """Per rater: (agreeing pairs, pairs, shared items) on the items of ``ranking.quality`` (prompt hash and
+    competitor pair with sides normalised; a rater's first vote per item; gold votes left out) — the same
+    numbers as the rater-quality report's ``agreeing_pairs``, ``pairs`` and ``shared_items``, grouped in SQL."""
+    table = Vote._meta.db_table
+    category = (
+        "CASE WHEN left_id > right_id AND choice = 'left' THEN 'right' "
+        "WHEN left_id > right_id AND choice = 'right' THEN 'left' ELSE choice END"
+    )
+    # Window counts rather than joins back to per-item tallies: the two counts share one sort (item, then
+    # category), and the result is grouped once per rater.
+    sql = (
+        f"WITH x AS (SELECT rater_id, prompt_hash, {_LO} AS lo, {_HI} AS hi, {category} AS cat, "
+        "ROW_NUMBER() OVER (PARTITION BY rater_id, prompt_hash, "
+        f"{_LO}, {_HI} ORDER BY id) AS rn FROM {table} WHERE campaign_id = %s AND source <> 'gold'), "
+        "f AS (SELECT rater_id, COUNT(*) OVER (PARTITION BY prompt_hash, lo, hi, cat) AS n, "
+        "COUNT(*) OVER (PARTITION BY prompt_hash, lo, hi) AS m FROM x WHERE rn = 1) "
+        "SELECT rater_id, SUM(n - 1), SUM(m - 1), SUM(CASE WHEN m > 1 THEN 1 ELSE 0 END) FROM f GROUP BY rater_id"
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        _sort_memory()
+        cursor.execute(sql, [campaign.pk])
+        return {int(r): (int(a), int(p), int(i)) for r, a, p, i in cursor.fetchall()}
+
+
+def _median_decision_s(campaign: Campaign, rater_ids: list[int] | None) -> dict[int, float]:
+    only, params = "", [campaign.pk]
+    if rater_ids is not None:
+        only = f" AND rater_id IN ({', '.join(['%s'] * len(rater_ids))})" if rater_ids else " AND FALSE"
+        params += rater_ids
+    if connection.vendor == "postgresql":
+        # PostgreSQL's own aggregate sorts each rater's values apart (faster than one window over the log).
+        with transaction.atomic(), connection.cursor() as cursor:
+            _sort_memory()
+            cursor.execute(
+                "SELECT rater_id, percentile_cont(0.5) WITHIN GROUP (ORDER BY decision_ms) "
+                f"FROM {Vote._meta.db_table} WHERE campaign_id = %s{only} GROUP BY rater_id",
+                params,
+            )
+            return {int(k): round(float(v) / 1000.0, 3) for k, v in cursor.fetchall()}
+    values = f"SELECT rater_id, decision_ms FROM {Vote._meta.db_table} WHERE campaign_id = %s{only}"
+    found = _percentiles(values, params, "rater_id", "decision_ms")
+    return {int(k): round(v.p50 / 1000.0, 3) for k, v in found.items() if v.p50 is not None}
+
+
+def raters_of(*, campaign: Campaign) -> QuerySet[User]:
+    """The users who voted in the campaign, by id (the rater report's pages)."""
+    voters = Vote.objects.filter(campaign=campaign).values("rater_id")
+    return User.objects.filter(pk__in=voters).order_by("id")
+
+
+def rater_reports(*, campaign: Campaign, rater_ids: list[int] | None = None) -> list[RaterReport]:
+    """One report per rater who voted in the campaign (or per given rater among them), by rater id."""
+    activity = _rater_activity(campaign, rater_ids)
+    ids = sorted(activity)
+    medians = _median_decision_s(campaign, ids)
+    agreement = _rater_agreement(campaign) if ids else {}
+    gold = gold_counts(campaign=campaign)
+    flags = dict(
+        RaterFlag.objects.filter(organization_id=campaign.organization_id, rater_id__in=ids).values_list(
+            "rater_id", "reason"
+        )
+    )
+    names = raters_named(organization_id=campaign.organization_id, user_ids=ids)
+    out = []
+    for rater_id in ids:
+        n, seconds, first, last = activity[rater_id]
+        hours = seconds / 3600.0
+        counts = gold.get(rater_id)
+        answered = counts.gold_answered if counts else 0
+        correct = counts.gold_correct if counts else 0
+        if answered:
+            lower, upper = est.wilson_interval(np.array([correct]), np.array([answered]))
+            bounds: tuple[float | None, float | None] = (float(lower[0]), float(upper[0]))
+        else:
+            bounds = (None, None)
+        agreeing, pairs, items = agreement.get(rater_id, (0, 0, 0))
+        out.append(
+            RaterReport(
+                rater_id=rater_id,
+                name=names.get(rater_id, f"rater {rater_id}"),
+                battles=n,
+                median_decision_s=medians.get(rater_id),
+                active_hours=round(hours, 4),
+                battles_per_hour=round(n / hours, 2) if hours > 0 else None,
+                first_vote_at=first,
+                last_vote_at=last,
+                gold_answered=answered,
+                gold_correct=correct,
+                gold_accuracy=correct / answered if answered else None,
+                gold_lower=bounds[0],
+                gold_upper=bounds[1],
+                attention_answered=counts.attention_answered if counts else 0,
+                attention_failed=counts.attention_failed if counts else 0,
+                agreement=agreeing / pairs if pairs else None,
+                agreement_items=items,
+                agreement_pairs=pairs,
+                flagged=rater_id in flags,
+                flag_reason=flags.get(rater_id, ""),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class CadencePair:
+    a: int
+    b: int
+    a_label: str
+    b_label: str
+    votes: int
+
+
+@dataclass(frozen=True)
+class Cadence:
+    threshold: int
+    window_days: int
+    since: datetime
+    active_competitors: int
+    pairs: int  # pairs of active competitors
+    stale: list[CadencePair]  # the pairs under the threshold, fewest votes first
+
+
+def competitor_labels(*, campaign: Campaign) -> dict[int, str]:
+    return {
+        cid: f"{name['model']} {name['version']}".strip() for cid, name in competitor_names(campaign=campaign).items()
+    }
+
+
+def cadence(*, campaign: Campaign, now: datetime | None = None) -> Cadence:
+    """Pairs of the campaign's active competitors (gold pseudo-competitors aside) with fewer than the
+    campaign's ``cadence_threshold`` new votes in the last 7 days: a stalled queue leaves a board stale
+    while it still looks current. Counted in SQL per pair; the pairs with none are filled in here."""
+    since = (now or datetime.now(UTC)) - timedelta(days=CADENCE_WINDOW_DAYS)
+    active = sorted(Competitor.objects.filter(campaign=campaign, active=True, gold=False).values_list("pk", flat=True))
+    counts = pair_coverage(campaign=campaign, since=since)
+    labels = competitor_labels(campaign=campaign)
+    stale = [
+        CadencePair(a, b, labels.get(a, str(a)), labels.get(b, str(b)), counts.get((a, b), 0))
+        for i, a in enumerate(active)
+        for b in active[i + 1 :]
+        if counts.get((a, b), 0) < campaign.cadence_threshold
+    ]
+    stale.sort(key=lambda p: (p.votes, p.a, p.b))
+    n = len(active)
+    return Cadence(
+        threshold=campaign.cadence_threshold,
+        window_days=CADENCE_WINDOW_DAYS,
+        since=since,
+        active_competitors=n,
+        pairs=n * (n - 1) // 2,
+        stale=stale,
     )

@@ -14,4 +14,6 @@ urlpatterns = [
         views.leaderboard_download,
         name="leaderboard-download",
     ),
+    path("campaigns/<int:campaign_id>/dashboard/", views.campaign_dashboard, name="campaign-dashboard"),
+    path("campaigns/<int:campaign_id>/dashboard/raters.csv", views.campaign_raters_csv, name="campaign-raters-csv"),
 ]

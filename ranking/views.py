@@ -8,18 +8,21 @@ import io
 import json
 from typing import Any
 
+from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from arena.http import AuthenticatedHttpRequest
 from battles.models import Campaign, Competitor
-from battles.selectors import campaign_viewable_by, competitors_unavailable
+from battles.selectors import campaign_viewable_by, campaigns_managed_by, competitors_unavailable
+from raters.models import RaterFlag
 from raters.tenancy import organization_scope
 
-from . import selectors
+from . import charts, selectors
 from .models import AttributeScore, LeaderboardSnapshot
 
 
@@ -213,6 +216,8 @@ def _render(
     )
     context: dict[str, Any] = {
         "campaign": campaign,
+        # Managers only (they can act on it): the board may look current while its queue stalled.
+        "cadence": cadence_note(campaign) if _manages(request, campaign) else None,
         "snapshot": snapshot,
         "category": category,
         "view": view,
@@ -378,4 +383,205 @@ def attribute_board_public(request: HttpRequest, slug: str) -> HttpResponse:
         response = render(request, "ranking/public_attribute_board.html", context)
     response["X-Robots-Tag"] = "noindex"
     response["Cache-Control"] = "no-store"
+    return response
+
+
+# --- The managers' dashboard (in the console's frame) ------------------------------------------------
+
+
+def _manages(request: AuthenticatedHttpRequest, campaign: Campaign) -> bool:
+    return campaigns_managed_by(request.user).filter(pk=campaign.pk).exists()
+
+
+def _managed_campaign(request: AuthenticatedHttpRequest, campaign_id: int) -> Campaign:
+    """The campaign, for an owner or manager of its organisation; anyone else (a viewer, a rater, an
+    outsider) gets 404, as for every tenant object."""
+    campaign = campaigns_managed_by(request.user).filter(pk=campaign_id).first()
+    if campaign is None:
+        raise Http404("No such campaign.")
+    return campaign
+
+
+def cadence_note(campaign: Campaign) -> dict[str, Any] | None:
+    """ "The board may be stale: N pairs had under T votes in 7 days", for an open campaign with such pairs."""
+    if campaign.status != Campaign.Status.OPEN:
+        return None
+    found = selectors.cadence(campaign=campaign)
+    if not found.stale:
+        return None
+    return {"stale": len(found.stale), "pairs": found.pairs, "threshold": found.threshold, "days": found.window_days}
+
+
+# How many raters the dashboard's chart and table show (the CSV and the API have every one).
+DASHBOARD_CHART_RATERS = 40
+DASHBOARD_TABLE_RATERS = 500
+
+
+def _day(value: Any) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+@require_GET
+@login_required
+def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
+    """Votes and active raters per day, battles per pair, decision times, gold accuracy and agreement
+    per rater, the flags in force and the cadence check: the campaign at a glance for its managers."""
+    campaign = _managed_campaign(request, campaign_id)
+    labels = selectors.competitor_labels(campaign=campaign)
+    competitors = list(campaign.competitors.filter(gold=False).order_by("pk").values_list("pk", "active"))
+    coverage = selectors.pair_coverage(campaign=campaign)
+    # Active competitors and retired ones that fought: the matrix shows what the board stands on.
+    met = {cid for pair in coverage for cid in pair}
+    ids = [cid for cid, active in competitors if active or cid in met]
+    index = {cid: i for i, cid in enumerate(ids)}
+    matrix = {(index[a], index[b]): n for (a, b), n in coverage.items() if a in index and b in index}
+    histogram = selectors.decision_time_histogram(campaign=campaign)
+    bins = [(f"{lo:g}–{hi:g}" if hi is not None else f"≥ {lo:g}", float(n)) for lo, hi, n in histogram]
+    minimum_s = campaign.min_decision_ms / 1000
+    # Where the minimum falls on the bin axis (bins are uneven, so interpolate within its bin).
+    marker_bin = next(
+        (i + (minimum_s - lo) / (hi - lo) for i, (lo, hi, _) in enumerate(histogram) if hi and lo <= minimum_s < hi),
+        None,
+    )
+    reports = selectors.rater_reports(campaign=campaign)
+    # The chart shows the raters a manager should look at first: flagged, then the least accurate on
+    # gold, then the least agreeing (unknowns last).
+    worst = sorted(
+        reports,
+        key=lambda r: (
+            not r.flagged,
+            r.gold_accuracy if r.gold_accuracy is not None else 2.0,
+            r.agreement if r.agreement is not None else 2.0,
+            r.rater_id,
+        ),
+    )[:DASHBOARD_CHART_RATERS]
+    rater_ids = [r.rater_id for r in reports]
+    flags = (
+        RaterFlag.objects.filter(organization_id=campaign.organization_id, rater_id__in=rater_ids)
+        .select_related("rater", "created_by")
+        .order_by("-created_at")
+    )
+    votes_per_day = selectors.votes_per_day(campaign=campaign)
+    svg = {
+        "votes": charts.bar_chart(
+            [(_day(d), float(n)) for d, n in votes_per_day],
+            chart_id="chart-votes",
+            title="Votes per day (UTC)",
+            unit="votes",
+            x_label="day (UTC)",
+            empty="No votes yet.",
+        ),
+        "raters": charts.bar_chart(
+            [(_day(d), float(n)) for d, n in selectors.active_raters_per_day(campaign=campaign)],
+            chart_id="chart-raters",
+            title="Active raters per day (UTC)",
+            unit="raters",
+            x_label="day (UTC)",
+            empty="No votes yet.",
+        ),
+        "coverage": charts.matrix_chart(
+            [labels.get(cid, str(cid)) for cid in ids],
+            matrix,
+            chart_id="chart-coverage",
+            title="Battles per pair (voted, gold battles aside)",
+            empty="Fewer than two competitors.",
+        ),
+        "decisions": charts.bar_chart(
+            bins if any(n for _, n in bins) else [],
+            chart_id="chart-decisions",
+            title="Decision time (votes per bin of seconds)",
+            unit="votes",
+            x_label="decision time (seconds)",
+            empty="No votes yet.",
+            marker=(marker_bin, f"minimum {_seconds(minimum_s)}") if marker_bin is not None and minimum_s else None,
+        ),
+        "quality": charts.rater_chart(
+            [
+                charts.RaterDot(
+                    label=r.name,
+                    accuracy=r.gold_accuracy,
+                    lower=r.gold_lower,
+                    upper=r.gold_upper,
+                    answered=r.gold_answered,
+                    agreement=r.agreement,
+                    flagged=r.flagged,
+                )
+                for r in worst
+            ],
+            chart_id="chart-quality",
+            title="Gold accuracy and agreement per rater",
+            empty="No raters yet.",
+        ),
+    }
+    context: dict[str, Any] = {
+        **admin.site.each_context(request),
+        "title": f"Dashboard: {campaign.name}",
+        "campaign": campaign,
+        "opts": Campaign._meta,
+        # Each chart is built by ranking.charts from numbers and escaped names: markup of our own.
+        "svg": {name: mark_safe(markup) for name, markup in svg.items()},  # noqa: S308
+        "votes_total": sum(n for _, n in votes_per_day),
+        "reports": reports[:DASHBOARD_TABLE_RATERS],
+        "reports_total": len(reports),
+        "reports_cut": len(reports) > DASHBOARD_TABLE_RATERS,
+        "chart_raters": len(worst),
+        "flags": flags,
+        "cadence": selectors.cadence(campaign=campaign),
+        "session_gap_min": selectors.SESSION_GAP_S // 60,
+    }
+    return render(request, "ranking/dashboard.html", context)
+
+
+RATER_CSV_COLUMNS = (
+    "rater_id",
+    "rater",
+    "battles",
+    "median_decision_s",
+    "active_hours",
+    "battles_per_hour",
+    "first_vote_at",
+    "last_vote_at",
+    "gold_answered",
+    "gold_correct",
+    "gold_accuracy",
+    "gold_lower",
+    "gold_upper",
+    "attention_answered",
+    "attention_failed",
+    "agreement",
+    "agreement_items",
+    "agreement_pairs",
+    "flagged",
+    "flag_reason",
+)
+
+
+def _csv_cell(value: Any) -> Any:
+    """Empty for unknown; a text that a spreadsheet would run as a formula is quoted with an apostrophe."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+@require_GET
+@login_required
+def campaign_raters_csv(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
+    """Every rater's report (the dashboard's table, all rows) as CSV."""
+    campaign = _managed_campaign(request, campaign_id)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(RATER_CSV_COLUMNS)
+    for r in selectors.rater_reports(campaign=campaign):
+        values = {**r.__dict__, "rater": r.name}
+        writer.writerow([_csv_cell(values[column]) for column in RATER_CSV_COLUMNS])
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="raters-{campaign.pk}.csv"'
     return response

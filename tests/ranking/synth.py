@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import numpy as np
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from battles.models import Battle, Campaign, Competitor, Prompt, Vote
 from raters.models import RaterPool
+from tests.conftest import Tenant
+from tests.factories import CompetitorFactory, ModelEndpointFactory
 
 CHOICES = ("left", "right", "tie", "both_bad")
 
@@ -100,3 +104,78 @@ def votes_write(
         )
     Battle.objects.bulk_create(battles, batch_size=2000)
     return Vote.objects.bulk_create(votes, batch_size=2000)
+
+
+def vote_at(
+    tenant: Tenant,
+    *,
+    rater: User,
+    left: Competitor,
+    right: Competitor,
+    at: datetime,
+    choice: str = "left",
+    decision_ms: int = 5000,
+    prompt: Prompt | None = None,
+    gold_expected: str = "",
+) -> Vote:
+    """One battle and its vote at a chosen time (a gold battle when ``gold_expected`` is given)."""
+    campaign = tenant.campaign
+    prompt = prompt or Prompt.objects.filter(campaign=campaign).order_by("pk").first()
+    assert prompt is not None
+    source = "gold" if gold_expected else "pool"
+    battle = Battle.objects.create(
+        id=uuid.uuid4(),
+        organization_id=campaign.organization_id,
+        campaign=campaign,
+        rater=rater,
+        pool=tenant.pool,
+        prompt=prompt,
+        left=left,
+        right=right,
+        status=Battle.Status.VOTED,
+        params={},
+        ready_at=at,
+        shown_at=at - timedelta(milliseconds=decision_ms),
+        voted_at=at,
+        source=source,
+        gold_expected=gold_expected,
+    )
+    style = {"tokens": 20, "headers": 0, "list_items": 0, "bold": 0, "code_blocks": 0}
+    return Vote.objects.create(
+        organization_id=campaign.organization_id,
+        campaign=campaign,
+        battle=battle,
+        created_at=at,
+        rater=rater,
+        pool=tenant.pool,
+        prompt=prompt,
+        prompt_hash=prompt.text_hash,
+        category=prompt.category,
+        language="en",
+        prompt_source="pool",
+        left=left,
+        right=right,
+        left_model="a",
+        left_version="1",
+        left_tokens=20,
+        left_finish_reason="stop",
+        left_latency_s=0.5,
+        right_model="b",
+        right_version="1",
+        right_tokens=20,
+        right_finish_reason="stop",
+        right_latency_s=0.5,
+        params={},
+        choice=choice,
+        decision_ms=decision_ms,
+        left_style=style,
+        right_style=style,
+        prompt_asks_identity=False,
+        answer_names_model=False,
+        source=source,
+    )
+
+
+def third(acme: Tenant, name: str = "third", *, active: bool = True) -> Competitor:
+    endpoint = ModelEndpointFactory.create(organization=acme.organization, name=name)
+    return CompetitorFactory.create(campaign=acme.campaign, endpoint=endpoint, version_label="1", active=active)

@@ -1,0 +1,122 @@
+"""The managers' dashboard at a million votes: each aggregate, the whole page, the rater CSV and a page of the
+rater-report API, against one scan of the log measured in the same run.
+
+    python benchmarks/dashboard.py [--votes 1000000] [--competitors 50] [--days 60]
+
+Loads (once; reused on later runs) a campaign of ``--votes`` votes among ``--competitors`` competitors and
+200 raters, spread over ``--days`` days, into BENCH_DATABASE_URL (default: a local PostgreSQL database
+arena_bench_dashboard; ranking_e2e's loader), then times:
+
+  floor       SELECT COUNT(*), AVG(decision_ms) over the campaign's votes (one scan of the log)
+  per-day     votes and active raters per UTC day
+  coverage    voted battles per pair
+  histogram   decision times in bins
+  raters      per-rater reports (pace over active time, median decision, gold accuracy, agreement)
+  cadence     pairs of active competitors under the threshold in 7 days
+  page        the dashboard's view, rendered (every query above and the SVG)
+  csv         every rater's report as CSV
+  api         one page (50) of GET /api/v1/campaigns/<id>/raters/report/
+
+and prints each in seconds with its ratio to the floor. Target: the page under 10 s at a million votes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.ranking_e2e import load, setup_django  # noqa: E402
+
+
+def timed(fn: Callable[[], Any], repeat: int = 2) -> float:
+    """The best of ``repeat`` runs (the first also warms PostgreSQL's buffers)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run(*, votes: int, competitors: int, days: int) -> dict[str, float]:
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test import Client
+    from django.urls import reverse
+    from django_scopes import scopes_disabled
+
+    from battles.models import Campaign
+    from ranking import selectors
+    from raters.models import Membership, Role
+
+    started = time.perf_counter()
+    with scopes_disabled():
+        campaign_id = load(votes, competitors, 1, spread_days=days)
+        campaign = Campaign.objects.get(pk=campaign_id)
+        manager, _ = User.objects.get_or_create(username=f"manager-{campaign_id}", defaults={"email": "m@bench.test"})
+        Membership.objects.get_or_create(user=manager, organization=campaign.organization, role=Role.MANAGER)
+    print(f"campaign {campaign_id}: {votes:,} votes, {competitors} competitors, {days} days "
+          f"(ready in {time.perf_counter() - started:.0f} s)")  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE battles_vote")
+
+    def floor() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT COUNT(*), AVG(decision_ms) FROM battles_vote WHERE campaign_id = %s", [campaign_id])
+
+    client = Client()
+    client.force_login(manager)
+    page_url = reverse("ranking:campaign-dashboard", args=[campaign_id])
+    csv_url = reverse("ranking:campaign-raters-csv", args=[campaign_id])
+    api_url = reverse("api-rater-reports", args=[campaign_id])
+
+    def get(url: str) -> Callable[[], None]:
+        def fetch() -> None:
+            response = client.get(url)
+            assert response.status_code == 200, (url, response.status_code)
+
+        return fetch
+
+    with scopes_disabled():
+        results = {
+            "floor": timed(floor),
+            "per-day": timed(
+                lambda: (selectors.votes_per_day(campaign=campaign), selectors.active_raters_per_day(campaign=campaign))
+            ),
+            "coverage": timed(lambda: selectors.pair_coverage(campaign=campaign)),
+            "histogram": timed(lambda: selectors.decision_time_histogram(campaign=campaign)),
+            "raters": timed(lambda: selectors.rater_reports(campaign=campaign)),
+            "cadence": timed(lambda: selectors.cadence(campaign=campaign)),
+        }
+    results["page"] = timed(get(page_url))
+    results["csv"] = timed(get(csv_url))
+    results["api"] = timed(get(api_url))
+    base = results["floor"]
+    for name, seconds in results.items():
+        print(f"{name:10s} {seconds:8.2f} s   {seconds / base:6.1f} x floor")
+    verdict = "met" if results["page"] <= 10 else "NOT met"
+    print(f"target (page <= 10 s at {votes:,} votes): {verdict}; load average {os.getloadavg()[0]:.1f}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--votes", type=int, default=1_000_000)
+    parser.add_argument("--competitors", type=int, default=50)
+    parser.add_argument("--days", type=int, default=60)
+    args = parser.parse_args(argv)
+    setup_django(os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arena_bench_dashboard"))
+    run(votes=args.votes, competitors=args.competitors, days=args.days)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
