@@ -30,8 +30,13 @@ def votes_write(
     both_bad_rate: float = 0.0,
     decision_ms: int = 5000,
     categories: Sequence[str] | None = None,
+    shared: bool = False,
 ) -> list[Vote]:
+    """``shared``: the battles are copies of shared items, as ``reviewers_per_item`` makes them: the
+    j-th time a rater meets a (prompt, pair) it is that pair's j-th item, so items have several raters
+    and no rater rates one twice (the same keys in every call: later calls join the same items)."""
     rng = np.random.default_rng(seed)
+    met: dict[tuple[int, int, int, int], int] = {}
     k = len(competitors)
     a = rng.integers(0, k, n)
     b = (a + rng.integers(1, k, n)) % k
@@ -62,6 +67,11 @@ def votes_write(
             shown_at=now,
             voted_at=now,
         )
+        if shared:
+            lo, hi = sorted((left.pk, right.pk))
+            j = met.get((prompt.pk, lo, hi, rater.pk), 0)
+            met[(prompt.pk, lo, hi, rater.pk)] = j + 1
+            battle.item_key = uuid.uuid5(uuid.NAMESPACE_URL, f"item:{campaign.pk}:{prompt.pk}:{lo}:{hi}:{j}")
         battles.append(battle)
         style = {"tokens": int(20 + 5 * (i % 7)), "headers": i % 2, "list_items": i % 3, "bold": 0, "code_blocks": 0}
         votes.append(
