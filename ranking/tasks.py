@@ -20,3 +20,9 @@ def leaderboards_recompute_task(campaign_id: int, *, organization_id: int) -> in
 def leaderboards_recompute_open_task() -> int:
     """Beat's safety net, across organisations: the service opens each campaign's own scope."""
     return services.leaderboards_schedule_open_campaigns()
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def rater_flags_check_task(campaign_id: int, *, organization_id: int) -> int:
+    """After a recompute: the campaign's quality checks, stored as flags (each a new row)."""
+    return len(services.rater_flags_check(campaign_id=campaign_id))

@@ -74,7 +74,7 @@ def test_a_rater_is_never_handed_a_second_copy(acme: Tenant, bob) -> None:  # ty
     _vote(first, bob, Choice.RIGHT)
     # The other copy waits in the buffer; bob may not have it, even with the prompt rule out of the way.
     other = Battle.objects.get(campaign=acme.campaign, rater__isnull=True)
-    assert other.item_key == first.item_key
+    assert other.item_key is not None and other.item_key == first.item_key
     again = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s").battle
     assert again.item_key is None and again.source == Battle.Source.GENERATED  # a pool prompt's, not the copy
     from battles.selectors import items_held_by
