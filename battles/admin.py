@@ -31,6 +31,7 @@ from .models import (
     GoldItem,
     Participant,
     Prompt,
+    Qualification,
     Study,
     Turn,
     Variant,
@@ -166,6 +167,11 @@ class CampaignForm(_CampaignModelForm):
             "attention_warn_after",
             "attention_block_after",
             "gold_feedback",
+            "gold_min_accuracy",
+            "outlier_alpha",
+            "reviewers_per_item",
+            "qualification_battles",
+            "qualification_pass",
             "exclude_identity_leaks",
             "both_bad_as_tie",
             "ranking_min_votes",
@@ -250,6 +256,18 @@ class CampaignAdmin(TenantAdmin):
                     "attention_block_after",
                     "gold_feedback",
                     "gold_report",
+                )
+            },
+        ),
+        (
+            "Shared battles, qualification and rater flags",
+            {
+                "fields": (
+                    "reviewers_per_item",
+                    "qualification_battles",
+                    "qualification_pass",
+                    "gold_min_accuracy",
+                    "outlier_alpha",
                 )
             },
         ),
@@ -804,3 +822,11 @@ class ParticipantAdmin(ReadOnlyTenantAdmin):
     list_display = ("vendor_participant_id", "study", "status", "entered_at", "consented_at", "completed_at")
     list_filter = ("status", "study")
     search_fields = ("vendor_participant_id",)
+
+
+@admin.register(Qualification)
+class QualificationAdmin(ReadOnlyTenantAdmin):
+    """Raters' qualification outcomes (``Campaign.qualification_battles``): one row each, as decided."""
+
+    list_display = ("rater", "campaign", "status", "correct", "answered", "score", "threshold", "decided_at")
+    list_filter = ("status", "campaign")

@@ -158,6 +158,17 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
         items=[ShadowBattleInput(idempotency_key="sweep", prompt="Which?", category="advice", answers=answers)],
         actor=None,
     )
+    # A stored rater flag (raised by a check) and a qualification outcome, for their console pages.
+    from battles.models import Qualification
+    from raters.services import rater_flag_raise
+
+    rater_flag_raise(
+        organization=acme.organization, rater=bob, kind="outlier", reason="sweep", campaign_id=acme.campaign.pk
+    )
+    Qualification.objects.create(
+        organization=acme.organization, campaign=acme.campaign, rater=bob, status="passed",
+        answered=2, correct=2, score=1.0, threshold=0.8, last_vote_id=0,
+    )  # fmt: skip
     return World(acme, battle, invitation, snapshot.version, webhook, job, experiment, shadow.battle_id)
 
 
