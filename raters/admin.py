@@ -447,7 +447,7 @@ class RaterFlagAdmin(TenantAdmin):
         "cleared_at",
     )
     list_filter = (FlagInForceFilter, "kind")
-    exclude = ("created_by",)
+    exclude = ("created_by", "kind")  # a manager's flag is "manual"; the checks set their own kind
     readonly_fields = ("kind", "campaign_id", "evidence", "created_at", "cleared_at", "cleared_by", "clear_note")
     actions = ["clear_selected"]
 
