@@ -121,3 +121,35 @@ def test_agreement_counts_a_shared_item_once_per_rater(acme: Tenant, bob) -> Non
     assert rows[raters[2].pk]["agreement"] == 0.0
     assert rows[bob.pk]["agreement"] == pytest.approx(0.5)  # agrees with one of the two others
     assert "shared battle" in report["item_key"]
+
+
+def test_a_generated_pool_battle_is_shared_when_its_answers_arrive(acme: Tenant, bob) -> None:  # type: ignore[no-untyped-def]
+    """The generated path: a battle prepared for bob (no buffer) becomes the item's first copy when both
+    answers are recorded; the other k - 1 wait unclaimed, and a failed battle is never copied."""
+    from serving.triton.client import GenerationResult
+
+    _configure(acme, reviewers_per_item=3, buffer_size=0)
+    battle = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s").battle
+    # Its worker could not reach a model (voided); record the answers a reachable model would have given.
+    Generation.objects.filter(battle=battle).delete()
+    Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.GENERATING, void_reason="")
+    battle.refresh_from_db()
+    left = GenerationResult(text="Left answer.", output_tokens=3, finish_reason="stop", latency_s=0.4)
+    right = GenerationResult(text="Right answer.", output_tokens=3, finish_reason="stop", latency_s=0.5)
+    services.battle_generations_record(battle=battle, left=left, right=right)
+    battle.refresh_from_db()
+    assert battle.rater == bob and battle.item_key == battle.pk
+    copies = Battle.objects.filter(item_key=battle.pk).exclude(pk=battle.pk)
+    assert copies.count() == 2 and not copies.filter(rater__isnull=False).exists()
+    for copy in copies:
+        assert _texts(copy) == _texts(battle) and copy.status == Battle.Status.READY
+
+    failed = services.battle_assign(campaign=acme.campaign, user=_rater(acme, "x@acme.test"), session_key="s").battle
+    Generation.objects.filter(battle=failed).delete()
+    Battle.objects.filter(pk=failed.pk).update(status=Battle.Status.GENERATING, void_reason="")
+    failed.refresh_from_db()
+    broken = GenerationResult(
+        text="", output_tokens=0, finish_reason="error", latency_s=0.1, error="x", error_kind="error"
+    )
+    services.battle_generations_record(battle=failed, left=left, right=broken)
+    assert not Battle.objects.filter(item_key=failed.pk).exists()
