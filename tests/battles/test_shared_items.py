@@ -153,3 +153,14 @@ def test_a_generated_pool_battle_is_shared_when_its_answers_arrive(acme: Tenant,
     )
     services.battle_generations_record(battle=failed, left=left, right=broken)
     assert not Battle.objects.filter(item_key=failed.pk).exists()
+
+
+def test_the_prompt_hash_cap_must_allow_k_votes(acme: Tenant) -> None:
+    from django.core.exceptions import ValidationError
+
+    campaign = acme.campaign
+    campaign.reviewers_per_item, campaign.prompt_hash_cap = 3, 2
+    with pytest.raises(ValidationError, match="at least k"):
+        campaign.full_clean()
+    campaign.prompt_hash_cap = 3
+    campaign.full_clean()
