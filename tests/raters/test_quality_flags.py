@@ -60,7 +60,7 @@ def _overall_raw(tenant: Tenant):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def world(acme: Tenant, bob: User):  # type: ignore[no-untyped-def]
-    _shadow(acme, 420)
+    _shadow(acme, 600)
     _gold(acme, 60)
     _gold(acme, 60, expected="answer_2")
     _configure(acme, gold_rate=0.25, gold_min_accuracy=0.7, outlier_alpha=0.01, min_decision_ms=1500)
@@ -68,10 +68,13 @@ def world(acme: Tenant, bob: User):  # type: ignore[no-untyped-def]
     rng = random.Random(11)
     careful = [bob] + [_rater(acme, f"careful{i}@acme.test") for i in range(4)]
     script = _rater(acme, "script@acme.test")
-    for _ in range(40):  # interleaved, as a live campaign is: the consensus forms while the script votes
+    # Interleaved, as a live campaign is: the consensus forms while the script votes. 250 script votes,
+    # about 190 outside gold and 95 of those decisive: far more than a coin-flipper needs against a
+    # consensus of about 0.85 (about 0.3 of log e-value per decisive vote; 1/alpha is log 4.6).
+    for _ in range(50):
         for user in careful:
             _rate(acme, user, _careful(rng, prod), 1)
-        _rate(acme, script, lambda battle: rng.choice(Choice.values), 2)
+        _rate(acme, script, lambda battle: rng.choice(Choice.values), 5)
     return acme, careful, script, prod
 
 
@@ -118,11 +121,10 @@ def test_a_random_script_is_caught_by_gold_and_by_the_sequential_test(world, ali
     # The review closed the old window: the votes it judged do not raise the flag again...
     assert rater_flags_check(campaign_id=acme.campaign.pk) == []
     # ...but the script carrying on does, as a new row; the cleared one stays as the record.
+    # (200 votes, about 100 decisive: a coin-flipper against a consensus of about 0.85 gains about 0.3
+    # in log e-value per decisive vote, so the window reaches 1/alpha with a wide margin.)
     rng = random.Random(5)
-    for _ in range(60):
-        for user in careful[:2]:
-            _rate(acme, user, _careful(rng, prod), 1)
-        _rate(acme, script, lambda battle: rng.choice(Choice.values), 1)
+    _rate(acme, script, lambda battle: rng.choice(Choice.values), 200)
     again = rater_flags_check(campaign_id=acme.campaign.pk)
     assert [(f.rater_id, f.kind) for f in again] == [(script.pk, RaterFlag.Kind.OUTLIER)]
     assert again[0].evidence["window_after_vote_id"] > 0
