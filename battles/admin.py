@@ -34,6 +34,7 @@ from .models import (
     JudgeVerdict,
     Participant,
     Prompt,
+    Qualification,
     Rubric,
     Study,
     Turn,
@@ -197,6 +198,11 @@ class CampaignForm(_CampaignModelForm):
             "attention_block_after",
             "gold_feedback",
             "identity_policy",
+            "gold_min_accuracy",
+            "outlier_alpha",
+            "reviewers_per_item",
+            "qualification_battles",
+            "qualification_pass",
             "exclude_identity_leaks",
             "both_bad_as_tie",
             "ranking_min_votes",
@@ -282,6 +288,18 @@ class CampaignAdmin(TenantAdmin):
                     "attention_block_after",
                     "gold_feedback",
                     "gold_report",
+                )
+            },
+        ),
+        (
+            "Shared battles, qualification and rater flags",
+            {
+                "fields": (
+                    "reviewers_per_item",
+                    "qualification_battles",
+                    "qualification_pass",
+                    "gold_min_accuracy",
+                    "outlier_alpha",
                 )
             },
         ),
@@ -1073,3 +1091,11 @@ class JudgeVerdictAdmin(ReadOnlyTenantAdmin):
         "created_at",
     )
     list_filter = ("refused", "consistent", "choice")
+
+
+@admin.register(Qualification)
+class QualificationAdmin(ReadOnlyTenantAdmin):
+    """Raters' qualification outcomes (``Campaign.qualification_battles``): one row each, as decided."""
+
+    list_display = ("rater", "campaign", "status", "correct", "answered", "score", "threshold", "decided_at")
+    list_filter = ("status", "campaign")

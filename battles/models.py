@@ -172,6 +172,41 @@ class Campaign(models.Model):
         help_text="Flag a pair of active competitors with fewer new votes than this in the last 7 days "
         "(the board may be stale).",
     )
+    gold_min_accuracy = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Flag a rater whose gold accuracy is credibly below this: the upper end of its 95% Wilson "
+        "interval under it (empty = never). Checked after each leaderboard recompute.",
+    )
+    outlier_alpha = models.FloatField(
+        null=True,
+        blank=True,
+        default=None,
+        validators=[MinValueValidator(1e-6), MaxValueValidator(0.5)],
+        help_text="Flag a rater once the sequential test against the consensus reaches 1/alpha (empty = never). "
+        "Checked after each leaderboard recompute.",
+    )
+    # Shared battles: one answer pair shown to this many raters (each their own battle of one item).
+    reviewers_per_item = models.PositiveSmallIntegerField(
+        default=1,
+        db_default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(20)],
+        help_text="How many different raters see each answer pair (k reviewers per item; 1 = each pair once).",
+    )
+    # Qualification: this many gold battles before any real one; passed at the threshold's share correct.
+    qualification_battles = models.PositiveSmallIntegerField(
+        default=0,
+        db_default=0,
+        validators=[MaxValueValidator(100)],
+        help_text="Gold battles a rater must answer before real battles are shown (0 = no qualification).",
+    )
+    qualification_pass = models.FloatField(
+        default=0.8,
+        db_default=0.8,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of the qualification's gold battles answered correctly needed to pass.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True, editable=False)
     closed_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -194,6 +229,10 @@ class Campaign(models.Model):
             and self.attention_warn_after > self.attention_block_after
         ):
             raise ValidationError({"attention_warn_after": "Warn before blocking: at most the block threshold."})
+        if self.prompt_hash_cap is not None and self.prompt_hash_cap < self.reviewers_per_item:
+            raise ValidationError(
+                {"prompt_hash_cap": "Each reviewer's vote counts towards the prompt-hash cap: allow at least k."}
+            )
         anchor = self.ranking_anchor
         if anchor is not None and anchor.campaign_id != self.pk:
             raise ValidationError({"ranking_anchor": "The anchor must be a competitor of this campaign."})
@@ -428,6 +467,9 @@ class Battle(models.Model):
     # both_bad): the coin flip of the sides is already applied, so a vote is correct iff it equals this.
     gold_item = models.ForeignKey("GoldItem", on_delete=models.PROTECT, null=True, blank=True, related_name="battles")
     gold_expected = models.CharField(max_length=8, blank=True, default="", db_default="")
+    # Shared battles: the copies of one answer pair handed to different raters share this key (the
+    # first battle's id); empty for a battle that is its own item. Each copy has its own sides.
+    item_key = models.UUIDField(null=True, blank=True, editable=False)
 
     objects = TenantManager()
 
@@ -446,6 +488,12 @@ class Battle(models.Model):
                 condition=models.Q(status__in=("generating", "ready")),
                 name="battle_one_open_per_rater",
             ),
+            # Never two copies of one shared item for one rater (the claim skips them; this settles races).
+            models.UniqueConstraint(
+                fields=["item_key", "rater"],
+                condition=models.Q(item_key__isnull=False, rater__isnull=False),
+                name="battle_one_copy_per_rater",
+            ),
         ]
         indexes = [
             models.Index(fields=["campaign", "rater", "status"]),
@@ -455,11 +503,17 @@ class Battle(models.Model):
                 condition=models.Q(rater__isnull=True),
                 name="battle_buffer",
             ),
+            models.Index(fields=["item_key"], condition=models.Q(item_key__isnull=False), name="battle_item_key"),
         ]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"Battle {self.pk}"
+
+    @property
+    def item(self) -> uuid.UUID:
+        """What agreement counts as one item: the shared key, else the battle itself."""
+        return self.item_key or self.id
 
 
 class GenerationManager(TenantManager["Generation"]):
@@ -1051,6 +1105,36 @@ class Participant(models.Model):
 # --- Judges: served models that vote, under a versioned rubric --------------------------------------
 
 JUDGE_TEMPERATURE = 0.0  # a judge is a measuring instrument: the same pair gets the same verdict
+
+
+class Qualification(models.Model):
+    """The outcome of a rater's qualification in a campaign (``Campaign.qualification_battles`` gold
+    battles before any real one): one row, written when the last of them is voted on, never changed.
+    A rater without a row is still qualifying; ``failed`` gets no real battle in the campaign."""
+
+    class Status(models.TextChoices):
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="qualifications")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="qualifications")
+    rater = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="qualifications")
+    status = models.CharField(max_length=8, choices=Status.choices)
+    answered = models.PositiveIntegerField()
+    correct = models.PositiveIntegerField()
+    score = models.FloatField(help_text="correct / answered")
+    threshold = models.FloatField(help_text="The pass mark in force when it was decided.")
+    last_vote_id = models.BigIntegerField(help_text="The vote that completed the qualification.")
+    decided_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "rater"], name="qualification_one_per_rater")]
+        ordering = ["campaign", "-decided_at"]
+
+    def __str__(self) -> str:
+        return f"{self.rater} {self.status} the qualification of {self.campaign} ({self.correct}/{self.answered})"
 
 
 class ImmutableError(Exception):

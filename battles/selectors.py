@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from raters.authentication import ApiKeyPrincipal
-from raters.models import RaterFlag, RaterPool
+from raters.models import FLAG_IN_FORCE, RaterFlag, RaterPool
 from raters.selectors import organizations_managed_by, organizations_viewable_by, organizations_writable_by
 from raters.tenancy import scopes_disabled
 from serving.models import Health
@@ -41,6 +41,7 @@ from .models import (
     JudgeRun,
     Participant,
     Prompt,
+    Qualification,
     Study,
     Turn,
     Variant,
@@ -232,6 +233,15 @@ def hashes_rated_by(*, campaign: Campaign, user: User, hashes: set[str]) -> set[
         .exclude(status=Battle.Status.VOID)
         .values_list("prompt__text_hash", flat=True)
     )
+
+
+def items_held_by(*, campaign: Campaign, user: User, item_keys: set[UUID]) -> set[UUID]:
+    """Of these shared items, those of which the rater already has a copy (in any state: a copy they
+    saw and did not vote on was still read)."""
+    held = Battle.objects.filter(campaign=campaign, rater=user, item_key__in=item_keys).values_list(
+        "item_key", flat=True
+    )
+    return {key for key in held if key is not None}
 
 
 def hashes_at_cap(*, campaign: Campaign, hashes: set[str]) -> set[str]:
@@ -704,9 +714,23 @@ def rater_blocked(*, campaign: Campaign, user: User) -> bool:
     flag in force (a manager who removes the flag lets the rater back in)."""
     if campaign.attention_block_after is None:
         return False
-    if not RaterFlag.objects.filter(organization_id=campaign.organization_id, rater=user).exists():
+    if not RaterFlag.objects.filter(
+        FLAG_IN_FORCE, organization_id=campaign.organization_id, rater=user, kind=RaterFlag.Kind.ATTENTION
+    ).exists():
         return False
     return attention_failures(campaign=campaign, user=user) >= campaign.attention_block_after
+
+
+def qualification_of(*, campaign: Campaign, user: User) -> Qualification | None:
+    return Qualification.objects.filter(campaign=campaign, rater=user).first()
+
+
+def gold_votes_of(*, campaign: Campaign, user: User) -> tuple[int, int]:
+    """The rater's gold votes in the campaign: (answered, correct)."""
+    counts = Vote.objects.filter(campaign=campaign, rater=user, source=BattleSource.GOLD).aggregate(
+        answered=Count("id"), correct=Count("id", filter=Q(choice=F("battle__gold_expected")))
+    )
+    return int(counts["answered"]), int(counts["correct"])
 
 
 @dataclass(frozen=True)
@@ -754,7 +778,7 @@ def raters_named(*, organization_id: int, user_ids: list[int]) -> dict[int, str]
 
 def raters_flagged(*, organization_id: int, user_ids: list[int]) -> set[int]:
     return set(
-        RaterFlag.objects.filter(organization_id=organization_id, rater_id__in=user_ids).values_list(
+        RaterFlag.objects.filter(FLAG_IN_FORCE, organization_id=organization_id, rater_id__in=user_ids).values_list(
             "rater_id", flat=True
         )
     )

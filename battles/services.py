@@ -38,7 +38,7 @@ from raters.authentication import ApiKeyPrincipal
 from raters.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
 from raters.hooks import send_on_commit
 from raters.models import ApiKey, AuditAction, RaterFlag, RaterPool, Role, WebhookEvent
-from raters.services import audit_record, membership_set, pool_member_add, rater_flag_create, webhook_event_emit
+from raters.services import audit_record, membership_set, pool_member_add, rater_flag_raise, webhook_event_emit
 from raters.tenancy import organization_scope, scopes_disabled
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
 from serving.models import ModelEndpoint
@@ -74,6 +74,7 @@ from .models import (
     JudgeVerdict,
     Participant,
     Prompt,
+    Qualification,
     Rubric,
     Side,
     Study,
@@ -136,6 +137,10 @@ IDENTITY_ANSWER_VOIDED = (
 
 def identity_refused(campaign: Campaign) -> bool:
     return campaign.identity_policy == Campaign.IdentityPolicy.REFUSE
+
+
+class QualificationFailed(PermissionDenied):
+    """The rater did not pass the campaign's qualification: no real battle here, and they are told."""
 
 
 _rng = random.SystemRandom()
@@ -657,6 +662,9 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_te
             "If you think this is a mistake, contact the team running the study."
         )
     _check_caps(campaign=campaign, user=user, session_key=session_key)
+    qualifying = _qualification_battle(campaign=campaign, user=user, pool=pool, session_key=session_key)
+    if qualifying is not None:
+        return qualifying
 
     if prompt_text is not None:
         if not campaign.allow_rater_prompts:
@@ -986,6 +994,96 @@ def buffer_fill(*, campaign_id: int) -> list[Battle]:
     return created
 
 
+def _shareable(battle: Battle, campaign: Campaign) -> bool:
+    """Whether a battle that just became ready is an item to copy for k raters: generated ahead for a
+    pool prompt, or pushed as a shadow battle. Not a rater's typed prompt (theirs alone), not gold (a
+    per-rater check), not a live battle, not a multi-turn campaign's (each rater continues their own
+    conversation, so the copies would stop being one item), not a copy already."""
+    return (
+        campaign.reviewers_per_item > 1
+        and campaign.max_turns <= 1
+        and battle.item_key is None
+        and not battle.live
+        and battle.status == Battle.Status.READY
+        and (
+            battle.source == Battle.Source.SHADOW
+            or (battle.source == Battle.Source.GENERATED and battle.prompt.source == Prompt.Source.POOL)
+        )
+    )
+
+
+@transaction.atomic
+def battle_items_share(*, battles: list[Battle]) -> list[Battle]:
+    """Shared battles: for each battle of a campaign with ``reviewers_per_item = k > 1`` that just became
+    ready, ``k - 1`` copies in the campaign's buffer, so that k different raters judge the same answer
+    pair. A copy is a battle of its own (one vote per battle is a database constraint): the same prompt,
+    parameters, source and answers (its Generation rows copied), its sides drawn afresh (a coin flip per
+    copy, so no rater's side order is shared with another's; agreement maps the sides back through the
+    competitor ids). All k carry ``item_key`` (the first battle's id). The copies keep the first one's
+    creation time, so the buffer's age limit ages the item, not each copy; a battle handed to a rater
+    directly (nothing was buffered) is the item's first copy, the others wait in the buffer. The claim
+    never gives one rater two copies (same prompt: "never the same prompt twice", and a unique
+    constraint on (item_key, rater))."""
+    made: list[Battle] = []
+    by_campaign: dict[int, Campaign] = {}
+    for battle in battles:
+        campaign = by_campaign.setdefault(battle.campaign_id, battle.campaign)
+        if not _shareable(battle, campaign):
+            continue
+        generations = list(Generation.objects.filter(battle=battle, turn=0))
+        if {g.side for g in generations} != {Side.LEFT, Side.RIGHT}:
+            continue
+        Battle.objects.filter(pk=battle.pk).update(item_key=battle.pk)
+        battle.item_key = battle.pk
+        copies: list[Battle] = []
+        rows: list[Generation] = []
+        for _ in range(campaign.reviewers_per_item - 1):
+            swap = _rng.random() < 0.5
+            copy = Battle(
+                organization_id=battle.organization_id,
+                campaign_id=battle.campaign_id,
+                prompt_id=battle.prompt_id,
+                left_id=battle.right_id if swap else battle.left_id,
+                right_id=battle.left_id if swap else battle.right_id,
+                status=Battle.Status.READY,
+                source=battle.source,
+                params=battle.params,
+                ready_at=battle.ready_at,
+                requested_at=battle.requested_at,
+                generation_started_at=battle.generation_started_at,
+                experiment_id=battle.experiment_id,
+                item_key=battle.pk,
+            )
+            copies.append(copy)
+            for generation in generations:
+                side = generation.side
+                if swap:
+                    side = Side.RIGHT if side == Side.LEFT else Side.LEFT
+                rows.append(
+                    Generation(
+                        battle=copy,
+                        side=side,
+                        turn=0,
+                        competitor_id=generation.competitor_id,
+                        text=generation.text,
+                        output_tokens=generation.output_tokens,
+                        finish_reason=generation.finish_reason,
+                        latency_s=generation.latency_s,
+                        ttft_s=generation.ttft_s,
+                        tokens_per_s=generation.tokens_per_s,
+                        error=generation.error,
+                        style=generation.style,
+                        model_mentions=generation.model_mentions,
+                    )
+                )
+        Battle.objects.bulk_create(copies)
+        Generation.objects.bulk_create(rows)
+        # auto_now_add stamped them now; the item is as old as its answers.
+        Battle.objects.filter(pk__in=[c.pk for c in copies]).update(created_at=battle.created_at)
+        made.extend(copies)
+    return made
+
+
 def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key: str) -> Battle | None:
     """Hand the rater the oldest ready battle of the buffer that they may rate, or None.
 
@@ -1023,11 +1121,15 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
         else set()
     )
     refuse = identity_refused(campaign)
+    items = {candidate.item_key for candidate in candidates if candidate.item_key is not None}
+    held = selectors.items_held_by(campaign=campaign, user=user, item_keys=items) if items else set()
     for candidate in candidates:
         if candidate.prompt.text_hash in seen or candidate.prompt.text_hash in full:
             continue
         if refuse and candidate.prompt.asks_identity:
             continue  # generated (or pushed) before the policy changed: never served under "refuse"
+        if candidate.item_key is not None and candidate.item_key in held:
+            continue
         usable = active if candidate.source == Battle.Source.SHADOW else available
         if candidate.left_id not in usable or candidate.right_id not in usable:
             continue
@@ -1136,9 +1238,12 @@ def battle_generations_record(
             status=Battle.Status.VOID, void_reason=IDENTITY_ANSWER_VOIDED
         )
     elif left.ok and right.ok:
-        Battle.objects.filter(pk=battle.pk, status=Battle.Status.GENERATING).update(
+        ready = Battle.objects.filter(pk=battle.pk, status=Battle.Status.GENERATING).update(
             status=Battle.Status.READY, ready_at=now
         )
+        if ready and turn == 0:
+            battle.refresh_from_db()
+            battle_items_share(battles=[battle])
     else:
         Battle.objects.filter(pk=battle.pk, status=Battle.Status.GENERATING).update(
             status=Battle.Status.VOID, void_reason=_void_message(left, right)
@@ -1373,6 +1478,7 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
         raise VoteRejected("This battle has already been voted on. Your first vote stands.") from None
     if battle.source == Battle.Source.GOLD:
         _attention_assess(vote=vote, battle=battle)
+        _qualification_assess(vote=vote, battle=battle)
     send_on_commit(hooks.vote_stored, sender=Vote, campaign_id=vote.campaign_id, vote_id=vote.pk)
     # The battle is locked by the vote, so its competitors may be named; the rater only by an opaque id.
     webhook_event_emit(
@@ -1756,6 +1862,7 @@ def _shadow_battles_import(
     _shadow_experiments_link(campaign=campaign, battles=battles, items=[items[i] for i in fresh])
     Battle.objects.bulk_create(battles, batch_size=500)
     Generation.objects.bulk_create(generations, batch_size=1000)
+    battle_items_share(battles=battles)
     if battles:
         person, key = _shadow_audit_actor(actor)
         audit_record(
@@ -2131,15 +2238,83 @@ def _attention_assess(*, vote: Vote, battle: Battle) -> None:
     failures = selectors.attention_failures(campaign=campaign, user=vote.rater)
     if failures < campaign.attention_block_after:
         return
-    if RaterFlag.objects.filter(organization_id=campaign.organization_id, rater=vote.rater).exists():
-        return
-    rater_flag_create(
+    rater_flag_raise(
         organization=campaign.organization,
         rater=vote.rater,
+        kind=RaterFlag.Kind.ATTENTION,
+        campaign_id=campaign.pk,
         reason=f"Failed {failures} attention checks in campaign {campaign.name!r} (#{campaign.pk}); "
         f"blocked at {campaign.attention_block_after}.",
-        actor=None,
+        evidence={"attention_failed": failures, "block_after": campaign.attention_block_after, "vote_id": vote.pk},
     )
+
+
+def _qualification_battle(*, campaign: Campaign, user: User, pool: RaterPool, session_key: str) -> Assignment | None:
+    """While the rater has no decided qualification in a campaign that asks for one, every battle they
+    are handed is one of its gold battles (an active item they have not been served, drawn as the gold
+    mix draws: seeded by their position); a rater who failed is refused, with the reason. None: no
+    qualification (passed, or none asked), so real battles follow."""
+    if campaign.qualification_battles <= 0:
+        return None
+    decided = selectors.qualification_of(campaign=campaign, user=user)
+    if decided is not None:
+        if decided.status == Qualification.Status.FAILED:
+            raise QualificationFailed(
+                f"You answered {decided.correct} of the {decided.answered} qualification battles as expected; "
+                f"this campaign needs {math.ceil(decided.threshold * decided.answered)} to start, so it has no "
+                "battles for you. Thank you for trying. If you think this is a mistake, contact the team running "
+                "the study."
+            )
+        return None
+    ids = sorted(selectors.gold_items_unseen(campaign=campaign, user=user).values_list("pk", flat=True))
+    if not ids:
+        raise NothingToRate(
+            "This campaign's qualification is not ready (it has too few check battles). Please try again later."
+        )
+    served = selectors.battles_served_to(campaign=campaign, user=user)
+    item = GoldItem.objects.get(pk=random.Random(f"qualification:{campaign.pk}:{user.pk}:{served}").choice(ids))
+    try:
+        return Assignment(
+            battle=gold_battle_create(campaign=campaign, user=user, pool=pool, item=item, session_key=session_key),
+            resumed=False,
+        )
+    except IntegrityError:
+        pending = _pending_or_none(campaign=campaign, user=user)
+        if pending is None:
+            raise
+        return Assignment(battle=pending, resumed=True)
+
+
+def _qualification_assess(*, vote: Vote, battle: Battle) -> None:
+    """After a gold vote of a rater still qualifying: once they have answered the campaign's
+    ``qualification_battles`` gold battles, the outcome is written (passed at ``qualification_pass``'s
+    share correct, else failed), once: a unique constraint settles two racing votes."""
+    campaign = battle.campaign
+    if campaign.qualification_battles <= 0:
+        return
+    if selectors.qualification_of(campaign=campaign, user=vote.rater) is not None:
+        return
+    answered, correct = selectors.gold_votes_of(campaign=campaign, user=vote.rater)
+    if answered < campaign.qualification_battles:
+        return
+    score = correct / answered
+    passed = score >= campaign.qualification_pass - 1e-12
+    try:
+        with transaction.atomic():
+            Qualification.objects.create(
+                organization_id=campaign.organization_id,
+                campaign=campaign,
+                rater=vote.rater,
+                status=Qualification.Status.PASSED if passed else Qualification.Status.FAILED,
+                answered=answered,
+                correct=correct,
+                score=score,
+                threshold=campaign.qualification_pass,
+                last_vote_id=vote.pk,
+                decided_at=vote.created_at,
+            )
+    except IntegrityError:
+        return  # decided by a vote racing this one
 
 
 def attention_warning(*, campaign: Campaign, user: User) -> str | None:

@@ -31,24 +31,38 @@ from .rendering import markdown_to_safe_html
 
 
 def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
-    return render(
+    """The 429 of the vote and next-battle limits (per account and per network address). Nothing is
+    lost: the request was refused before anything was written (the open battle stays open, a vote
+    sent now was not stored and can be sent again), and a prompt the rater typed is kept as their draft."""
+    match = request.resolver_match
+    campaign_id = match.kwargs.get("campaign_id") if match is not None else None
+    prompt = request.POST.get("prompt", "") if request.method == "POST" else ""
+    if campaign_id is not None and prompt.strip() and hasattr(request, "session"):
+        request.session[_draft_key(int(campaign_id))] = prompt[:PROMPT_MAX_CHARS]
+    response = render(
         request,
         "battles/message.html",
         {
             "title": "Slow down",
-            "message": "You are sending requests faster than a person reads answers. Wait a minute and go on.",
+            "message": "You are sending requests faster than a person reads answers, so this one was not "
+            "taken: nothing was stored, and nothing is lost. Your open battle is kept (a vote you just sent "
+            "was not recorded: send it again), and so is a prompt you typed. Wait a minute and go on.",
         },
         status=429,
     )
+    response["Retry-After"] = "60"
+    return response
 
 
 _View = TypeVar("_View", bound=Callable[..., HttpResponse])
 
 
-def _ratelimit(*, key: str, rate: Callable[[str, HttpRequest], str], block: bool) -> Callable[[_View], _View]:
+def _ratelimit(
+    *, key: str, rate: Callable[[str, HttpRequest], str | None], block: bool, group: str | None = None
+) -> Callable[[_View], _View]:
     """django-ratelimit's ``ratelimit`` with a type: it wraps a view (``functools.wraps``) and keeps
     its signature; the package ships no type information."""
-    decorator: Callable[[_View], _View] = ratelimit(key=key, rate=rate, block=block)
+    decorator: Callable[[_View], _View] = ratelimit(group=group, key=key, rate=rate, block=block)
     return decorator
 
 
@@ -58,6 +72,16 @@ def _vote_rate(group: str, request: HttpRequest) -> str:
 
 def _battle_rate(group: str, request: HttpRequest) -> str:
     return settings.ARENA_BATTLE_RATE
+
+
+# Per network address (``arena.http.client_ip``, RATELIMIT_IP_META_KEY: the trusted-proxy depth
+# applies), counted over every account behind it; None (an empty setting) is no limit.
+def _vote_ip_rate(group: str, request: HttpRequest) -> str | None:
+    return settings.ARENA_VOTE_IP_RATE or None
+
+
+def _battle_ip_rate(group: str, request: HttpRequest) -> str | None:
+    return settings.ARENA_BATTLE_IP_RATE or None
 
 
 def _study_entry_rate(group: str, request: HttpRequest) -> str:
@@ -127,6 +151,7 @@ def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> Http
 @require_POST
 @login_required
 @_ratelimit(key="user", rate=_battle_rate, block=True)
+@_ratelimit(key="ip", rate=_battle_ip_rate, block=True, group="battles.next.ip")
 def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
     campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
     if campaign is None:
@@ -274,6 +299,7 @@ def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonRespo
 @require_POST
 @login_required
 @_ratelimit(key="user", rate=_vote_rate, block=True)
+@_ratelimit(key="ip", rate=_vote_ip_rate, block=True, group="battles.vote.ip")
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
     gate = _study_gate(request, battle.campaign, asking_for_more=False) if battle is not None else None
@@ -298,6 +324,7 @@ def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpRespon
 @require_POST
 @login_required
 @_ratelimit(key="user", rate=_vote_rate, block=True)
+@_ratelimit(key="ip", rate=_vote_ip_rate, block=True, group="battles.continue.ip")
 def battle_continue(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     """The rater's next turn in a multi-turn battle (``text``): sent to both models, then the same page."""
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)

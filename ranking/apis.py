@@ -151,6 +151,12 @@ class PolicyOutput(serializers.Serializer[Any]):
     prompt_hash_cap = serializers.IntegerField(allow_null=True)
     rater_vote_cap = serializers.IntegerField(allow_null=True)
     flagged_raters = serializers.ListField(child=serializers.IntegerField(), help_text="User ids of flagged raters.")
+    flag_ids = serializers.ListField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="The rater flags (ids) in force when the snapshot was computed "
+        "(absent in snapshots from before flags were recorded).",
+    )
 
 
 class ExcludedOutput(serializers.Serializer[Any]):
@@ -1111,7 +1117,7 @@ class RaterQualityOutput(serializers.Serializer[Any]):
 # The schema's example: the real answer for a campaign without votes (every coefficient null, with why).
 _NO_VOTES = np.zeros(0, dtype=np.int64)
 _EMPTY_REPORT = quality_report(
-    vote_id=_NO_VOTES, rater=_NO_VOTES, prompt=_NO_VOTES, left=_NO_VOTES, right=_NO_VOTES, outcome=_NO_VOTES
+    vote_id=_NO_VOTES, rater=_NO_VOTES, item=_NO_VOTES, left=_NO_VOTES, right=_NO_VOTES, outcome=_NO_VOTES
 )
 
 
@@ -1122,9 +1128,9 @@ class RaterQualityApi(APIView):
         operation_id="rater_quality",
         summary="Rater agreement and outlier raters",
         description=(
-            "Computed from the campaign's whole vote log on request. Items shared by two or more raters are "
-            "keyed by prompt hash and competitor pair with sides normalised (a stand-in until shared battles "
-            "exist). Raw agreement, Fleiss' kappa and Krippendorff's alpha (nominal; item-bootstrap intervals) "
+            "Computed from the campaign's whole vote log on request. Items are shared battles (one answer pair "
+            "shown to k raters, `Campaign.reviewers_per_item`), sides normalised. Raw agreement, Fleiss' "
+            "kappa and Krippendorff's alpha (nominal; item-bootstrap intervals) "
             "overall and per pool of the campaign, Cohen's kappa for rater pairs with at least `min_common` "
             "common items, and per rater their agreement and the sequential outlier test (an e-value against "
             "the other raters' consensus; `flagged` once it reached 1/alpha). A coefficient that cannot be "

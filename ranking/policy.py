@@ -57,9 +57,12 @@ class ExclusionPolicy:
     prompt_hash_cap: int | None = None
     rater_vote_cap: int | None = None
     flagged_raters: tuple[int, ...] = ()
+    # The RaterFlag rows in force when the votes were loaded (their raters are ``flagged_raters``):
+    # stored in every snapshot, so a board can be traced to the flags, and their reviews, behind it.
+    flag_ids: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "flagged_raters": sorted(self.flagged_raters)}
+        return {**asdict(self), "flagged_raters": sorted(self.flagged_raters), "flag_ids": sorted(self.flag_ids)}
 
     def apply(self, votes: VoteArrays) -> tuple[NDArray[np.bool_], dict[str, int]]:
         """The mask of votes kept, and how many votes each rule excludes (a vote may break several

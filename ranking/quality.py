@@ -1,13 +1,11 @@
 """Rater quality from the vote log's arrays: agreement on shared items and the outlier e-process, as
 JSON-ready dicts (numpy only, no Django; ``selectors.rater_quality`` reads the log and calls this).
 
-**Items.** A battle is shown to one rater today; shared battles (one answer pair shown to k raters) are
-a feature still to come. Until then the item key is a stand-in: (prompt hash, the competitor pair with
-sides normalised), so two raters who judged the same prompt between the same two competitors count as
-rating the same item, whichever side each saw a competitor on. Their answers may differ (each battle
-generated its own), so this measures agreement on "prompt x pair", a looser thing than agreement on one
-answer pair. A vote's category is re-expressed from the lower competitor id's side ("left" means the
-lower id won), so a swap of sides does not read as disagreement.
+**Items.** An item is one answer pair: a shared battle's copies (``Battle.item_key``, one per rater of
+the k a campaign asks for) are one item, and a battle that was not shared is an item of its own (one
+rater, so it enters no coefficient). Each copy may show the pair in its own side order; a vote's category
+is re-expressed from the lower competitor id's side ("left" means the lower id won), so a swap of sides
+does not read as disagreement.
 """
 
 from __future__ import annotations
@@ -33,8 +31,8 @@ from .estimators.agreement import (
 from .estimators.rater_outliers import rater_outliers
 
 ITEM_KEY = (
-    "prompt hash + competitor pair, sides normalised (a stand-in until shared battles exist: two raters "
-    "who judged the same prompt between the same two competitors rate the same item)"
+    "shared battle: the copies of one answer pair shown to k raters (Battle.item_key; a battle that was "
+    "not shared is an item of its own), categories with sides normalised to the lower competitor id"
 )
 CATEGORIES = ("left", "right", "tie", "both_bad")
 
@@ -68,24 +66,18 @@ def coefficient_dict(c: Coefficient) -> dict[str, Any]:
 
 
 def item_categories(
-    prompt: NDArray[np.int64], left: NDArray[np.int64], right: NDArray[np.int64], outcome: NDArray[np.int64]
+    item: NDArray[np.int64], left: NDArray[np.int64], right: NDArray[np.int64], outcome: NDArray[np.int64]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The stand-in item id of each vote and its category with sides normalised (see the module doc)."""
-    lo = np.minimum(left, right)
-    hi = np.maximum(left, right)
-    if prompt.size == 0:
+    """Dense item codes (from any integer item key per vote) and each vote's category with sides
+    normalised to the lower competitor id (see the module doc)."""
+    if item.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    # One integer key per (prompt, lo, hi) from dense codes (np.unique over a 1-d key, not over rows).
-    competitors, codes = np.unique(np.concatenate([lo, hi]), return_inverse=True)
-    k = len(competitors)
-    lo_code, hi_code = codes[: lo.size], codes[lo.size :]
-    _, prompt_code = np.unique(prompt, return_inverse=True)
-    _, item = np.unique((prompt_code.astype(np.int64) * k + lo_code) * k + hi_code, return_inverse=True)
+    _, codes = np.unique(item, return_inverse=True)
     swapped = left > right
     category = outcome.copy()
     category[swapped & (outcome == LEFT_WINS)] = RIGHT_WINS
     category[swapped & (outcome == RIGHT_WINS)] = LEFT_WINS
-    return np.asarray(item, dtype=np.int64).reshape(-1), category.astype(np.int64)
+    return np.asarray(codes, dtype=np.int64).reshape(-1), category.astype(np.int64)
 
 
 def _agreement(data: Ratings, *, bootstrap: int, seed: int) -> dict[str, Any]:
@@ -110,7 +102,7 @@ def quality_report(
     *,
     vote_id: NDArray[np.int64],
     rater: NDArray[np.int64],
-    prompt: NDArray[np.int64],
+    item: NDArray[np.int64],
     left: NDArray[np.int64],
     right: NDArray[np.int64],
     outcome: NDArray[np.int64],
@@ -122,8 +114,8 @@ def quality_report(
 ) -> dict[str, Any]:
     """Agreement overall and per pool (``pools``: (id, name, member user ids)), Cohen's kappa of rater
     pairs with at least ``min_common`` common items, and per rater raw agreement and the outlier test.
-    Votes in log order."""
-    item, category = item_categories(prompt, left, right, outcome)
+    Votes in log order; ``item`` is each vote's item (any integer key: equal keys, one item)."""
+    item, category = item_categories(item, left, right, outcome)
     data = ratings(item, rater, category, n_categories=len(CATEGORIES))
     overall = _agreement(data, bootstrap=bootstrap, seed=seed)
     overall["repeat_votes"] = data.n_repeats

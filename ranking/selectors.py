@@ -21,7 +21,7 @@ from battles.exporting import VoteFilters
 from battles.models import Battle, Campaign, Choice, Competitor, Judge, JudgeRun, JudgeVerdict, Prompt, Rubric, Vote
 from battles.selectors import gold_counts, raters_named, vote_events, votes_filtered
 from raters.authentication import ApiKeyPrincipal
-from raters.models import RaterFlag
+from raters.models import FLAG_IN_FORCE, RaterFlag
 from raters.selectors import organizations_viewable_by, organizations_writable_by
 from raters.tenancy import organization_scope, scopes_disabled
 
@@ -116,14 +116,36 @@ def vote_arrays(*, campaign_id: int) -> VoteArrays:
     )
 
 
+def vote_items(*, campaign_id: int, vote_id: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The item of each of these votes (``vote_arrays``' ids, in their order) as dense integer codes:
+    a shared battle's copies have one ``item_key``, any other battle is its own item. Read by the
+    agreement statistics only (the rankings' own read stays one table scan of the vote log)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT v.id, COALESCE(b.item_key, b.id) FROM battles_vote v JOIN battles_battle b ON b.id = v.battle_id "
+            "WHERE v.campaign_id = %s AND v.source <> 'gold' ORDER BY v.id",
+            [campaign_id],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return np.zeros(0, dtype=np.int64)
+    ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    codes, _ = pd.factorize(pd.Series([str(row[1]) for row in rows]), sort=False)
+    by_id = dict(zip(ids.tolist(), codes.tolist(), strict=True))
+    return np.asarray([by_id[int(v)] for v in vote_id.tolist()], dtype=np.int64)
+
+
 def exclusion_policy_for(campaign: Campaign) -> ExclusionPolicy:
-    flagged = RaterFlag.objects.filter(organization_id=campaign.organization_id).values_list("rater_id", flat=True)
+    in_force = list(
+        RaterFlag.objects.filter(FLAG_IN_FORCE, organization_id=campaign.organization_id).values_list("pk", "rater_id")
+    )
     return ExclusionPolicy(
         min_decision_ms=campaign.min_decision_ms,
         exclude_identity_leaks=campaign.exclude_identity_leaks,
         prompt_hash_cap=campaign.prompt_hash_cap,
         rater_vote_cap=campaign.rater_vote_cap,
-        flagged_raters=tuple(sorted(flagged)),
+        flagged_raters=tuple(sorted({rater_id for _, rater_id in in_force})),
+        flag_ids=tuple(sorted(pk for pk, _ in in_force)),
     )
 
 
@@ -327,6 +349,7 @@ def snapshot_pairwise(*, snapshot: LeaderboardSnapshot) -> dict[str, Any]:
     votes = votes.subset(votes.vote_id <= snapshot.last_vote_id)
     policy_data = dict(snapshot.policy)
     policy_data["flagged_raters"] = tuple(policy_data.get("flagged_raters", ()))
+    policy_data["flag_ids"] = tuple(policy_data.get("flag_ids", ()))
     policy = ExclusionPolicy(**policy_data)
     keep, _ = policy.apply(votes)
     kept = votes.subset(keep)
@@ -617,7 +640,7 @@ def public_board(*, slug: str, category: str = "", view: str = "raw", prompts_of
                 "votes_total": snapshot.votes_total,
                 "votes_used": snapshot.votes_used,
                 "method": snapshot.method,
-                "policy": {k: v for k, v in snapshot.policy.items() if k != "flagged_raters"},
+                "policy": {k: v for k, v in snapshot.policy.items() if k not in ("flagged_raters", "flag_ids")},
                 "flagged_raters": len(snapshot.policy.get("flagged_raters", [])),
                 "excluded": snapshot.excluded,
                 "components": snapshot.extra.get("components"),
@@ -651,9 +674,9 @@ QUALITY_BOOTSTRAP_ROUNDS = 1000
 def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 10) -> dict[str, Any]:
     """Agreement on shared items (overall and per pool of the campaign) and the outlier test per rater,
     from every vote in the campaign's log (read-only; nothing is excluded, the flagged raters
-    included: they are what this measures). Items are keyed by prompt hash and competitor pair with
-    sides normalised, a stand-in until shared battles exist (``ranking.quality``). Computed on request."""
+    included: they are what this measures). Items are shared battles (``vote_items``). Computed on request."""
     votes = vote_arrays(campaign_id=campaign.pk)
+    items = vote_items(campaign_id=campaign.pk, vote_id=votes.vote_id)
     pools = [
         (pool.pk, pool.name, [member.pk for member in pool.members.all()])
         for pool in campaign.rater_pools.prefetch_related("members").order_by("name", "pk")
@@ -662,7 +685,7 @@ def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 
     report = quality_report(
         vote_id=votes.vote_id,
         rater=votes.rater,
-        prompt=votes.prompt,
+        item=items,
         left=votes.left,
         right=votes.right,
         outcome=votes.outcome,
@@ -1276,22 +1299,25 @@ def _rater_activity(campaign: Campaign, rater_ids: list[int] | None) -> dict[int
 
 
 def _rater_agreement(campaign: Campaign) -> dict[int, tuple[int, int, int]]:
-    """Per rater: (agreeing pairs, pairs, shared items) on the items of ``ranking.quality`` (prompt hash and
-    competitor pair with sides normalised; a rater's first vote per item; gold votes left out) — the same
-    numbers as the rater-quality report's ``agreeing_pairs``, ``pairs`` and ``shared_items``, grouped in SQL."""
-    table = Vote._meta.db_table
+    """Per rater: (agreeing pairs, pairs, shared items) on the items of ``ranking.quality`` (a shared
+    battle's copies are one item, ``COALESCE(item_key, battle id)``, as ``vote_items`` reads them; the
+    verdict with sides normalised by competitor id, since copies draw their sides afresh; a rater's first
+    vote per item; gold votes left out) — the same numbers as the rater-quality report's
+    ``agreeing_pairs``, ``pairs`` and ``shared_items``, grouped in SQL."""
+    table, battles = Vote._meta.db_table, Battle._meta.db_table
     category = (
-        "CASE WHEN left_id > right_id AND choice = 'left' THEN 'right' "
-        "WHEN left_id > right_id AND choice = 'right' THEN 'left' ELSE choice END"
+        "CASE WHEN v.left_id > v.right_id AND v.choice = 'left' THEN 'right' "
+        "WHEN v.left_id > v.right_id AND v.choice = 'right' THEN 'left' ELSE v.choice END"
     )
+    item = "COALESCE(b.item_key, b.id)"
     # Window counts rather than joins back to per-item tallies: the two counts share one sort (item, then
     # category), and the result is grouped once per rater.
     sql = (
-        f"WITH x AS (SELECT rater_id, prompt_hash, {_LO} AS lo, {_HI} AS hi, {category} AS cat, "
-        "ROW_NUMBER() OVER (PARTITION BY rater_id, prompt_hash, "
-        f"{_LO}, {_HI} ORDER BY id) AS rn FROM {table} WHERE campaign_id = %s AND source <> 'gold'), "
-        "f AS (SELECT rater_id, COUNT(*) OVER (PARTITION BY prompt_hash, lo, hi, cat) AS n, "
-        "COUNT(*) OVER (PARTITION BY prompt_hash, lo, hi) AS m FROM x WHERE rn = 1) "
+        f"WITH x AS (SELECT v.rater_id, {item} AS item, {category} AS cat, "
+        f"ROW_NUMBER() OVER (PARTITION BY v.rater_id, {item} ORDER BY v.id) AS rn "
+        f"FROM {table} v JOIN {battles} b ON b.id = v.battle_id WHERE v.campaign_id = %s AND v.source <> 'gold'), "
+        "f AS (SELECT rater_id, COUNT(*) OVER (PARTITION BY item, cat) AS n, "
+        "COUNT(*) OVER (PARTITION BY item) AS m FROM x WHERE rn = 1) "
         "SELECT rater_id, SUM(n - 1), SUM(m - 1), SUM(CASE WHEN m > 1 THEN 1 ELSE 0 END) FROM f GROUP BY rater_id"
     )
     with transaction.atomic(), connection.cursor() as cursor:
@@ -1334,9 +1360,9 @@ def rater_reports(*, campaign: Campaign, rater_ids: list[int] | None = None) -> 
     agreement = _rater_agreement(campaign) if ids else {}
     gold = gold_counts(campaign=campaign)
     flags = dict(
-        RaterFlag.objects.filter(organization_id=campaign.organization_id, rater_id__in=ids).values_list(
-            "rater_id", "reason"
-        )
+        RaterFlag.objects.filter(FLAG_IN_FORCE, organization_id=campaign.organization_id, rater_id__in=ids)
+        .order_by("created_at")
+        .values_list("rater_id", "reason")
     )
     names = raters_named(organization_id=campaign.organization_id, user_ids=ids)
     out = []

@@ -50,3 +50,9 @@ def golden_run_task(
 def attribute_run_task(run_id: int, *, organization_id: int) -> str:
     """Execute one attribute-board run (its claim makes a redelivery a no-op); returns its status."""
     return services.attribute_run_execute(run_id=run_id).status
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def rater_flags_check_task(campaign_id: int, *, organization_id: int) -> int:
+    """After a recompute: the campaign's quality checks, stored as flags (each a new row)."""
+    return len(services.rater_flags_check(campaign_id=campaign_id))

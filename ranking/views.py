@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 from arena.http import AuthenticatedHttpRequest
 from battles.models import Campaign, Competitor
 from battles.selectors import campaign_viewable_by, campaigns_managed_by, competitors_unavailable
-from raters.models import RaterFlag
+from raters.models import FLAG_IN_FORCE, RaterFlag
 from raters.tenancy import organization_scope
 
 from . import charts, selectors
@@ -461,7 +461,7 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
     )[:DASHBOARD_CHART_RATERS]
     rater_ids = [r.rater_id for r in reports]
     flags = (
-        RaterFlag.objects.filter(organization_id=campaign.organization_id, rater_id__in=rater_ids)
+        RaterFlag.objects.filter(FLAG_IN_FORCE, organization_id=campaign.organization_id, rater_id__in=rater_ids)
         .select_related("rater", "created_by")
         .order_by("-created_at")
     )

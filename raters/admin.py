@@ -415,18 +415,56 @@ class ApiKeyAdmin(TenantAdmin):
             services.api_key_revoke(api_key=api_key, actor=request.user)
 
 
+class FlagInForceFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "in_force"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "In force"), ("no", "Cleared")]
+
+    def queryset(self, request: HttpRequest, queryset: models.QuerySet[Any]) -> models.QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.filter(cleared_at__isnull=True)
+        if self.value() == "no":
+            return queryset.filter(cleared_at__isnull=False)
+        return queryset
+
+
 @admin.register(RaterFlag)
 class RaterFlagAdmin(TenantAdmin):
-    list_display = ("rater", "organization", "reason", "created_by", "created_at")
-    exclude = ("created_by",)
+    """Flags to review: raised by a manager here, or by the checks (attention, gold accuracy, the
+    sequential outlier test) with what they saw. Reviewing one and letting the rater back in is the
+    *Clear* action: the flag stays, stamped with who cleared it and when (audited); nothing is deleted."""
+
+    list_display = (
+        "rater",
+        "organization",
+        "kind",
+        "reason",
+        "created_at",
+        "in_force_display",
+        "cleared_by",
+        "cleared_at",
+    )
+    list_filter = (FlagInForceFilter, "kind")
+    exclude = ("created_by", "kind")  # a manager's flag is "manual"; the checks set their own kind
+    readonly_fields = ("kind", "campaign_id", "evidence", "created_at", "cleared_at", "cleared_by", "clear_note")
+    actions = ["clear_selected"]
+
+    @admin.display(description="in force", boolean=True)
+    def in_force_display(self, obj: RaterFlag) -> bool:
+        return obj.in_force
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:  # a manager raising a flag writes the rater and the reason only
+            return ("created_at",)
+        return ("organization", "rater", "reason", *self.readonly_fields)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # a flag is raised or lifted, never edited
+        return False  # a flag is raised or cleared, never edited
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        actions = super().get_actions(request)
-        actions.pop("delete_selected", None)  # lifting a flag goes through the service, one by one
-        return actions
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the record of a flag and its review stays
 
     def save_model(self, request: HttpRequest, obj: RaterFlag, form: Any, change: bool) -> None:
         flag = services.rater_flag_create(
@@ -434,8 +472,14 @@ class RaterFlagAdmin(TenantAdmin):
         )
         obj.pk, obj.created_at = flag.pk, flag.created_at
 
-    def delete_model(self, request: HttpRequest, obj: RaterFlag) -> None:
-        services.rater_flag_remove(flag=obj, actor=admin_user(request))
+    @admin.action(description="Clear the selected flags (reviewed: the raters' votes count again)")
+    def clear_selected(self, request: HttpRequest, queryset: models.QuerySet[RaterFlag]) -> None:
+        cleared = 0
+        for flag in queryset.filter(cleared_at__isnull=True):
+            cleared += services.rater_flag_clear(flag=flag, actor=admin_user(request), note="Reviewed in the console.")
+        messages.success(request, f"Cleared {cleared} flag(s).")
+
+    clear_selected.allowed_permissions = ("view",)  # type: ignore[attr-defined]  # no change page: clearing is this action
 
 
 # --- Webhooks: owners only (a webhook's secret signs what the organisation's receivers trust) ---------

@@ -143,6 +143,7 @@ class AuditAction(models.TextChoices):
     API_KEY_DELETED = "api_key.deleted", "API key deleted"
     RATER_FLAGGED = "rater.flagged", "Rater flagged"
     RATER_UNFLAGGED = "rater.unflagged", "Rater flag lifted"
+    RATER_FLAG_CLEARED = "rater.flag_cleared", "Rater flag reviewed and cleared"
     ENDPOINT_CREATED = "endpoint.created", "Endpoint created"
     ENDPOINT_CHANGED = "endpoint.changed", "Endpoint changed"
     ENDPOINT_DELETED = "endpoint.deleted", "Endpoint deleted"
@@ -234,24 +235,57 @@ class AuditEvent(models.Model):
 class RaterFlag(models.Model):
     """A judgement that a rater's votes should not count (a script, a careless vendor account).
 
-    The votes themselves are never touched; ranking leaves out votes of flagged raters and records how
-    many it left out."""
+    The votes themselves are never touched; ranking leaves out votes of raters with a flag *in force*
+    (not cleared) and records which flags those were. A flag is a new row each time it is raised, by a
+    manager or by a check (attention checks, gold accuracy, the sequential outlier test), with what the
+    check saw (``evidence``); what it says is never edited. A manager who reviews it and lets the rater
+    back in *clears* it: ``cleared_at`` / ``cleared_by`` / ``clear_note`` are stamped once (a
+    conditional update from "not cleared", audited), and the row stays as the record of both. A later
+    problem raises a new row. At most one flag of each kind is in force per rater and organisation (a
+    partial unique constraint), so two checks racing end with one row."""
+
+    class Kind(models.TextChoices):
+        MANUAL = "manual", "Raised by a manager"
+        ATTENTION = "attention", "Failed attention checks"
+        GOLD_ACCURACY = "gold_accuracy", "Gold accuracy below the campaign's minimum"
+        OUTLIER = "outlier", "Sequential test against the consensus"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="rater_flags")
     rater = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="flags")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.MANUAL, db_default=Kind.MANUAL)
+    # The campaign whose votes raised it (an id, not a key: campaigns live in the battles app, which
+    # depends on this one). The flag itself counts across the organisation, as a manager's always did.
+    campaign_id = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     reason = models.CharField(max_length=300)
+    evidence = models.JSONField(default=dict, blank=True, editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    cleared_at = models.DateTimeField(null=True, blank=True, editable=False)
+    cleared_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", editable=False
+    )
+    clear_note = models.CharField(max_length=300, blank=True, default="", editable=False)
 
     objects = TenantManager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["organization", "rater"], name="rater_flag_unique")]
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "rater", "kind"],
+                condition=models.Q(cleared_at__isnull=True),
+                name="rater_flag_one_in_force_per_kind",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.rater} flagged: {self.reason}"
+
+    @property
+    def in_force(self) -> bool:
+        return self.cleared_at is None
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
@@ -262,6 +296,10 @@ class RaterFlag(models.Model):
             and not Membership.objects.filter(organization_id=self.organization_id, user_id=self.rater_id).exists()
         ):
             raise ValidationError({"rater": "Only a member of the organisation can be flagged in it."})
+
+
+# The flags that count: raised and not cleared.
+FLAG_IN_FORCE = models.Q(cleared_at__isnull=True)
 
 
 _RATE = re.compile(r"^[1-9][0-9]{0,6}/(s|m|h|d)$")

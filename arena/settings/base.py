@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import ImproperEnvironment, env_bool, env_hosts, env_int, env_list, env_path, env_str, env_url
+from .env import ImproperEnvironment, env_bool, env_hosts, env_int, env_list, env_path, env_rate, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = BASE_DIR / "var"
@@ -305,6 +305,11 @@ RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
 # Per rater: how many votes and new battles a minute before the server answers 429.
 ARENA_VOTE_RATE = env_str("ARENA_VOTE_RATE", "30/m")
 ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
+# Per network address (the client behind ARENA_TRUSTED_PROXY_COUNT proxies), across every account:
+# a script rotating accounts is stopped at its address. Higher than one rater's, since a lab or an
+# office behind one NAT address shares it; empty: no limit by address.
+ARENA_VOTE_IP_RATE = env_rate("ARENA_VOTE_IP_RATE", "120/m")
+ARENA_BATTLE_IP_RATE = env_rate("ARENA_BATTLE_IP_RATE", "120/m")
 # Crowd-study entries per network address: the link is public to a vendor's whole panel, and each new
 # participant id makes an account.
 ARENA_STUDY_ENTRY_RATE = env_str("ARENA_STUDY_ENTRY_RATE", "20/m")

@@ -7,6 +7,7 @@ A malformed value stops the process with the variable's name in the message: a t
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from arena.outbound import allow_list_parse
@@ -22,6 +23,17 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 def env_str(name: str, default: str) -> str:
     return os.environ.get(name, default)
+
+
+_RATE = re.compile(r"[1-9][0-9]{0,6}/[0-9]*[smhd]")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A django-ratelimit rate, ``<count>/<period>`` (``30/m``, ``500/h``, ``10/5m``); empty: no limit."""
+    raw = os.environ.get(name, default).strip()
+    if raw and not _RATE.fullmatch(raw):
+        raise ImproperEnvironment(f"{name}={raw!r} is not a rate (use <count>/<s|m|h|d>, such as 30/m)")
+    return raw
 
 
 def env_bool(name: str, default: bool) -> bool:

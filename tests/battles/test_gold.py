@@ -418,9 +418,9 @@ def test_a_random_script_is_warned_then_blocked_and_a_careful_rater_is_not(acme,
 
     assert bob.pk in exclusion_policy_for(acme.campaign).flagged_raters
     # A manager who removes the flag lets the rater back in.
-    from raters.services import rater_flag_remove
+    from raters.services import rater_flag_clear
 
-    rater_flag_remove(flag=flag, actor=None)
+    rater_flag_clear(flag=flag, actor=None)
     assert services.battle_assign(campaign=acme.campaign, user=bob, session_key="other").battle is not None
 
     careful_events = _session(acme, careful, reader, 40)

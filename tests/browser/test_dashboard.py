@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import AbstractUser, User
@@ -38,12 +39,16 @@ def test_a_manager_opens_the_dashboard_and_sees_the_charts(
     c = third(acme)
     pairs = [(acme.left, acme.right), (acme.right, c), (c, acme.left)]
     for day in range(4):
+        items: list[Any] = []
         for i in range(6):
             left, right = pairs[i % 3]
-            vote_at(
+            # Votes i and i + 3 (one rater each) are two copies of one shared item: agreement to plot.
+            vote = vote_at(
                 acme, rater=bob if i % 2 else carol, left=left, right=right,
                 at=now - timedelta(days=day, minutes=i), decision_ms=1500 + 2500 * i, choice=("left", "right")[i % 2],
+                item_key=items[i - 3] if i >= 3 else None,
             )  # fmt: skip
+            items.append(vote.battle_id)
     vote_at(acme, rater=bob, left=acme.left, right=acme.right, at=now, gold_expected="left")
 
     page = browser_context.new_page()

@@ -34,8 +34,13 @@ def votes_write(
     both_bad_rate: float = 0.0,
     decision_ms: int = 5000,
     categories: Sequence[str] | None = None,
+    shared: bool = False,
 ) -> list[Vote]:
+    """``shared``: the battles are copies of shared items, as ``reviewers_per_item`` makes them: the
+    j-th time a rater meets a (prompt, pair) it is that pair's j-th item, so items have several raters
+    and no rater rates one twice (the same keys in every call: later calls join the same items)."""
     rng = np.random.default_rng(seed)
+    met: dict[tuple[int, int, int, int], int] = {}
     k = len(competitors)
     a = rng.integers(0, k, n)
     b = (a + rng.integers(1, k, n)) % k
@@ -66,6 +71,11 @@ def votes_write(
             shown_at=now,
             voted_at=now,
         )
+        if shared:
+            lo, hi = sorted((left.pk, right.pk))
+            j = met.get((prompt.pk, lo, hi, rater.pk), 0)
+            met[(prompt.pk, lo, hi, rater.pk)] = j + 1
+            battle.item_key = uuid.uuid5(uuid.NAMESPACE_URL, f"item:{campaign.pk}:{prompt.pk}:{lo}:{hi}:{j}")
         battles.append(battle)
         style = {"tokens": int(20 + 5 * (i % 7)), "headers": i % 2, "list_items": i % 3, "bold": 0, "code_blocks": 0}
         votes.append(
@@ -117,8 +127,10 @@ def vote_at(
     decision_ms: int = 5000,
     prompt: Prompt | None = None,
     gold_expected: str = "",
+    item_key: uuid.UUID | None = None,
 ) -> Vote:
-    """One battle and its vote at a chosen time (a gold battle when ``gold_expected`` is given)."""
+    """One battle and its vote at a chosen time (a gold battle when ``gold_expected`` is given; a copy of
+    a shared item when ``item_key`` is given)."""
     campaign = tenant.campaign
     prompt = prompt or Prompt.objects.filter(campaign=campaign).order_by("pk").first()
     assert prompt is not None
@@ -139,6 +151,7 @@ def vote_at(
         voted_at=at,
         source=source,
         gold_expected=gold_expected,
+        item_key=item_key,
     )
     style = {"tokens": 20, "headers": 0, "list_items": 0, "bold": 0, "code_blocks": 0}
     return Vote.objects.create(

@@ -25,6 +25,7 @@ from ranking.selectors import (
     pair_coverage,
     rater_reports,
     vote_arrays,
+    vote_items,
     votes_per_day,
 )
 from raters.models import RaterFlag, Role
@@ -119,13 +120,15 @@ def test_rater_agreement_in_sql_equals_the_quality_report(acme: Tenant, bob: Use
     votes_write(
         campaign=acme.campaign, pool=acme.pool, raters=raters, prompts=prompts,
         competitors=[acme.left, acme.right, c], strengths=(5.0, 2.0, 1.0), n=300, seed=4, tie_rate=0.15,
+        shared=True,
     )  # fmt: skip
     lone = UserFactory.create()  # a rater whose only item nobody else judged
     other = Prompt.objects.filter(campaign=acme.campaign).exclude(pk__in=[p.pk for p in prompts]).first()
     vote_at(acme, rater=lone, left=acme.left, right=acme.right, at=NOW, prompt=other)
     arrays = vote_arrays(campaign_id=acme.campaign.pk)
     expected = quality_report(
-        vote_id=arrays.vote_id, rater=arrays.rater, prompt=arrays.prompt, left=arrays.left,
+        vote_id=arrays.vote_id, rater=arrays.rater,
+        item=vote_items(campaign_id=acme.campaign.pk, vote_id=arrays.vote_id), left=arrays.left,
         right=arrays.right, outcome=arrays.outcome, bootstrap=0,
     )  # fmt: skip
     by_rater = {row["rater_id"]: row for row in expected["raters"]}
@@ -236,10 +239,20 @@ def busy(acme: Tenant, bob: User) -> Tenant:
     carol = UserFactory.create(email="carol@acme.test")
     MembershipFactory.create(user=carol, organization=acme.organization, role=Role.RATER)
     acme.pool.members.add(carol)
+    item: Any = None
     for day in range(3):
         for i in range(4):
             rater = bob if i % 2 else carol
-            vote_at(acme, rater=rater, left=acme.left, right=acme.right, at=NOW - timedelta(days=day, minutes=i))
+            # Carol's vote and the next one of bob's are two copies of one shared item.
+            vote = vote_at(
+                acme,
+                rater=rater,
+                left=acme.left,
+                right=acme.right,
+                at=NOW - timedelta(days=day, minutes=i),
+                item_key=item if i % 2 else None,
+            )
+            item = vote.battle_id
     vote_at(acme, rater=bob, left=acme.left, right=acme.right, at=NOW, gold_expected="left")
     RaterFlag.objects.create(organization=acme.organization, rater=carol, reason='=HYPERLINK("x")')
     return acme
@@ -293,7 +306,7 @@ def test_the_rater_csv_has_every_rater_and_defuses_formulas(busy: Tenant, alice_
     assert bob_row["battles"] == "7" and bob_row["gold_answered"] == "1" and bob_row["gold_correct"] == "1"
     assert by_email["carol@acme.test"]["flagged"] == "True"
     assert by_email["carol@acme.test"]["flag_reason"].startswith("'=")  # not a formula in a spreadsheet
-    assert bob_row["agreement"] != ""  # bob and carol judged the same prompt x pair
+    assert bob_row["agreement"] != ""  # bob and carol judged the same shared items
 
 
 def test_the_dashboard_escapes_names(acme: Tenant, bob: User, alice_client: Client) -> None:

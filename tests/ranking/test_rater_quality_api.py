@@ -1,5 +1,5 @@
-"""GET /api/v1/campaigns/<id>/rater-quality/: agreement on shared (prompt x pair) items and outlier
-raters, from the vote log; tenancy."""
+"""GET /api/v1/campaigns/<id>/rater-quality/: agreement on shared items (the copies of one answer pair
+shown to several raters) and outlier raters, from the vote log; tenancy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from battles.models import Prompt
+from battles.models import Battle, Prompt
 from ranking.quality import item_categories
 from ranking.selectors import rater_quality
 from tests.conftest import api_client
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def shared(acme, bob):  # type: ignore[no-untyped-def]
     """Acme's campaign: three competitors of clearly different strength, five honest raters (bob among
-    them) voting over the same few prompts, so (prompt, pair) items repeat across raters, and one
-    rater who always prefers the weaker side."""
+    them) voting on shared items (copies of one answer pair), and one rater who always prefers the
+    weaker side, on the same items."""
     campaign = acme.campaign
     endpoint = ModelEndpointFactory(organization=acme.organization, name="third")
     competitors = [
@@ -45,6 +45,7 @@ def shared(acme, bob):  # type: ignore[no-untyped-def]
         n=400,
         seed=1,
         tie_rate=0.05,
+        shared=True,
     )
     adversary = UserFactory.create()
     acme.pool.members.add(adversary)
@@ -58,6 +59,7 @@ def shared(acme, bob):  # type: ignore[no-untyped-def]
         n=60,
         seed=2,
         tie_rate=0.0,
+        shared=True,
     )
     return campaign, honest, adversary
 
@@ -67,11 +69,11 @@ def _url(campaign_id: int) -> str:
 
 
 def test_item_key_normalises_sides() -> None:
-    prompt = np.array([5, 5, 5, 6])
+    key = np.array([5, 5, 5, 6])
     left = np.array([1, 2, 1, 1])
     right = np.array([2, 1, 2, 2])
-    outcome = np.array([0, 1, 2, 0])  # 1 won; 1 won (shown right); tie; another prompt
-    item, category = item_categories(prompt, left, right, outcome)
+    outcome = np.array([0, 1, 2, 0])  # 1 won; 1 won (shown right); tie; another item
+    item, category = item_categories(key, left, right, outcome)
     assert item[0] == item[1] == item[2] != item[3]
     assert category.tolist() == [0, 0, 2, 0]
 
@@ -83,18 +85,24 @@ def test_rater_quality_for_an_owner(shared, alice_client: Client, acme) -> None:
     body = response.json()
     assert body["campaign_id"] == campaign.pk and body["votes"] == 460
     overall = body["overall"]
-    assert overall["shared_items"] == 6  # 2 prompts x 3 pairs, every one rated by several raters
+    # Items are the shared battles' keys: those with two raters or more count, whatever their prompt.
+    from collections import Counter
+
+    raters_of = Counter(Battle.objects.filter(campaign=campaign).values_list("item_key", flat=True))
+    assert overall["shared_items"] == sum(1 for n in raters_of.values() if n >= 2) > 6
+    assert overall["items"] == len(raters_of)
     assert overall["raters"] == 6
-    assert overall["repeat_votes"] > 0  # raters voted the same prompt x pair more than once
+    assert overall["repeat_votes"] == 0  # the copies of one item go to different raters
     fleiss, alpha = overall["fleiss_kappa"], overall["krippendorff_alpha"]
     assert fleiss["value"] is not None and fleiss["lower"] <= fleiss["value"] <= fleiss["upper"]
     assert alpha["value"] is not None and "bootstrap" in alpha["interval_method"]
-    assert fleiss["raters_per_item"] == "fixed"  # every rater saw every item
-    # Rater pairs share only 6 items: none listed at the default 10, all 15 at min_common=6.
-    assert overall["rater_pairs"] == []
-    pairs = alice_client.get(_url(campaign.pk) + "?min_common=6").json()["overall"]["rater_pairs"]
+    assert fleiss["raters_per_item"] == "varying"
+    # Cohen's kappa for the pairs with at least min_common items in common: all 15 at a low bar, none
+    # at a bar above any pair's common items.
+    pairs = alice_client.get(_url(campaign.pk) + "?min_common=2").json()["overall"]["rater_pairs"]
     assert len(pairs) == 15
     assert {p["rater_a"] for p in pairs} | {p["rater_b"] for p in pairs} == {u.pk for u in honest} | {adversary.pk}
+    assert alice_client.get(_url(campaign.pk) + "?min_common=90").json()["overall"]["rater_pairs"] == []
 
     rows = {row["rater_id"]: row for row in body["raters"]}
     assert set(rows) == {u.pk for u in honest} | {adversary.pk}

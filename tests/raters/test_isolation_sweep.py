@@ -194,6 +194,17 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
     board = board_with(acme.organization, ratio, truths(5), name=f"{acme.campaign.name} attribute", top_k=2)
     attribute_run = attribute_run_execute(run_id=attribute_run_start(board=board, actor=None).pk)
     assert attribute_run.status == AttributeRun.Status.DONE, attribute_run.failure_reason
+    # A stored rater flag (raised by a check) and a qualification outcome, for their console pages.
+    from battles.models import Qualification
+    from raters.services import rater_flag_raise
+
+    rater_flag_raise(
+        organization=acme.organization, rater=bob, kind="outlier", reason="sweep", campaign_id=acme.campaign.pk
+    )
+    Qualification.objects.create(
+        organization=acme.organization, campaign=acme.campaign, rater=bob, status="passed",
+        answered=2, correct=2, score=1.0, threshold=0.8, last_vote_id=0,
+    )  # fmt: skip
     return World(
         acme,
         battle,

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.triton
 def test_flag_and_unflag_through_the_console(
-    acme, bob, bob_client, alice_client, monkeypatch, django_capture_on_commit_callbacks, triton_server
+    acme, alice, bob, bob_client, alice_client, monkeypatch, django_capture_on_commit_callbacks, triton_server
 ):
     battle, _ = start_battle(bob_client, acme.campaign)
     bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
@@ -29,10 +29,21 @@ def test_flag_and_unflag_through_the_console(
     assert AuditEvent.objects.filter(action="rater.flagged", object_id=str(flag.pk)).exists()
     assert scheduled == [acme.campaign.pk]
     with django_capture_on_commit_callbacks(execute=True):
-        alice_client.post(reverse("admin:raters_raterflag_delete", args=[flag.pk]), {"post": "yes"})
-    assert not RaterFlag.objects.exists()
-    assert AuditEvent.objects.filter(action="rater.unflagged").exists()
+        response = alice_client.post(
+            reverse("admin:raters_raterflag_changelist"),
+            {"action": "clear_selected", "_selected_action": [flag.pk]},
+        )
+    assert response.status_code == 302
+    # Cleared, not deleted: the row stays with who cleared it and when, and the clear is audited.
+    flag.refresh_from_db()
+    assert flag.cleared_at is not None and flag.cleared_by == alice and not flag.in_force
+    assert AuditEvent.objects.filter(action="rater.flag_cleared", object_id=str(flag.pk), actor=alice).exists()
     assert scheduled == [acme.campaign.pk, acme.campaign.pk]
+    # A flag is never deleted from the console.
+    assert (
+        alice_client.post(reverse("admin:raters_raterflag_delete", args=[flag.pk]), {"post": "yes"}).status_code == 403
+    )
+    assert RaterFlag.objects.filter(pk=flag.pk).exists()
 
 
 def test_recompute_action_queues_a_task(acme, alice_client, monkeypatch, django_capture_on_commit_callbacks):
