@@ -144,7 +144,8 @@ class Postgres:
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            return list(conn.execute(sql, params).fetchall())  # type: ignore[arg-type]
+            cursor = conn.execute(sql, params)  # type: ignore[arg-type]
+            return list(cursor.fetchall()) if cursor.description else []
 
 
 class RedisServer:
