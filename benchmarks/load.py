@@ -9,7 +9,8 @@ gunicorn with uvicorn workers and production settings, a Celery worker on both q
   baseline  pgbench on the same cluster: clients inserting one row each transaction into a table shaped
             like the vote log's (what PostgreSQL alone takes: inserts/s)
   peak      ``--raters`` raters, each in a closed loop (log in once; then next battle, the preparing
-            page's poll, the battle page, the vote, with the session cookie and CSRF token), for
+            page's poll on the page's own schedule: at once, then from 1 s growing by a quarter, the
+            battle page, the vote, with the session cookie and CSRF token), for
             ``--seconds``: sustained votes/s, p50 / p99 of the vote and next-battle requests, errors
   half      the same raters paced to half of the peak's votes/s: the vote's p50 / p99 there
 
@@ -129,6 +130,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="each of the peak and half phases")
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--worker-concurrency", type=int, default=4)
+    parser.add_argument("--poll-s", type=float, default=1.0, help="the preparing page's first poll interval")
     parser.add_argument("--pgbench-clients", type=int, default=8)
     parser.add_argument("--pgbench-seconds", type=int, default=5)
     args = parser.parse_args()
@@ -142,7 +144,7 @@ def main() -> int:
             t0 = time.monotonic()
             stack.start()
             print(f"stack up in {time.monotonic() - t0:.0f} s", flush=True)
-            raters = [stack.rater(i) for i in range(args.raters)]
+            raters = [stack.rater(i, poll_s=args.poll_s) for i in range(args.raters)]
             drive(raters, 3.0, None)  # warm-up: connections, the worker's first tasks, the pages' caches
             inserts = pgbench_inserts(stack, args.pgbench_clients, args.pgbench_seconds, folder)
             print(f"pgbench: {inserts:.0f} single-row inserts/s ({args.pgbench_clients} clients)", flush=True)
