@@ -1,6 +1,6 @@
 """Load: raters requesting battles and voting through the real HTTP stack, against the raw insert rate.
 
-    python benchmarks/load.py [--raters 8] [--seconds 20] [--web-workers 2] [--worker-concurrency 4]
+    python benchmarks/load.py [--raters 8] [--seconds 20] [--web-workers 2] [--worker-concurrency 4] [--web asgi|wsgi]
 
 Starts the stack of tests/reliability/stack.py on loopback, all of its own (a PostgreSQL cluster made by
 initdb in a temporary folder, Redis, Triton with the fast test models zen-bigram and stdlib-trigram,
@@ -130,6 +130,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="each of the peak and half phases")
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--worker-concurrency", type=int, default=4)
+    parser.add_argument(
+        "--web", choices=("asgi", "wsgi"), default="asgi", help="uvicorn (the deployment's) or sync workers"
+    )
     parser.add_argument("--poll-s", type=float, default=1.0, help="the preparing page's first poll interval")
     parser.add_argument("--pgbench-clients", type=int, default=8)
     parser.add_argument("--pgbench-seconds", type=int, default=5)
@@ -139,7 +142,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="arena-load-") as tmp:
         folder = Path(tmp)
         stack = Stack(folder, web_workers=args.web_workers, worker_concurrency=args.worker_concurrency,
-                      raters=args.raters)  # fmt: skip
+                      raters=args.raters, web_server=args.web)  # fmt: skip
         try:
             t0 = time.monotonic()
             stack.start()

@@ -209,6 +209,7 @@ class Stack:
 
     folder: Path
     web_workers: int = 2
+    web_server: str = "asgi"  # or "wsgi"
     worker_concurrency: int = 4
     raters: int = 4
     models: tuple[str, str] = ("zen-bigram", "stdlib-trigram")
@@ -301,8 +302,12 @@ class Stack:
     def start_web(self) -> None:
         self.web_port = self.web_port or free_port()
         bind = "0.0.0.0" if "web" in self.hosts else "127.0.0.1"
-        args = [sys.executable, "-m", "gunicorn", "arena.asgi:application", "--worker-class",
-                "uvicorn_worker.UvicornWorker", "--workers", str(self.web_workers), "--bind",
+        # The deployment's ASGI (uvicorn workers; live battles stream), or sync WSGI workers (--web wsgi).
+        if self.web_server == "wsgi":
+            app = ["arena.wsgi:application", "--worker-class", "sync"]
+        else:
+            app = ["arena.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker"]
+        args = [sys.executable, "-m", "gunicorn", *app, "--workers", str(self.web_workers), "--bind",
                 f"{bind}:{self.web_port}", "--timeout", "60", "--graceful-timeout", "5",
                 "--log-level", "warning"]  # fmt: skip
         self.web = Child(args, self.env(), self.folder / "web.log", self.prefixes.get("web", []))
