@@ -198,6 +198,8 @@ PRODUCTION_ENV = {
     "ARENA_RANKING_DEBOUNCE_S": "2",
     "ARENA_RANKING_LEASE_S": "5",
     "ARENA_RANKING_SCHEDULE_S": "5",
+    # Beat's endpoint health check: a model server that was down is back within seconds.
+    "ARENA_HEALTH_INTERVAL_S": "3",
     "LOG_LEVEL": "WARNING",
     "PYTHONUNBUFFERED": "1",
 }

@@ -185,9 +185,17 @@ def test_triton_stopped_mid_battle_voids_it_tells_the_rater_and_logs_nothing(sta
     finally:
         stack.triton.stop()
         stack.triton.start()  # the same gRPC port: the endpoints' URL is unchanged
-    # Triton back: battles are generated and voted again.
+    # Triton back: battles are generated and voted again, once beat's health check saw the models ready
+    # (if it marked them down meanwhile, the campaign says "No battle for now" until then: 409, not 5xx).
     ledger = Ledger()
-    _, acknowledged = rater.battle_and_vote(ledger)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            _, acknowledged = rater.battle_and_vote(ledger)
+            break
+        except Refused as exc:
+            assert exc.status == 409 and time.monotonic() < deadline, exc
+            time.sleep(1)
     assert acknowledged
 
 
