@@ -355,3 +355,110 @@ def test_the_console_shows_an_outsider_nothing_of_acme_for_any_registered_model(
                 assert str(world.acme.campaign.name).encode() not in response.content, (url, method)
     assert swept >= 8
     assert _state()[:2] == before[:2]
+
+
+# --- Coverage of the URL configuration itself, and the console for anonymous visitors and raters ------
+
+# Patterns the sweeps above do not request, each with why it needs no sweep. Any other pattern the
+# URL configuration gains is swept (named, outside the skipped prefixes) or fails the test below.
+UNSWEPT_PATTERNS = {
+    "api/schema/": "a redirect to the schema (api-schema, swept)",
+    "api/docs/": "a redirect to the docs page (api-docs, swept)",
+    "api/(?P<path>[\\s\\S]*)": "the API's 404 for any other path: answers no data to anyone",
+}
+
+
+def _every_pattern(patterns: list[Any], prefix: str = "", namespace: str = "") -> Iterator[tuple[str, str, str]]:
+    """(full pattern, namespaced name or '', the top-level prefix) of every leaf of the URL configuration."""
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            ns = pattern.namespace or ""
+            yield from _every_pattern(
+                pattern.url_patterns, prefix + str(pattern.pattern), f"{namespace}{ns}:" if ns else namespace
+            )
+        else:
+            yield prefix + str(pattern.pattern), (namespace + pattern.name) if pattern.name else "", prefix
+
+
+def test_every_pattern_of_the_url_configuration_is_swept_or_explained():
+    swept = {route.name for route in all_routes()}
+    registered = {f"admin:{m._meta.app_label}_{m._meta.model_name}_" for m in admin.site._registry}
+    unexplained = []
+    for full, name, _ in _every_pattern(get_resolver().url_patterns):
+        full = full.lstrip("^").rstrip("$")
+        if full.startswith(SKIPPED_PREFIXES):
+            continue  # allauth's pages: logging in and out, no tenant data
+        if full.startswith("admin/") and not name:
+            # Django's own unnamed console patterns: <object_id>/ redirects to the change page (swept),
+            # the catch-all answers 404 or sends to log in.
+            assert full.endswith("<path:object_id>/") or full == "admin/(?P<url>.*)", full
+            continue
+        if name.startswith("admin:"):
+            # The console: each registered model's pages are swept from the registry (below and above);
+            # the site's own pages (index, login, logout, password, app lists, jsi18n) are swept below.
+            if not (any(name.startswith(prefix) for prefix in registered) or name in CONSOLE_SITE_PAGES):
+                unexplained.append(f"{full} ({name})")
+            continue
+        if name in swept or full in UNSWEPT_PATTERNS:
+            continue
+        unexplained.append(f"{full} ({name or 'unnamed'})")
+    assert not unexplained, f"routes no sweep requests: add them to a sweep or explain them: {unexplained}"
+
+
+CONSOLE_SITE_PAGES = {
+    "admin:index", "admin:login", "admin:logout", "admin:password_change", "admin:password_change_done",
+    "admin:autocomplete", "admin:jsi18n", "admin:view_on_site", "admin:app_list",
+}  # fmt: skip
+
+
+def _console_urls(world: World) -> list[str]:
+    urls = [reverse("admin:index")]
+    for model in admin.site._registry:
+        info = (model._meta.app_label, model._meta.model_name)
+        urls += [reverse(f"admin:{info[0]}_{info[1]}_changelist"), reverse(f"admin:{info[0]}_{info[1]}_add")]
+        obj = _acme_object(model, world)
+        if obj is not None:
+            urls += [
+                reverse(f"admin:{info[0]}_{info[1]}_{view}", args=[obj.pk]) for view in ("change", "delete", "history")
+            ]
+        urls.append(reverse("admin:app_list", args=[info[0]]))
+    return sorted(set(urls))
+
+
+def test_the_console_refuses_anonymous_visitors_and_raters_on_every_page(world: World, bob: User):
+    """Every console page of every registered model (list, add, change, delete, history, the app
+    lists), GET and POST: an anonymous visitor is sent to log in, Acme's rater bob is turned away (sent
+    to his campaigns); neither sees Acme's data, nothing changes."""
+    secret = world.acme.campaign.name.encode()
+    before = _state()
+    rater = login(bob)
+    urls = _console_urls(world)
+    assert len(urls) > 30
+    for url in urls:
+        for who, client in (("anonymous", Client()), ("rater", rater)):
+            for method in ("get", "post"):
+                response = getattr(client, method)(url, {"post": "yes"} if method == "post" else None)
+                assert response.status_code in (302, 403, 404), (who, url, method, response.status_code)
+                if response.status_code == 302:
+                    location = response["Location"]
+                    if location.startswith(reverse("admin:login")):  # the console's login page sends on
+                        location = client.get(location)["Location"]
+                    expected = reverse("account_login") if who == "anonymous" else reverse("battles:campaigns")
+                    assert location.startswith(expected), (who, url, method, location)
+                assert secret not in response.content, (who, url, method)
+    assert _state() == before
+
+
+def test_a_rater_cannot_write_through_any_managers_route(world: World, bob: User):
+    """The managers' routes (API, leaderboards) written to by Acme's rater with his session: refused
+    (404, 403 or 405), nothing changed."""
+    client = login(bob)
+    before = _state()
+    for route in all_routes():
+        if not route.name.startswith(MANAGER_ROUTES_PREFIXES):
+            continue
+        for url in _urls(world, route) if route.params else [reverse(route.name)]:
+            for method in ("post", "put", "patch", "delete"):
+                response = getattr(client, method)(url, data="{}", content_type="application/json")
+                assert response.status_code in (401, 403, 404, 405), (url, method, response.status_code)
+    assert _state() == before

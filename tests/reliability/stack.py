@@ -1,0 +1,520 @@
+"""A production-like stack of the stack's own, for the fault tests and the load benchmark: a PostgreSQL
+cluster (initdb + pg_ctl in a temporary folder), a Redis server, a Triton server with the fast test
+models, gunicorn with uvicorn workers (production settings, DEBUG off) and a Celery worker serving both
+queues, all on loopback ports picked free. Nothing of the machine's shared PostgreSQL or Redis is used,
+so a test may stop and restart its own.
+
+``Rater`` is a rater driven through the real HTTP stack: a session cookie from the login form, the CSRF
+token on every POST, the next battle, the "preparing" page's poll, the battle page, the vote. Every
+vote's answer goes into a ledger (acknowledged or not), which ``Ledger.check`` holds against the rows
+stored in the vote log: 0 acknowledged votes lost, 0 stored twice, nothing stored that was refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import redis
+import requests
+
+from serving.triton.server import TritonServer
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_REPOSITORIES = [ROOT / "serving" / "model_repository", ROOT / "tests" / "serving" / "model_repository"]
+PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1] if Path("/usr/lib/postgresql").is_dir() else None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval_s)
+    raise TimeoutError(f"{what} not within {timeout_s} s")
+
+
+class Child:
+    """A child process with its output in a log file (read back for failure messages)."""
+
+    def __init__(self, args: Sequence[str], env: dict[str, str], log: Path, prefix: Sequence[str] = ()) -> None:
+        self.log = log
+        self._out = log.open("ab")
+        self.popen = subprocess.Popen(
+            [*prefix, *args], cwd=ROOT, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_bytes()[-chars:].decode(errors="replace") if self.log.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+        self._out.close()
+
+
+class Postgres:
+    """A PostgreSQL cluster of its own (trust authentication, loopback and a socket in its folder)."""
+
+    def __init__(self, port: int | None = None, listen: str = "127.0.0.1") -> None:
+        if PG_BIN is None:
+            raise RuntimeError("PostgreSQL's server binaries are not in /usr/lib/postgresql/*/bin")
+        # A folder of its own under /tmp, which the postgres user can reach (pytest's tmp_path is 0700).
+        folder = Path(tempfile.mkdtemp(prefix="arena-pg-"))
+        folder.chmod(0o755)
+        self.folder = folder
+        self.bin: Path = PG_BIN
+        self.data = folder / "data"
+        self.port = port or free_port()
+        self.listen = listen
+        self.host = "127.0.0.1" if listen in ("127.0.0.1", "*", "0.0.0.0") else listen
+        # initdb and the server refuse to run as root: as root, run them as the postgres user.
+        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self._as:
+            shutil.chown(folder, "postgres")
+        subprocess.run(
+            [*self._as, str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        with (self.data / "pg_hba.conf").open("a") as hba:  # another namespace's hosts (tests/reliability netns)
+            hba.write("host all all 0.0.0.0/0 trust\n")
+
+    def url(self, database: str = "arena", host: str | None = None) -> str:
+        return f"postgres://postgres@{host or self.host}:{self.port}/{database}"
+
+    def start(self, prefix: Sequence[str] = ()) -> None:
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses={self.listen} -c max_connections=200"
+        subprocess.run(
+            [*prefix, *self._as, str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l",
+             str(self.folder / "server.log"), "-w", "-t", "60", "start"],
+            check=True, capture_output=True, timeout=90,
+        )  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        subprocess.run(
+            [*self._as, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop"],
+            capture_output=True,
+            timeout=90,
+        )
+
+    def remove(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def create_database(self, name: str = "arena") -> None:
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            cursor = conn.execute(sql, params)  # type: ignore[arg-type]
+            return list(cursor.fetchall()) if cursor.description else []
+
+
+class RedisServer:
+    def __init__(self, folder: Path, port: int | None = None, bind: str = "127.0.0.1") -> None:
+        self.folder = folder
+        self.port = port or free_port()
+        self.bind = bind
+        self.child: Child | None = None
+
+    def url(self, host: str = "127.0.0.1") -> str:
+        return f"redis://{host}:{self.port}/0"
+
+    def start(self, prefix: Sequence[str] = ()) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        args = ["redis-server", "--bind", self.bind, "--port", str(self.port), "--save", "", "--appendonly", "no"]
+        if self.bind != "127.0.0.1":
+            args += ["--protected-mode", "no"]
+        self.child = Child(args, dict(os.environ), self.folder / "redis.log", prefix)
+        client = redis.Redis(host="127.0.0.1" if self.bind == "0.0.0.0" else self.bind, port=self.port)
+
+        def up() -> bool:
+            try:
+                return bool(client.ping())
+            except redis.ConnectionError:
+                return False
+
+        wait_until(up, 20, "redis-server up", 0.05)
+
+    def stop(self) -> None:
+        if self.child is not None:
+            self.child.stop()
+            self.child = None
+
+
+PRODUCTION_ENV = {
+    "DJANGO_SETTINGS_MODULE": "arena.settings.base",
+    "SECRET_KEY": "reliability-only-secret-key-reliability-only-secret-key",
+    "DEBUG": "false",
+    "ALLOWED_HOSTS": "*",
+    # Plain HTTP on loopback (README, Deployment: a trial on localhost).
+    "SECURE_SSL_REDIRECT": "false",
+    "SECURE_HSTS_SECONDS": "0",
+    "SESSION_COOKIE_SECURE": "false",
+    "CSRF_COOKIE_SECURE": "false",
+    # The "preparing" page's poll rather than server-sent events: the drivers read the page, not a stream.
+    "ARENA_LIVE_STREAMING": "false",
+    # The drivers vote as fast as a battle allows; the rate limits are tested elsewhere.
+    "ARENA_VOTE_RATE": "100000/m",
+    "ARENA_BATTLE_RATE": "100000/m",
+    "ARENA_RANKING_DEBOUNCE_S": "2",
+    "ARENA_RANKING_LEASE_S": "5",
+    "ARENA_RANKING_SCHEDULE_S": "5",
+    # Beat's endpoint health check: a model server that was down is back within seconds.
+    "ARENA_HEALTH_INTERVAL_S": "3",
+    "LOG_LEVEL": "WARNING",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+@dataclass
+class Stack:
+    """The stack's processes, started in order by ``start``; each can be stopped and started again."""
+
+    folder: Path
+    web_workers: int = 2
+    web_server: str = "asgi"  # or "wsgi"
+    worker_concurrency: int = 4
+    raters: int = 4
+    models: tuple[str, str] = ("zen-bigram", "stdlib-trigram")
+    hosts: dict[str, str] = field(default_factory=dict)  # role -> address, when not all on loopback
+    prefixes: dict[str, list[str]] = field(default_factory=dict)  # role -> command prefix (ip netns exec)
+    pg: Postgres | None = None
+    redis: RedisServer | None = None
+    triton: TritonServer | None = None
+    triton_child: Child | None = None
+    web: Child | None = None
+    worker: Child | None = None
+    workers: list[Child] = field(default_factory=list)  # every worker started, for the logs
+    beat: Child | None = None
+    web_port: int = 0
+    seed: dict[str, Any] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def host(self, role: str) -> str:
+        return self.hosts.get(role, "127.0.0.1")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host('web')}:{self.web_port}"
+
+    def env(self) -> dict[str, str]:
+        assert self.pg is not None and self.redis is not None
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_"))}
+        env.update(PRODUCTION_ENV)
+        env.update(
+            {
+                "DATABASE_URL": self.pg.url(host=self.host("db")),
+                "REDIS_URL": self.redis.url(self.host("redis")),
+                # The model servers are this stack's Triton: an operator's allow-list names its network.
+                "ARENA_MODEL_HOSTS": "127.0.0.0/8" if "triton" not in self.hosts else f"{self.host('triton')}/32",
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    def triton_url(self) -> str:
+        if self.triton is not None:
+            return self.triton.grpc_url
+        return f"{self.host('triton')}:{self.triton_grpc_port}"
+
+    triton_grpc_port: int = 0
+    triton_http_port: int = 0
+
+    # -- the parts -------------------------------------------------------------------------------------
+
+    def start_database(self) -> None:
+        self.pg = Postgres(listen=self.host("db") if "db" in self.hosts else "127.0.0.1")
+        self.pg.start(self.prefixes.get("db", []))
+        self.pg.create_database()
+
+    def start_redis(self) -> None:
+        self.redis = RedisServer(self.folder / "redis", bind=self.host("redis"))
+        self.redis.start(self.prefixes.get("redis", []))
+
+    def start_triton(self) -> None:
+        """In process (TritonServer) on loopback; in a namespace, ``python -m serving.triton.server`` there."""
+        if "triton" not in self.prefixes:
+            if self.triton is None:
+                self.triton = TritonServer(model_repositories=MODEL_REPOSITORIES, grpc_port=free_port())
+            self.triton.start()
+            return
+        self.triton_grpc_port, self.triton_http_port = 8001, 8000
+        args = [str(ROOT / ".venv-triton" / "bin" / "python"), "-m", "serving.triton.server", "--address", "0.0.0.0",
+                "--grpc-port", str(self.triton_grpc_port), "--http-port", str(self.triton_http_port)]  # fmt: skip
+        for repository in MODEL_REPOSITORIES:
+            args += ["--model-repository", str(repository)]
+        self.triton_child = Child(args, dict(os.environ), self.folder / "triton.log", self.prefixes["triton"])
+
+    def stop_triton(self) -> None:
+        if self.triton is not None:
+            self.triton.stop()
+        if self.triton_child is not None:
+            self.triton_child.stop()
+
+    def migrate_and_seed(self) -> None:
+        env = self.env()
+        run = [*self.prefixes.get("web", []), sys.executable, "manage.py"]
+        subprocess.run([*run, "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+        seeded = subprocess.run(
+            [*self.prefixes.get("web", []), sys.executable, "-m", "tests.reliability.seed", "--raters",
+             str(self.raters), "--triton", self.triton_url(), "--models", ",".join(self.models)],
+            cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        self.seed = json.loads(seeded.stdout.strip().splitlines()[-1])
+
+    def start_web(self) -> None:
+        self.web_port = self.web_port or free_port()
+        bind = "0.0.0.0" if "web" in self.hosts else "127.0.0.1"
+        # The deployment's ASGI (uvicorn workers; live battles stream), or sync WSGI workers (--web wsgi).
+        if self.web_server == "wsgi":
+            app = ["arena.wsgi:application", "--worker-class", "sync"]
+        else:
+            app = ["arena.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker"]
+        args = [sys.executable, "-m", "gunicorn", *app, "--workers", str(self.web_workers), "--bind",
+                f"{bind}:{self.web_port}", "--timeout", "60", "--graceful-timeout", "5",
+                "--log-level", "warning"]  # fmt: skip
+        self.web = Child(args, self.env(), self.folder / "web.log", self.prefixes.get("web", []))
+        self.wait_web()
+
+    def wait_web(self, timeout_s: float = 90.0) -> None:
+        def up() -> bool:
+            assert self.web is not None
+            if not self.web.alive():
+                raise RuntimeError(f"gunicorn exited:\n{self.web.tail()}")
+            try:
+                return requests.get(self.url + "/accounts/login/", timeout=5).status_code == 200
+            except requests.RequestException:
+                return False
+
+        wait_until(up, timeout_s, "the web server", 0.25)
+
+    def web_worker_pids(self) -> list[int]:
+        assert self.web is not None
+        master = self.web.pid
+        return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+
+    def start_worker(self, module: Sequence[str] = ("celery",), queues: str = "celery,generation") -> Child:
+        # tests.ranking.slow_worker adds the "worker" sub-command itself.
+        head = ["-A", "arena", "worker"] if module[0] == "celery" else []
+        args = [sys.executable, "-m", *module, *head,
+                "-Q", queues, "--pool=threads", f"--concurrency={self.worker_concurrency}", "--loglevel=INFO",
+                "--without-gossip", "--without-mingle", "--without-heartbeat",
+                f"--hostname=rel-{time.time_ns()}@%h"]  # fmt: skip
+        log = self.folder / f"worker-{module[-1].rsplit('.', 1)[-1]}-{queues}-{time.time_ns()}.log"
+        self.worker = Child(args, self.env(), log, self.prefixes.get("worker", []))
+        self.workers.append(self.worker)
+        return self.worker
+
+    def start_beat(self) -> None:
+        """Beat, as the compose file runs it: the safety nets (leaderboards, buffers, endpoint health)."""
+        args = [sys.executable, "-m", "celery", "-A", "arena", "beat", "--loglevel=INFO", "--schedule",
+                str(self.folder / f"beat-schedule-{time.time_ns()}")]  # fmt: skip
+        self.beat = Child(args, self.env(), self.folder / "beat.log", self.prefixes.get("worker", []))
+
+    def start(self) -> None:
+        self.start_database()
+        self.start_redis()
+        self.start_triton()
+        self.migrate_and_seed()
+        self.start_web()
+        self.start_worker()
+        self.start_beat()
+
+    def stop(self) -> None:
+        for child in (self.beat, self.worker, self.web):
+            if child is not None:
+                child.stop()
+        self.stop_triton()
+        if self.redis is not None:
+            self.redis.stop()
+        if self.pg is not None:
+            self.pg.remove()
+
+    def logs(self) -> str:
+        children = [self.web, self.beat, *self.workers]
+        parts = [f"--- {c.log.name}\n{c.tail()}" for c in children if c is not None]
+        return "\n".join(parts)
+
+    # -- what is stored --------------------------------------------------------------------------------
+
+    def stored_votes(self) -> Counter[str]:
+        assert self.pg is not None
+        return Counter({str(battle): n for battle, n in self.pg.query(
+            "SELECT battle_id, count(*) FROM battles_vote GROUP BY battle_id")})  # fmt: skip
+
+    def battle_statuses(self) -> dict[str, str]:
+        assert self.pg is not None
+        return {str(pk): status for pk, status in self.pg.query("SELECT id, status FROM battles_battle")}
+
+    def rater(self, index: int, campaign: str = "campaign_id", poll_s: float = 0.25) -> Rater:
+        rater = Rater(self.url, self.seed[campaign], poll_s=poll_s)
+        rater.log_in(self.seed["raters"][index], self.seed["password"])
+        return rater
+
+
+# -- the raters ------------------------------------------------------------------------------------------
+
+
+class Refused(Exception):
+    """An answer that is not the one the flow expects (its status, and the start of its body)."""
+
+    def __init__(self, what: str, status: int, body: str = "") -> None:
+        super().__init__(f"{what}: {status} {body[:200]!r}")
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class Ledger:
+    """Every vote's outcome as the rater saw it, thread-safe."""
+
+    acknowledged: list[str] = field(default_factory=list)  # battle ids answered 302 to the vote
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (battle id, why): 5xx, connection error
+    latencies: dict[str, list[float]] = field(default_factory=dict)  # request kind -> seconds
+    errors: Counter[str] = field(default_factory=Counter)  # request kind + status -> count
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def timed(self, kind: str, seconds: float) -> None:
+        with self.lock:
+            self.latencies.setdefault(kind, []).append(seconds)
+
+    def check(self, stored: Counter[str]) -> dict[str, int]:
+        """0 lost (every acknowledged vote stored), 0 doubled (none stored twice); the counts."""
+        acknowledged = Counter(self.acknowledged)
+        lost = [b for b in acknowledged if stored.get(b, 0) == 0]
+        doubled = [b for b, n in stored.items() if n > 1] + [b for b, n in acknowledged.items() if n > 1]
+        return {"acknowledged": len(acknowledged), "stored": sum(stored.values()), "lost": len(lost),
+                "doubled": len(doubled)}  # fmt: skip
+
+
+class Rater:
+    """One rater's browser session: cookies, CSRF, the pages a person opens."""
+
+    def __init__(self, url: str, campaign_id: int, timeout_s: float = 30.0, poll_s: float = 0.25) -> None:
+        self.url = url
+        self.poll_s = poll_s  # the tests poll faster than a browser (1 s), to keep them short
+        self.campaign_id = campaign_id
+        self.timeout_s = timeout_s
+        self.http = requests.Session()
+
+    def _csrf(self) -> dict[str, str]:
+        return {"csrfmiddlewaretoken": self.http.cookies.get("csrftoken") or ""}
+
+    def _post(self, path: str, data: dict[str, str]) -> requests.Response:
+        return self.http.post(
+            self.url + path,
+            data={**self._csrf(), **data},
+            headers={"Referer": self.url + path},
+            allow_redirects=False,
+            timeout=self.timeout_s,
+        )
+
+    def log_in(self, email: str, password: str) -> None:
+        self.http.get(self.url + "/accounts/login/", timeout=self.timeout_s).raise_for_status()
+        response = self._post("/accounts/login/", {"login": email, "password": password})
+        if response.status_code != 302:
+            raise Refused("log in", response.status_code, response.text)
+
+    def next_battle(self, ledger: Ledger | None = None) -> str:
+        """POST next: the battle's id (from the redirect)."""
+        t0 = time.perf_counter()
+        response = self._post(f"/c/{self.campaign_id}/next/", {})
+        if ledger is not None:
+            ledger.timed("next", time.perf_counter() - t0)
+        location = response.headers.get("Location", "")
+        if response.status_code != 302 or not location.startswith("/b/"):
+            raise Refused("next battle", response.status_code, response.text)
+        return location.split("/")[2]
+
+    def state(self, battle: str) -> str:
+        response = self.http.get(f"{self.url}/b/{battle}/state/", timeout=self.timeout_s)
+        if response.status_code != 200:
+            raise Refused("state", response.status_code, response.text)
+        status: str = response.json()["status"]
+        return status
+
+    def wait_prepared(self, battle: str, timeout_s: float = 60.0) -> str:
+        """Poll until the battle is ready (or void): at once, then after ``poll_s``, growing by a quarter
+        each time up to 4 s, as the preparing page's script does (static/arena/battle.js, from 1 s)."""
+        deadline = time.monotonic() + timeout_s
+        delay = self.poll_s
+        while time.monotonic() < deadline:
+            status = self.state(battle)
+            if status != "generating":
+                return status
+            time.sleep(delay)
+            delay = min(delay * 1.25, 4.0)
+        raise TimeoutError(f"battle {battle} still generating after {timeout_s} s")
+
+    def page(self, battle: str) -> str:
+        response = self.http.get(f"{self.url}/b/{battle}/", timeout=self.timeout_s)
+        if response.status_code != 200:
+            raise Refused("battle page", response.status_code, response.text)
+        return response.text
+
+    def vote(self, battle: str, ledger: Ledger, choice: str = "left") -> bool:
+        """Vote; the outcome goes into the ledger. True when acknowledged (the redirect to the battle)."""
+        t0 = time.perf_counter()
+        try:
+            response = self._post(f"/b/{battle}/vote/", {"choice": choice})
+        except requests.RequestException as exc:
+            with ledger.lock:
+                ledger.failed.append((battle, type(exc).__name__))
+                ledger.errors["vote " + type(exc).__name__] += 1
+            return False
+        ledger.timed("vote", time.perf_counter() - t0)
+        if response.status_code == 302 and response.headers.get("Location", "") == f"/b/{battle}/":
+            with ledger.lock:
+                ledger.acknowledged.append(battle)
+            return True
+        with ledger.lock:
+            ledger.failed.append((battle, str(response.status_code)))
+            ledger.errors[f"vote {response.status_code}"] += 1
+        return False
+
+    def battle_and_vote(self, ledger: Ledger, choice: str = "left") -> tuple[str, bool]:
+        battle = self.next_battle(ledger)
+        status = self.wait_prepared(battle)
+        if status != "ready":
+            raise Refused(f"battle {battle} {status}", 200)
+        self.page(battle)
+        return battle, self.vote(battle, ledger, choice)
