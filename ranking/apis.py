@@ -41,7 +41,8 @@ from battles.exporting import jsonl_from_events
 from battles.models import Campaign, Judge
 from battles.selectors import campaign_viewable_by, campaign_writable_by
 from raters.authentication import ApiKeyPrincipal
-from raters.errors import Invalid
+from raters.errors import Invalid, PermissionDenied
+from raters.selectors import organizations_writable_by
 from raters.tenancy import organization_scope
 
 from . import selectors, services
@@ -1622,6 +1623,9 @@ class AttributeBoardListApi(APIView):
         ],
     )
     def post(self, request: Request) -> Response:
+        # Who may create comes before what they sent: a rater or viewer learns nothing from validation.
+        if not organizations_writable_by(_principal(request)).exists():
+            raise PermissionDenied("Creating an attribute board needs a write key, or an owner or manager.")
         body = self.Input(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

@@ -18,15 +18,10 @@ from playwright.sync_api import BrowserContext, Dialog, Page
 from pytest_django.live_server_helper import LiveServer
 
 from battles.models import Battle, Campaign, Prompt
-from tests.browser.conftest import (  # noqa: F401  # the browser suite's fixtures, and its generation worker
-    browser_context,
-    chromium,
-    generation_worker_for_live_server,
-    log_in,
-    playwright_driver,
-)
 from tests.conftest import Tenant
 from tests.html_safety import unsafe_markup
+
+from .conftest import log_in
 
 pytestmark = [pytest.mark.triton, pytest.mark.browser, pytest.mark.reliability]
 
