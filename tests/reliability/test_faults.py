@@ -227,6 +227,16 @@ def test_a_celery_worker_killed_mid_recompute_loses_no_vote_and_the_board_catche
     real task, a computation that never ends), a fresh one started; every vote taken is stored once, and
     a snapshot including the last vote appears within the debounce + 30 s."""
     assert stack.worker is not None and stack.pg is not None
+    pg = stack.pg
+    # The stack's worker is swapped for two (generation; the slow recompute) once it holds no generation:
+    # a task it were running when stopped would wait in the broker for the visibility timeout (minutes),
+    # and its battle with it (seen once in CI: a battle still generating after 60 s).
+    wait_until(
+        lambda: not pg.query("SELECT 1 FROM battles_battle WHERE status = 'generating' LIMIT 1"),
+        60,
+        "the buffer's generations to finish",
+        0.25,
+    )
     stack.worker.stop()
     generation = stack.start_worker(queues="generation")
     slow = stack.start_worker(module=("tests.ranking.slow_worker",), queues="celery")
