@@ -396,8 +396,8 @@ def competitor_retire(*, competitor: Competitor, actor: User | AnonymousUser | N
 
 @transaction.atomic
 def competitor_delete(*, competitor: Competitor, actor: User | AnonymousUser | None) -> None:
-    """Only a competitor that never fought can be deleted; one with battles is withdrawn instead
-    (``active`` off), since its votes name it."""
+    """Only a competitor that never fought can be deleted; one with battles is retired instead
+    (``competitor_retire``), since its votes name it."""
     refusal = competitor_delete_refusal(competitor)
     if refusal is not None:
         raise Conflict(refusal)
