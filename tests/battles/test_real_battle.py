@@ -22,7 +22,9 @@ def test_a_real_battle_between_real_models(alice, bob, bob_client, llm_triton_se
     assert "smollm" not in html.lower() and "gemma" not in html.lower()  # blind until the vote
     generations = {g.side: g for g in Generation.objects.filter(battle=battle)}
     for generation in generations.values():
-        assert len(generation.text.split()) >= 3 and generation.error == ""
+        # Sampled text: a short answer ("18000000000000000000000") is as real as a sentence, so the
+        # test asks for text and tokens, not for a number of words.
+        assert generation.text.strip() and generation.error == ""
         assert generation.finish_reason in {"stop", "length"} and 0 < generation.output_tokens <= 24
         assert generation.ttft_s is not None and generation.ttft_s <= generation.latency_s
     assert generations["left"].text != generations["right"].text
