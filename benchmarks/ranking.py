@@ -42,6 +42,7 @@ from scipy.special import expit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ranking.compute import competitor_codes  # noqa: E402
 from ranking.estimators import (  # noqa: E402
     aggregate_cells,
     bootstrap_intervals,
@@ -64,11 +65,15 @@ from ranking.estimators.intervals import _draw_cells, _round_generators  # noqa:
 from ranking.estimators.synthetic import random_pairs, simulate_bt, simulate_style_counts  # noqa: E402
 
 T = TypeVar("T")
+Codes = tuple[NDArray[np.int64], NDArray[np.int64], int]
 
 
 @dataclass(frozen=True)
 class Data:
     n: int
+    ids: NDArray[np.int64]  # the competitors' primary keys (sorted, sparse), as in the competitor table
+    left_id: NDArray[np.int64]  # one key per battle, as in the vote log
+    right_id: NDArray[np.int64]
     names: NDArray[np.object_]  # competitor names
     left: NDArray[np.object_]  # one name per battle
     right: NDArray[np.object_]
@@ -91,11 +96,20 @@ def generate(n: int, m: int, seed: int) -> Data:
     )
     names = np.array([f"vendor-{i % 37}/model-{i:04d}" for i in range(n)], dtype=object)
     prompt = rng.integers(0, m // 10, m)
-    return Data(n, names, names[a], names[b], a, b, sim.outcome, left, right, prompt)
+    # Primary keys as a long-lived database hands them out: increasing, with gaps (deleted rows, other
+    # campaigns' competitors in between).
+    ids = np.cumsum(rng.integers(1, 50, n)).astype(np.int64) + 10_000
+    return Data(n, ids, ids[a], ids[b], names, names[a], names[b], a, b, sim.outcome, left, right, prompt)
 
 
 def codes(d: Data) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
-    """Names to dense codes 0..n-1 (sorted), as the recompute maps the log's competitor ids."""
+    """The log's competitor keys to dense codes 0..n-1, by the recompute's own (checking) function."""
+    a, b = competitor_codes(d.left_id, d.right_id, d.ids)
+    return a, b, int(d.ids.shape[0])
+
+
+def name_codes(d: Data) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    """Name strings to dense codes 0..n-1 (sorted): what an engine handed names must do first."""
     both, uniques = pd.factorize(np.concatenate([d.left, d.right]), sort=True)
     m = d.left.shape[0]
     return both[:m].astype(np.int64), both[m:].astype(np.int64), int(uniques.shape[0])
@@ -109,13 +123,18 @@ def stage_floor(d: Data, args: argparse.Namespace) -> None:
     aggregate_cells(d.a, d.b, d.outcome, n_competitors=d.n)
 
 
-def stage_bt_bootstrap_ranks(d: Data, args: argparse.Namespace) -> None:
-    """From names: codes, aggregate, fit BT, bootstrap, rank ranges among the shown."""
-    a, b, n = codes(d)
+def stage_bt_bootstrap_ranks(d: Data, args: argparse.Namespace, mapping: Callable[[Data], Codes] | None = None) -> None:
+    """From the log's keys: codes, aggregate, fit BT, bootstrap, rank ranges among the shown."""
+    a, b, n = (mapping or codes)(d)
     cells = aggregate_cells(a, b, d.outcome, n_competitors=n)
     fit = fit_bradley_terry(cells)
     iv = bootstrap_intervals(cells, fit, rounds=args.rounds, seed=0)
     rank_ranges(iv.lower, iv.upper, shown_mask(fit.battles, 50))
+
+
+def stage_bt_bootstrap_ranks_names(d: Data, args: argparse.Namespace) -> None:
+    """The same from name strings (``name_codes``)."""
+    stage_bt_bootstrap_ranks(d, args, name_codes)
 
 
 def _loglik(
@@ -131,7 +150,7 @@ def _loglik(
 
 
 def stage_baseline(d: Data, args: argparse.Namespace) -> None:
-    """From names: the same cells and fit, then a plain bootstrap: each round drawn when needed, exactly
+    """From the log's keys: the same cells and fit, then a plain bootstrap: each round drawn when needed, exactly
     as ours draws it (the same multinomial of the same cells), and fitted by Newton's method (the
     Laplacian Hessian rebuilt and Cholesky-factorised every step, halved while a step > 0.01 lowers the
     likelihood) from the full-data optimum to the same tolerance. Only the solver differs."""
@@ -170,8 +189,8 @@ def stage_baseline(d: Data, args: argparse.Namespace) -> None:
 
 
 def stage_ours_fit(d: Data, args: argparse.Namespace) -> None:
-    """From names: codes, aggregate, one BT fit (the peer comparison)."""
-    a, b, n = codes(d)
+    """From name strings (as the peer is given them): codes, aggregate, one BT fit (the peer comparison)."""
+    a, b, n = name_codes(d)
     fit_bradley_terry(aggregate_cells(a, b, d.outcome, n_competitors=n))
 
 
@@ -186,34 +205,34 @@ def stage_peer_fit(d: Data, args: argparse.Namespace) -> None:
 
 
 def stage_bt_sandwich(d: Data, args: argparse.Namespace) -> None:
-    """From names: aggregate, fit BT, sandwich intervals."""
+    """From the log's keys: aggregate, fit BT, sandwich intervals."""
     a, b, n = codes(d)
     cells = aggregate_cells(a, b, d.outcome, n_competitors=n)
     sandwich_intervals(cells, fit_bradley_terry(cells))
 
 
 def stage_bt_prompt_bootstrap(d: Data, args: argparse.Namespace) -> None:
-    """From names: aggregate by (prompt, pair, outcome), fit, bootstrap by prompt."""
+    """From the log's keys: aggregate by (prompt, pair, outcome), fit, bootstrap by prompt."""
     a, b, n = codes(d)
     cells = aggregate_cells(a, b, d.outcome, n_competitors=n, cluster=d.prompt)
     cluster_bootstrap_intervals(cells, fit_bradley_terry(cells), rounds=args.rounds, seed=0)
 
 
 def stage_pairwise(d: Data, args: argparse.Namespace) -> None:
-    """From names: the full pairwise table (win rates, Wilson, exact tests, tie rates)."""
+    """From the log's keys: the full pairwise table (win rates, Wilson, exact tests, tie rates)."""
     a, b, n = codes(d)
     pairwise_table(aggregate_cells(a, b, d.outcome, n_competitors=n))
 
 
 def stage_style_analytic(d: Data, args: argparse.Namespace) -> None:
-    """From names: style design, style-controlled fit, sandwich intervals."""
+    """From the log's keys: style design, style-controlled fit, sandwich intervals."""
     a, b, n = codes(d)
     sd = style_design(a, b, d.outcome, d.style_l, d.style_r, n_competitors=n)
     style_sandwich_intervals(sd, fit_style(sd))
 
 
 def stage_style_bootstrap(d: Data, args: argparse.Namespace) -> None:
-    """From names: style design, fit, bootstrap (battles resampled)."""
+    """From the log's keys: style design, fit, bootstrap (battles resampled)."""
     a, b, n = codes(d)
     sd = style_design(a, b, d.outcome, d.style_l, d.style_r, n_competitors=n)
     style_bootstrap_intervals(sd, fit_style(sd), rounds=args.rounds, seed=0)
@@ -239,6 +258,7 @@ Plan = list[tuple[str, Stage, int, str | None, str]]
 PLAN_200: Plan = [
     ("floor", stage_floor, 5, None, ""),
     ("BT + bootstrap + ranks", stage_bt_bootstrap_ranks, 3, "floor", "<=0.5s idle"),
+    ("  the same from name strings", stage_bt_bootstrap_ranks_names, 3, "floor", ""),
     ("BT + sandwich", stage_bt_sandwich, 3, "floor", ""),
     ("BT + bootstrap by prompt", stage_bt_prompt_bootstrap, 1, "floor", ""),
     ("pairwise table", stage_pairwise, 3, "floor", ""),
@@ -309,7 +329,7 @@ def breakdown(d: Data, args: argparse.Namespace) -> None:
         parts[name] = (best, best_cpu)
         return out
 
-    a, b, n = clock("names -> codes", lambda: codes(d))
+    a, b, n = clock("keys -> codes", lambda: codes(d))
     cells = clock("aggregate", lambda: aggregate_cells(a, b, d.outcome, n_competitors=n))
     fit = clock("fit", lambda: fit_bradley_terry(cells))
     iv = clock("bootstrap", lambda: bootstrap_intervals(cells, fit, rounds=args.rounds, seed=0))

@@ -87,9 +87,47 @@ class Board:
     extra: dict[str, Any]
 
 
+# Up to this many possible keys between the smallest and the largest competitor id, codes come from
+# a lookup table indexed by the key (one gather per vote); above it from a binary search.
+_LOOKUP_SPAN = 1 << 22
+
+
+def competitor_codes(
+    left: NDArray[np.int64], right: NDArray[np.int64], competitor_ids: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Map the log's competitor primary keys to 0..n-1 in the order of ``competitor_ids`` (sorted,
+    unique), checking on the way that every one is there (``searchsorted`` alone would map a stranger
+    silently onto a neighbour). Keys span a few thousand values in practice, so a table from key to
+    code makes each vote one gather; a sparse set of keys is binary-searched instead."""
+    if np.any(np.diff(competitor_ids) <= 0):
+        raise ValueError("competitor_ids must be sorted and unique")
+    n = int(competitor_ids.shape[0])
+    stranger = ValueError("a vote names a competitor that is not in competitor_ids")
+    out = []
+    if n and int(competitor_ids[-1]) - int(competitor_ids[0]) < _LOOKUP_SPAN:
+        first = int(competitor_ids[0])
+        table = np.full(int(competitor_ids[-1]) - first + 1, -1, dtype=np.int64)
+        table[competitor_ids - first] = np.arange(n, dtype=np.int64)
+        for side in (left, right):
+            offset = side - first
+            if side.size and (int(offset.min()) < 0 or int(offset.max()) >= table.shape[0]):
+                raise stranger
+            codes = table[offset]
+            if side.size and int(codes.min()) < 0:
+                raise stranger
+            out.append(codes)
+        return out[0], out[1]
+    for side in (left, right):
+        pos = np.searchsorted(competitor_ids, side)
+        if side.size and (n == 0 or np.any(competitor_ids[np.minimum(pos, n - 1)] != side)):
+            raise stranger
+        out.append(pos.astype(np.int64, copy=False))
+    return out[0], out[1]
+
+
 def dense_index(votes: VoteArrays, competitor_ids: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Map competitor primary keys to 0..n-1 in the order of ``competitor_ids`` (sorted)."""
-    return np.searchsorted(competitor_ids, votes.left), np.searchsorted(competitor_ids, votes.right)
+    """The votes' competitors as 0..n-1 in the order of ``competitor_ids`` (``competitor_codes``)."""
+    return competitor_codes(votes.left, votes.right, competitor_ids)
 
 
 def _counts(
@@ -242,7 +280,6 @@ def board_compute(
     listed as hidden, with their vote counts only. An interval side the votes cannot bound is open:
     ``lower``/``upper`` is null and ``lower_open``/``upper_open`` is true."""
     n = int(competitor_ids.shape[0])
-    _check_ids(votes, competitor_ids)
     a, b = dense_index(votes, competitor_ids)
     counts = _counts(a, b, votes.outcome, n)
     if len(votes) == 0 or n < 2:
@@ -345,17 +382,6 @@ def board_compute(
         rows.append(row)
     pairwise = _pairwise(cells, method, shown, competitor_ids, differences, components)
     return Board(rows=rows, pairwise=pairwise, extra=extra)
-
-
-def _check_ids(votes: VoteArrays, competitor_ids: NDArray[np.int64]) -> None:
-    """Every vote's competitors must be in ``competitor_ids`` (sorted): ``searchsorted`` would map a
-    stranger silently onto a neighbour."""
-    if np.any(np.diff(competitor_ids) <= 0):
-        raise ValueError("competitor_ids must be sorted and unique")
-    for side in (votes.left, votes.right):
-        pos = np.minimum(np.searchsorted(competitor_ids, side), max(competitor_ids.shape[0] - 1, 0))
-        if side.size and (competitor_ids.shape[0] == 0 or np.any(competitor_ids[pos] != side)):
-            raise ValueError("a vote names a competitor that is not in competitor_ids")
 
 
 def _rank_ranges_by_component(
