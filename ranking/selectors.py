@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Avg, Count, F, Max, QuerySet, Sum
 from django.db.models.functions import TruncDate
@@ -42,6 +45,8 @@ from .models import (
 )
 from .policy import STYLE_FEATURES, ExclusionPolicy, VoteArrays
 from .quality import quality_report
+
+T = TypeVar("T")
 
 _OUTCOME_SQL = "CASE choice WHEN 'left' THEN 0 WHEN 'right' THEN 1 WHEN 'tie' THEN 2 ELSE 3 END"
 
@@ -670,31 +675,65 @@ def public_board(*, slug: str, category: str = "", view: str = "raw", prompts_of
 # Item-bootstrap rounds for the agreement intervals (seed 0: the same log gives the same intervals).
 QUALITY_BOOTSTRAP_ROUNDS = 1000
 
+# Figures computed from the vote log alone are cached this long, under a key that changes with the log.
+LOG_CACHE_S = 3600
+
+
+def _log_mark(campaign_id: int) -> list[Any]:
+    """What identifies the campaign's log as it stands: the number of votes, the largest id and that
+    vote's time. The log is append-only, so a new vote changes the count (also one that commits after a
+    larger id was seen); the time tells apart two databases whose ids happen to coincide (a test
+    database made afresh, a restore) behind one long-lived cache."""
+    mark = Vote.objects.filter(campaign_id=campaign_id).aggregate(n=Count("id"), last=Max("id"))
+    last = mark["last"]
+    at = Vote.objects.filter(pk=last).values_list("created_at", flat=True).first() if last else None
+    return [int(mark["n"]), int(last or 0), at.isoformat() if at else ""]
+
+
+def _cached_on_log(campaign_id: int, name: str, parts: list[Any], compute: Callable[[], T]) -> T:
+    """``compute()``, a pure function of the campaign's vote log (and of ``parts``), cached in the
+    platform's cache under a key naming the log's current mark: the same log and parts give the cached
+    value, a new vote a fresh computation. Deterministic figures only (the bootstraps here are seeded)."""
+    key = json.dumps([name, campaign_id, _log_mark(campaign_id), parts], default=str, separators=(",", ":"))
+    key = f"arena:log:{name}:{hashlib.sha256(key.encode()).hexdigest()}"
+    found = cache.get(key)
+    if found is None:
+        found = compute()
+        cache.set(key, found, LOG_CACHE_S)
+    return found  # type: ignore[no-any-return]
+
 
 def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 10) -> dict[str, Any]:
     """Agreement on shared items (overall and per pool of the campaign) and the outlier test per rater,
     from every vote in the campaign's log (read-only; nothing is excluded, the flagged raters
-    included: they are what this measures). Items are shared battles (``vote_items``). Computed on request."""
-    votes = vote_arrays(campaign_id=campaign.pk)
-    items = vote_items(campaign_id=campaign.pk, vote_id=votes.vote_id)
+    included: they are what this measures). Items are shared battles (``vote_items``). Computed from the
+    log and cached until it grows (``_cached_on_log``: the pools' members and the parameters are part of
+    the key); gold accuracy is read afresh (a gold item's verdict is the manager's, not the log's)."""
     pools = [
-        (pool.pk, pool.name, [member.pk for member in pool.members.all()])
+        (pool.pk, pool.name, sorted(member.pk for member in pool.members.all()))
         for pool in campaign.rater_pools.prefetch_related("members").order_by("name", "pk")
     ]
-    gold = gold_counts(campaign=campaign)
-    report = quality_report(
-        vote_id=votes.vote_id,
-        rater=votes.rater,
-        item=items,
-        left=votes.left,
-        right=votes.right,
-        outcome=votes.outcome,
-        pools=pools,
-        alpha=alpha,
-        min_common=min_common,
-        bootstrap=QUALITY_BOOTSTRAP_ROUNDS,
+
+    def compute() -> dict[str, Any]:
+        votes = vote_arrays(campaign_id=campaign.pk)
+        items = vote_items(campaign_id=campaign.pk, vote_id=votes.vote_id)
+        return quality_report(
+            vote_id=votes.vote_id,
+            rater=votes.rater,
+            item=items,
+            left=votes.left,
+            right=votes.right,
+            outcome=votes.outcome,
+            pools=pools,
+            alpha=alpha,
+            min_common=min_common,
+            bootstrap=QUALITY_BOOTSTRAP_ROUNDS,
+        )
+
+    report = copy.deepcopy(
+        _cached_on_log(campaign.pk, "rater-quality", [pools, alpha, min_common, QUALITY_BOOTSTRAP_ROUNDS], compute)
     )
-    _gold_accuracy_add(report, gold)
+    _gold_accuracy_add(report, gold_counts(campaign=campaign))
     return {"campaign_id": campaign.pk, **report}
 
 
@@ -1353,11 +1392,17 @@ def raters_of(*, campaign: Campaign) -> QuerySet[User]:
 
 
 def rater_reports(*, campaign: Campaign, rater_ids: list[int] | None = None) -> list[RaterReport]:
-    """One report per rater who voted in the campaign (or per given rater among them), by rater id."""
-    activity = _rater_activity(campaign, rater_ids)
+    """One report per rater who voted in the campaign (or per given rater among them), by rater id. The
+    log's figures (activity, medians, agreement: several sorts of the whole log) are cached until the log
+    grows (``_cached_on_log``); gold accuracy, flags and names are read afresh."""
+
+    def from_log() -> tuple[dict[int, tuple[int, float, Any, Any]], dict[int, float], dict[int, tuple[int, int, int]]]:
+        activity = _rater_activity(campaign, rater_ids)
+        ids = sorted(activity)
+        return activity, _median_decision_s(campaign, ids), _rater_agreement(campaign) if ids else {}
+
+    activity, medians, agreement = _cached_on_log(campaign.pk, "rater-reports", [rater_ids], from_log)
     ids = sorted(activity)
-    medians = _median_decision_s(campaign, ids)
-    agreement = _rater_agreement(campaign) if ids else {}
     gold = gold_counts(campaign=campaign)
     flags = dict(
         RaterFlag.objects.filter(FLAG_IN_FORCE, organization_id=campaign.organization_id, rater_id__in=ids)
