@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from ranking import selectors
+from ranking import quality, selectors
 from ranking.selectors import rater_quality, rater_reports
 from raters.models import RaterFlag
 from tests.conftest import Tenant
@@ -28,9 +28,9 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """How many times each heavy computation ran."""
     calls = {"quality": 0, "activity": 0}
-    real_quality, real_activity = selectors.quality_report, selectors._rater_activity
+    real_quality, real_activity = quality.quality_report, selectors._rater_activity
 
-    def quality(**kwargs: Any) -> dict[str, Any]:
+    def quality_report(**kwargs: Any) -> dict[str, Any]:
         calls["quality"] += 1
         return real_quality(**kwargs)
 
@@ -38,7 +38,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["activity"] += 1
         return real_activity(*args)
 
-    monkeypatch.setattr(selectors, "quality_report", quality)
+    monkeypatch.setattr(selectors, "quality_report", quality_report)
     monkeypatch.setattr(selectors, "_rater_activity", activity)
     return calls
 
