@@ -11,7 +11,7 @@ on, at a rate they never reach), with production settings (DEBUG off). Printed:
 
   queries   the SQL statements of one vote, in order, each with what it is for
   parts     per part of the request, the median milliseconds (inclusive: a part's time includes the parts
-            it calls; "battle read" counts both of its calls, the view's and the service's)
+            it calls; "battle read" is every call of battle_for_rater: the view's, which the service reuses)
   total     the vote request's median and p99
   cycle     ``--cycles`` times a rater's whole cycle from a warm buffer, as benchmarks/load.py's raters do
             it: next battle (the claim), the battle page, the vote; and the votes/s one core could serve
@@ -57,6 +57,8 @@ def setup_django(url: str, redis_url: str) -> None:
             "SECURE_HSTS_SECONDS": "0",
             "ARENA_VOTE_RATE": "100000/m",
             "ARENA_VOTE_IP_RATE": "100000/m",
+            "ARENA_BATTLE_RATE": "100000/m",
+            "ARENA_BATTLE_IP_RATE": "100000/m",
             "LOG_LEVEL": "WARNING",
         }
     )
@@ -235,7 +237,7 @@ def main() -> int:
         "auth: the user": (django.contrib.auth, "get_user"),
         "tenant scope": (raters.middleware, "_principal_scope_value"),
         "rate limits (2, Redis)": (django_ratelimit.decorators, "is_ratelimited"),
-        "battle read (x2)": (battles.selectors, "battle_for_rater"),
+        "battle read": (battles.selectors, "battle_for_rater"),
         "study gate": (battles.views, "_study_gate"),
         "vote_submit (transaction, commit, on-commit)": (battles.services, "vote_submit"),
         "  pool check": (battles.selectors, "rater_in_campaign_pool"),

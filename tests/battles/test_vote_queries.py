@@ -79,3 +79,18 @@ def test_an_organisation_with_a_webhook_gets_its_delivery_in_the_votes_transacti
     assert len(queries) == VOTE_QUERIES + 3
     vote = Vote.objects.get(battle=battle)
     assert WebhookDelivery.objects.filter(event=WebhookEvent.BATTLE_RATED, payload__vote_id=vote.pk).count() == 1
+
+
+def test_a_second_vote_that_gets_past_the_flip_is_refused_by_the_log_and_rolled_back(
+    acme: Tenant, bob: User, bob_client: Client
+):
+    """Without a savepoint around the insert, the log's one vote per battle still answers "your first
+    vote stands" (not a server error), and the flip is rolled back with it."""
+    battle = ready_battle(acme, bob)
+    _vote(bob_client, battle)
+    Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.READY)  # as if the flip had not happened
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "right"})
+    assert response.status_code == 409 and "Your first vote stands" in response.content.decode()
+    assert list(Vote.objects.filter(battle=battle).values_list("choice", flat=True)) == ["left"]
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.READY  # the second flip went with the refused insert
