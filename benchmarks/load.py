@@ -207,7 +207,7 @@ def main() -> int:
         folder = Path(tmp)
         given = dict(item.split("=", 1) for item in args.env)
         # The compose file's connection pool (DB_POOL_MAX_SIZE), unless persistent connections are asked for.
-        pool = {} if "DB_CONN_MAX_AGE" in given else {"DB_POOL_MAX_SIZE": "20"}
+        pool = {"DB_POOL_MAX_SIZE": "0" if "DB_CONN_MAX_AGE" in given else "20"}
         env = {"ARENA_BUFFER_SCHEDULE_S": "2", **pool, **given}
         stack = Stack(folder, web_workers=args.web_workers, worker_concurrency=args.worker_concurrency,
                       raters=args.raters, prompts=args.prompts, web_server=args.web, extra_env=env)  # fmt: skip

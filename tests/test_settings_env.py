@@ -119,6 +119,8 @@ def test_a_connection_pool_is_asked_for_by_its_size_and_checks_what_it_hands_out
     result = _pool_settings(DB_POOL_MAX_SIZE="12", DB_POOL_TIMEOUT_S="5")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == [{"min_size": 2, "max_size": 12, "timeout": 5.0}, True, 0]
+    result = _pool_settings(DB_POOL_MAX_SIZE="1")
+    assert json.loads(result.stdout)[0] == {"min_size": 1, "max_size": 1, "timeout": 3.0}
     result = _pool_settings()  # the default: no pool, a connection per request
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)[0] is None

@@ -99,8 +99,9 @@ if DB_POOL_MAX_SIZE and DATABASES["default"]["ENGINE"] == "django.db.backends.po
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, DB_POOL_MAX_SIZE),
         "max_size": DB_POOL_MAX_SIZE,
-        # A request that waits longer than this for a connection fails (the pool is too small for the load).
-        "timeout": float(env_int("DB_POOL_TIMEOUT_S", 10, minimum=1)),
+        # A request that waits longer than this for a connection fails with the error page: the pool is
+        # too small for the load, or the server is down (then every request waits this long first).
+        "timeout": float(env_int("DB_POOL_TIMEOUT_S", 3, minimum=1)),
     }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
