@@ -12,7 +12,7 @@ from typing import Any
 
 from django.dispatch import Signal
 
-# A vote was appended to the log. Arguments: ``campaign_id``, ``vote_id``.
+# A vote was appended to the log. Arguments: ``campaign_id``, ``vote_id``, ``organization_id``.
 vote_stored = Signal()
 
 # The campaign's ranking settings changed (exclusion policy, method) or a manager asked for fresh

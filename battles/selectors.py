@@ -109,15 +109,18 @@ def pool_for_rater(*, campaign: Campaign, user: User) -> RaterPool | None:
     return campaign.rater_pools.filter(members=user).order_by("id").first()
 
 
+def rater_in_campaign_pool(*, campaign: Campaign, user: User) -> bool:
+    """Whether the rater is (still) in a pool the campaign names: what a vote checks."""
+    return campaign.rater_pools.filter(members=user).exists()
+
+
 def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
     """A rater sees only their own battles; anything else is indistinguishable from a missing one."""
     try:
-        return (
-            Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint")
-            .filter(pk=battle_id, rater=user)
-            .first()
+        return Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint").get(
+            pk=battle_id, rater=user
         )
-    except (ValueError, TypeError):
+    except (Battle.DoesNotExist, ValueError, TypeError, ValidationError):
         return None
 
 

@@ -1371,9 +1371,13 @@ def _conversation_log(battle: Battle) -> dict[str, Any]:
     every turn, the last turn's finish reason, the style counts of the whole conversation, the identity
     flags of every turn, and, for a multi-turn battle, each turn on its own (``Vote.turns``)."""
     generations: dict[int, dict[str, Generation]] = {}
-    for generation in battle.generations.all():
+    # What the log takes of each answer (not its text), in turn order; turns are read only for a battle
+    # that has more than one (a single-turn battle's only message is its prompt).
+    fields = ("id", "battle_id", "side", "turn", "output_tokens", "finish_reason", "latency_s", "ttft_s")
+    for generation in battle.generations.only(*fields, "model_mentions", "style").order_by("turn", "side"):
         generations.setdefault(generation.turn, {})[generation.side] = generation
-    texts = [battle.prompt.text, *(turn.text for turn in battle.turns.order_by("index"))]
+    later = [turn.text for turn in battle.turns.order_by("index")] if max(generations, default=0) > 0 else []
+    texts = [battle.prompt.text, *later]
     turns: list[dict[str, Any]] = []
     for index in sorted(generations):
         pair = generations[index]
@@ -1419,11 +1423,29 @@ def battle_mark_shown(*, battle: Battle) -> Battle:
     return battle
 
 
+def vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | None = None) -> Vote:
+    """Append the rater's vote on their battle to the log, in the transaction that flips the battle from
+    READY to VOTED (the flip is conditional: of two concurrent submissions one wins, the other is told the
+    first vote stands). ``battle``: the rater's battle as the caller already read it with
+    ``selectors.battle_for_rater`` (the page's view does, for its study gate), so it is not read twice;
+    every check below is made on it all the same, and the conditional update settles any change since."""
+    try:
+        return _vote_submit(battle_id=battle_id, user=user, choice=choice, battle=battle)
+    except IntegrityError:
+        # Rolled back whole (the flip too). The log's one vote per battle refused it: another vote is
+        # stored (the failure path pays the look-up; the vote's own insert needs no savepoint). Anything
+        # else is not the rater's doing and stays an error.
+        if Vote.objects.filter(battle_id=battle_id).exists():
+            raise VoteRejected("This battle has already been voted on. Your first vote stands.") from None
+        raise
+
+
 @transaction.atomic
-def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
+def _vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | None) -> Vote:
     if choice not in Choice.values:
         raise Invalid(f"Unknown choice {choice!r}: use one of {', '.join(Choice.values)}.")
-    battle = selectors.battle_for_rater(user=user, battle_id=battle_id)
+    if battle is None or str(battle.pk) != str(battle_id) or battle.rater_id != user.pk:
+        battle = selectors.battle_for_rater(user=user, battle_id=battle_id)
     if battle is None:
         raise NotAllowed("No such battle.")
     if battle.status == Battle.Status.VOID:
@@ -1432,7 +1454,7 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
         raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
     if battle.campaign.status != Campaign.Status.OPEN:
         raise VoteRejected("This campaign is closed; no more votes are taken.")
-    if selectors.pool_for_rater(campaign=battle.campaign, user=user) is None:
+    if not selectors.rater_in_campaign_pool(campaign=battle.campaign, user=user):
         raise VoteRejected("You are no longer in a rater pool of this campaign; this vote was not stored.")
     if battle.status != Battle.Status.READY or battle.shown_at is None:
         raise VoteRejected("This battle has not been shown yet; open it before voting.")
@@ -1448,38 +1470,40 @@ def vote_submit(*, battle_id: Any, user: User, choice: str) -> Vote:
         raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
     log = _conversation_log(battle)
     decision_ms = max(0, int((now - battle.shown_at).total_seconds() * 1000))
-    try:
-        with transaction.atomic():
-            vote = Vote.objects.create(
-                organization_id=battle.organization_id,
-                campaign_id=battle.campaign_id,
-                battle=battle,
-                created_at=now,
-                rater=user,
-                pool_id=pool_id,
-                prompt=battle.prompt,
-                prompt_hash=battle.prompt.text_hash,
-                category=battle.prompt.category,
-                language=battle.prompt.language,
-                prompt_source=battle.prompt.source,
-                left=battle.left,
-                right=battle.right,
-                left_model=battle.left.model_name,
-                left_version=battle.left.version_label,
-                right_model=battle.right.model_name,
-                right_version=battle.right.version_label,
-                source=battle.source,
-                params=battle.params,
-                choice=choice,
-                decision_ms=decision_ms,
-                **log,
-            )
-    except IntegrityError:
-        raise VoteRejected("This battle has already been voted on. Your first vote stands.") from None
+    vote = Vote.objects.create(
+        organization_id=battle.organization_id,
+        campaign=battle.campaign,
+        battle=battle,
+        created_at=now,
+        rater=user,
+        pool_id=pool_id,
+        prompt=battle.prompt,
+        prompt_hash=battle.prompt.text_hash,
+        category=battle.prompt.category,
+        language=battle.prompt.language,
+        prompt_source=battle.prompt.source,
+        left=battle.left,
+        right=battle.right,
+        left_model=battle.left.model_name,
+        left_version=battle.left.version_label,
+        right_model=battle.right.model_name,
+        right_version=battle.right.version_label,
+        source=battle.source,
+        params=battle.params,
+        choice=choice,
+        decision_ms=decision_ms,
+        **log,
+    )
     if battle.source == Battle.Source.GOLD:
         _attention_assess(vote=vote, battle=battle)
         _qualification_assess(vote=vote, battle=battle)
-    send_on_commit(hooks.vote_stored, sender=Vote, campaign_id=vote.campaign_id, vote_id=vote.pk)
+    send_on_commit(
+        hooks.vote_stored,
+        sender=Vote,
+        campaign_id=vote.campaign_id,
+        vote_id=vote.pk,
+        organization_id=vote.organization_id,
+    )
     # The battle is locked by the vote, so its competitors may be named; the rater only by an opaque id.
     webhook_event_emit(
         organization_id=vote.organization_id,

@@ -302,11 +302,17 @@ def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonRespo
 @_ratelimit(key="ip", rate=_vote_ip_rate, block=True, group="battles.vote.ip")
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
-    gate = _study_gate(request, battle.campaign, asking_for_more=False) if battle is not None else None
+    if battle is None:
+        raise Http404("No such battle.")
+    gate = _study_gate(request, battle.campaign, asking_for_more=False)
     if gate is not None:
         return gate
     try:
-        vote = services.vote_submit(battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""))
+        # The battle read above is handed on: the service checks it and settles races with its
+        # conditional update, so one vote reads the battle once.
+        vote = services.vote_submit(
+            battle_id=battle_id, user=request.user, choice=request.POST.get("choice", ""), battle=battle
+        )
     except DomainError as exc:
         battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
         if battle is None:

@@ -12,8 +12,8 @@ from raters import hooks as rater_hooks
 from . import selectors, services, tasks
 
 
-def on_vote_stored(*, campaign_id: int, **kwargs: Any) -> None:
-    services.leaderboards_schedule(campaign_id=campaign_id)
+def on_vote_stored(*, campaign_id: int, organization_id: int | None = None, **kwargs: Any) -> None:
+    services.leaderboards_schedule(campaign_id=campaign_id, organization_id=organization_id)
 
 
 def on_leaderboards_stale(*, campaign_id: int, now: bool = False, **kwargs: Any) -> None:

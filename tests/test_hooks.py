@@ -23,7 +23,8 @@ def sent(monkeypatch):  # type: ignore[no-untyped-def]
     """Records what ranking's receivers would schedule, instead of scheduling it."""
     calls: list[tuple[str, int]] = []
     monkeypatch.setattr(
-        "ranking.services.leaderboards_schedule", lambda campaign_id: calls.append(("schedule", campaign_id))
+        "ranking.services.leaderboards_schedule",
+        lambda campaign_id, **kwargs: calls.append(("schedule", campaign_id)),
     )
     monkeypatch.setattr(
         "ranking.services.leaderboards_recompute_soon", lambda campaign_id: calls.append(("now", campaign_id))
@@ -52,7 +53,14 @@ def test_a_stored_vote_is_announced_after_commit_and_ranking_schedules_a_recompu
             callback()
     finally:
         battle_hooks.vote_stored.disconnect(listener)
-    assert heard == [{"signal": battle_hooks.vote_stored, "campaign_id": acme.campaign.pk, "vote_id": vote.pk}]
+    assert heard == [
+        {
+            "signal": battle_hooks.vote_stored,
+            "campaign_id": acme.campaign.pk,
+            "vote_id": vote.pk,
+            "organization_id": acme.organization.pk,
+        }
+    ]
     assert sent == [("schedule", acme.campaign.pk)]
 
 

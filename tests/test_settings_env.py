@@ -98,3 +98,31 @@ def test_malformed_debug_refuses_to_start():
     result = _settings_in_subprocess(DEBUG="maybe")
     assert result.returncode != 0
     assert "DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def _pool_settings(**env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "DB_", "DJANGO_"))}
+    environment.update({"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x", **env})
+    code = (
+        "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE']='arena.settings.local'; django.setup(); "
+        "from django.conf import settings as s; d = s.DATABASES['default']; "
+        "print(json.dumps([d.get('OPTIONS', {}).get('pool'), d['CONN_HEALTH_CHECKS'], d['CONN_MAX_AGE']]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_connection_pool_is_asked_for_by_its_size_and_checks_what_it_hands_out():
+    import json
+
+    result = _pool_settings(DB_POOL_MAX_SIZE="12", DB_POOL_TIMEOUT_S="5")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [{"min_size": 2, "max_size": 12, "timeout": 5.0}, True, 0]
+    result = _pool_settings(DB_POOL_MAX_SIZE="1")
+    assert json.loads(result.stdout)[0] == {"min_size": 1, "max_size": 1, "timeout": 3.0}
+    result = _pool_settings()  # the default: no pool, a connection per request
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)[0] is None
+    result = _pool_settings(DB_POOL_MAX_SIZE="12", DB_CONN_MAX_AGE="60")  # Django refuses both at once
+    assert result.returncode != 0 and "exclude each other" in result.stderr

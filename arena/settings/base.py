@@ -87,6 +87,23 @@ DATABASE_URL = env_url(
     schemes=("sqlite", "postgres", "postgresql", "pgsql"),
 )
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL or "", conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+# A pool of PostgreSQL connections per process (psycopg_pool, Django's "pool" option), DB_POOL_MAX_SIZE
+# connections at most: what the ASGI deployment needs, whose requests run in threads of their own and so
+# cannot keep a connection (DB_CONN_MAX_AGE is for sync workers); a fresh connection per request cost the
+# load run more than half its throughput (README, Reliability). Each connection is checked as it is taken
+# (a restarted server's dead ones are replaced). 0: no pool, a connection per request.
+DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 0, minimum=0)
+if DB_POOL_MAX_SIZE and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    if DATABASES["default"].get("CONN_MAX_AGE"):
+        raise ImproperEnvironment("DB_POOL_MAX_SIZE and DB_CONN_MAX_AGE exclude each other: set one of them")
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, DB_POOL_MAX_SIZE),
+        "max_size": DB_POOL_MAX_SIZE,
+        # A request that waits longer than this for a connection fails with the error page: the pool is
+        # too small for the load, or the server is down (then every request waits this long first).
+        "timeout": float(env_int("DB_POOL_TIMEOUT_S", 3, minimum=1)),
+    }
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Votes are written from concurrent requests; wait for the lock instead of failing at once.

@@ -195,6 +195,11 @@ PRODUCTION_ENV = {
     # The drivers vote as fast as a battle allows; the rate limits are tested elsewhere.
     "ARENA_VOTE_RATE": "100000/m",
     "ARENA_BATTLE_RATE": "100000/m",
+    # And per address: every driver comes from loopback (the default 120/m is 2 a second for all of them).
+    "ARENA_VOTE_IP_RATE": "100000/m",
+    "ARENA_BATTLE_IP_RATE": "100000/m",
+    # The compose file's connection pool (README: DB_POOL_MAX_SIZE), so the faults are those of the deployment.
+    "DB_POOL_MAX_SIZE": "20",
     "ARENA_RANKING_DEBOUNCE_S": "2",
     "ARENA_RANKING_LEASE_S": "5",
     "ARENA_RANKING_SCHEDULE_S": "5",
@@ -214,6 +219,7 @@ class Stack:
     web_server: str = "asgi"  # or "wsgi"
     worker_concurrency: int = 4
     raters: int = 4
+    prompts: int = 200  # pool prompts of the main campaign (a rater never rates one twice)
     models: tuple[str, str] = ("zen-bigram", "stdlib-trigram")
     hosts: dict[str, str] = field(default_factory=dict)  # role -> address, when not all on loopback
     prefixes: dict[str, list[str]] = field(default_factory=dict)  # role -> command prefix (ip netns exec)
@@ -296,7 +302,8 @@ class Stack:
         subprocess.run([*run, "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
         seeded = subprocess.run(
             [*self.prefixes.get("web", []), sys.executable, "-m", "tests.reliability.seed", "--raters",
-             str(self.raters), "--triton", self.triton_url(), "--models", ",".join(self.models)],
+             str(self.raters), "--prompts", str(self.prompts), "--triton", self.triton_url(), "--models",
+             ",".join(self.models)],
             cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         self.seed = json.loads(seeded.stdout.strip().splitlines()[-1])
@@ -401,6 +408,10 @@ class Refused(Exception):
         super().__init__(f"{what}: {status} {body[:200]!r}")
         self.status = status
         self.body = body
+
+
+class BufferDry(Exception):
+    """The next battle was not ready when handed out: the warm buffer ran out."""
 
 
 @dataclass
@@ -510,6 +521,17 @@ class Rater:
             ledger.failed.append((battle, str(response.status_code)))
             ledger.errors[f"vote {response.status_code}"] += 1
         return False
+
+    def ready_battle_and_vote(self, ledger: Ledger, choice: str = "left") -> tuple[str, bool]:
+        """From a warm buffer: next battle, its page (which must show both answers: no waiting for a
+        model), the vote. ``BufferDry`` when the page is still preparing (the buffer ran out)."""
+        battle = self.next_battle(ledger)
+        t0 = time.perf_counter()
+        page = self.page(battle)
+        ledger.timed("page", time.perf_counter() - t0)
+        if 'name="choice"' not in page:
+            raise BufferDry(battle)
+        return battle, self.vote(battle, ledger, choice)
 
     def battle_and_vote(self, ledger: Ledger, choice: str = "left") -> tuple[str, bool]:
         battle = self.next_battle(ledger)

@@ -140,8 +140,8 @@ def test_postgresql_restart_fails_cleanly_and_clients_reconnect(stack: Stack) ->
         assert page.status_code == 500 and "Traceback" not in page.text
     finally:
         stack.pg.start()
-    # The same sessions go on (each request opens a new connection); the failed votes stored nothing:
-    # retried, each is taken now.
+    # The same sessions go on (the pool checks each connection it hands out and replaces the dead ones);
+    # the failed votes stored nothing: retried, each is taken now.
     outcomes = settle_failures(dict(zip(held, raters, strict=True)), ledger)
     assert outcomes == {"stored now": 2, "stored before": 0}
     for rater in raters:

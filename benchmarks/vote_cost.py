@@ -1,0 +1,341 @@
+"""The server-side cost of one vote, part by part: what a vote request does, and what it costs.
+
+    python benchmarks/vote_cost.py [--votes 300] [--cycles 100] [--profile]
+
+Into the PostgreSQL database named by BENCH_DATABASE_URL (default: a local database arena_bench_vote) and
+the Redis named by BENCH_REDIS_URL (default: redis://127.0.0.1:6379/15; the rate limiter's counters and
+the recompute's pending mark live there, as in production), one organisation, a campaign, a rater and
+``--votes`` battles ready and shown (both answers stored, as the generation workers leave them). Then the
+rater votes on each through Django's request handler (the test client: every middleware, the rate limits
+on, at a rate they never reach), with production settings (DEBUG off). Printed:
+
+  queries   the SQL statements of one vote, in order, each with what it is for
+  parts     per part of the request, the median milliseconds (inclusive: a part's time includes the parts
+            it calls; "battle read" is every call of battle_for_rater: the view's, which the service reuses)
+  total     the vote request's median and p99
+  cycle     ``--cycles`` times a rater's whole cycle from a warm buffer, as benchmarks/load.py's raters do
+            it: next battle (the claim), the battle page, the vote; and the votes/s one core could serve
+  baseline  on the same connection: one round trip (SELECT 1) and one single-row INSERT in autocommit,
+            and opening a new connection (what every request pays with DB_CONN_MAX_AGE=0)
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def setup_django(url: str, redis_url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    admin_url = url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    os.environ.update(
+        {
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "DJANGO_SETTINGS_MODULE": "arena.settings.base",
+            "SECRET_KEY": "vote-cost-benchmark-only-secret-key-vote-cost-benchmark-only",
+            "DEBUG": "false",
+            "ALLOWED_HOSTS": "*",
+            "SECURE_SSL_REDIRECT": "false",
+            "SECURE_HSTS_SECONDS": "0",
+            "ARENA_VOTE_RATE": "100000/m",
+            "ARENA_VOTE_IP_RATE": "100000/m",
+            "ARENA_BATTLE_RATE": "100000/m",
+            "ARENA_BATTLE_IP_RATE": "100000/m",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from arena.celery import app
+
+    # The recompute the first vote schedules goes to a broker nobody reads: nothing runs beside the votes.
+    app.conf.update(broker_url="memory://", task_always_eager=False)
+
+
+def world() -> tuple[Any, Any, Callable[..., Any]]:
+    """The rater, and a function that makes the next ready battle for them (one open battle at a time)."""
+    from django.utils import timezone
+
+    from battles.models import Battle, Generation, Prompt
+    from raters.models import Role
+    from raters.tenancy import scopes_disabled
+    from tests.factories import (
+        CampaignFactory,
+        CompetitorFactory,
+        MembershipFactory,
+        ModelEndpointFactory,
+        OrganizationFactory,
+        PromptFactory,
+        RaterPoolFactory,
+        UserFactory,
+    )
+
+    stamp = time.time_ns()
+    with scopes_disabled():
+        organization = OrganizationFactory.create(name=f"Votes {stamp}", slug=f"votes-{stamp}")
+        rater = UserFactory.create(email=f"rater-{stamp}@votes.test")
+        MembershipFactory.create(user=rater, organization=organization, role=Role.RATER)
+        pool = RaterPoolFactory.create(organization=organization, name="Vote raters")
+        pool.members.add(rater)
+        campaign = CampaignFactory.create(
+            organization=organization, name="Votes", slug=f"votes-{stamp}", session_cap=100_000
+        )
+        campaign.rater_pools.add(pool)
+        left, right = (
+            CompetitorFactory.create(
+                campaign=campaign,
+                endpoint=ModelEndpointFactory.create(
+                    organization=organization, name=f"vote-{model}", url="127.0.0.1:9", model_name=model
+                ),
+                version_label="2026-12",
+            )
+            for model in ("zen-bigram", "stdlib-trigram")
+        )
+
+    def battle_make(i: int, buffered: bool = False) -> Any:
+        """Assigned to the rater and shown; ``buffered``: ready in the buffer, for a claim."""
+        with scopes_disabled():
+            now = timezone.now()
+            prompt = PromptFactory.create(campaign=campaign, source=Prompt.Source.POOL, text=f"Rivers {stamp} {i}?")
+            battle = Battle.objects.create(
+                organization=organization,
+                campaign=campaign,
+                rater=None if buffered else rater,
+                pool=None if buffered else pool,
+                prompt=prompt,
+                left=left,
+                right=right,
+                params={**campaign.sampling_params(), "seed": i},
+                status=Battle.Status.READY,
+                ready_at=now,
+                shown_at=None if buffered else now,
+                claimed_at=None if buffered else now,
+                session_key="" if buffered else "vote-cost",
+            )
+            for side, competitor in (("left", left), ("right", right)):
+                Generation.objects.create(
+                    battle=battle,
+                    side=side,
+                    turn=0,
+                    competitor=competitor,
+                    text="Rivers flow to the sea. **Always**.\n\n- one\n- two",
+                    output_tokens=12,
+                    latency_s=0.1,
+                    style={"tokens": 12, "headers": 0, "list_items": 2, "bold": 1, "code_blocks": 0},
+                )
+            return battle
+
+    return rater, campaign, battle_make
+
+
+class Timers:
+    """Inclusive wall time per named part, per vote (the calls of one vote summed)."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, float] = defaultdict(float)
+        self.per_vote: dict[str, list[float]] = defaultdict(list)
+
+    def wrap(self, owner: Any, attribute: str, part: str) -> None:
+        original: Callable[..., Any] = getattr(owner, attribute)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.current[part] += time.perf_counter() - t0
+
+        setattr(owner, attribute, timed)
+
+    def close_vote(self, parts: list[str]) -> None:
+        for part in parts:
+            self.per_vote[part].append(self.current.get(part, 0.0))
+        self.current.clear()
+
+
+def label(sql: str) -> str:
+    """What a statement is for, by its text."""
+    s = sql.lstrip()
+    rules = [
+        ('FROM "django_session"', "session: load"),
+        ('FROM "auth_user"', "auth: the user"),
+        ('FROM "raters_membership"', "tenant scope: memberships"),
+        ('FROM "battles_participant"', "study gate: participant?"),
+        ('UPDATE "battles_battle"', "claim: READY -> VOTED (conditional update)"),
+        ('FROM "battles_battle"', "battle read (with campaign, prompt, competitors)"),
+        ('FROM "raters_raterpool"', "pool check: rater still in a pool"),
+        ('FROM "battles_generation"', "answers (for the log's per-side fields)"),
+        ('FROM "battles_turn"', "turns (multi-turn log)"),
+        ('INSERT INTO "battles_vote"', "vote insert"),
+        ('FROM "raters_webhookendpoint"', "webhooks subscribed?"),
+        ('INSERT INTO "raters_webhookdelivery"', "webhook delivery"),
+        ('FROM "battles_campaign"', "campaign (attention warning)"),
+        ("RELEASE SAVEPOINT", "release savepoint"),
+        ("SAVEPOINT", "savepoint"),
+        ('UPDATE "django_session"', "session: save"),
+    ]
+    for needle, name in rules:
+        if needle in s:
+            return name
+    return s[:80]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--votes", type=int, default=300)
+    parser.add_argument("--cycles", type=int, default=100, help="next + page + vote cycles from a warm buffer")
+    parser.add_argument("--profile", action="store_true", help="also cProfile the votes: the top functions")
+    args = parser.parse_args()
+    setup_django(
+        os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arena_bench_vote"),
+        os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
+    )
+    import django.contrib.auth
+    import django_ratelimit.decorators
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.db import connection
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from django.urls import reverse
+
+    import battles.selectors
+    import battles.services
+    import battles.views
+    import ranking.services
+    import raters.middleware
+
+    rater, campaign, battle_make = world()
+    client = Client()
+    client.force_login(rater)
+
+    timers = Timers()
+    parts = {
+        "session: load": (SessionStore, "load"),
+        "auth: the user": (django.contrib.auth, "get_user"),
+        "tenant scope": (raters.middleware, "_principal_scope_value"),
+        "rate limits (2, Redis)": (django_ratelimit.decorators, "is_ratelimited"),
+        "battle read": (battles.selectors, "battle_for_rater"),
+        "study gate": (battles.views, "_study_gate"),
+        "vote_submit (transaction, commit, on-commit)": (battles.services, "vote_submit"),
+        "  pool check": (battles.selectors, "rater_in_campaign_pool"),
+        "  log fields (answers, turns)": (battles.services, "_conversation_log"),
+        "  webhook event": (battles.services, "webhook_event_emit"),
+        "  commit": (BaseDatabaseWrapper, "_commit"),
+        "  recompute scheduling (Redis, on commit)": (ranking.services, "leaderboards_schedule"),
+        "attention warning": (battles.services, "attention_warning"),
+    }
+    for part, (owner, attribute) in parts.items():
+        timers.wrap(owner, attribute, part)
+
+    def vote(battle: Any) -> float:
+        t0 = time.perf_counter()
+        response = client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
+        elapsed = time.perf_counter() - t0
+        assert response.status_code == 302, response.content[:500]
+        return elapsed
+
+    vote(battle_make(0))  # warm: the first request's imports and caches
+    timers.current.clear()
+    battle = battle_make(1)
+    with CaptureQueriesContext(connection) as captured:
+        vote(battle)
+    timers.current.clear()
+    print(f"queries of one vote: {len(captured.captured_queries)}")
+    for i, query in enumerate(captured.captured_queries, 1):
+        print(f"  {i:2d}. {label(query['sql'])}")
+
+    totals = []
+    profiler = cProfile.Profile() if args.profile else None
+    for i in range(args.votes):
+        battle = battle_make(i + 2)
+        timers.current.clear()
+        if profiler is not None:
+            profiler.enable()
+        totals.append(vote(battle))
+        if profiler is not None:
+            profiler.disable()
+        timers.close_vote(list(parts))
+    if profiler is not None:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
+    print(f"\nparts of a vote request (median ms over {len(totals)} votes, inclusive):")
+    for part in parts:
+        print(f"  {part:<48} {statistics.median(timers.per_vote[part]) * 1000:7.2f}")
+    ordered = sorted(totals)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    print(f"  {'total (the request through every middleware)':<48} {statistics.median(totals) * 1000:7.2f}"
+          f"   p99 {p99 * 1000:.2f}")  # fmt: skip
+
+    # A rater's whole cycle from a warm buffer, as the load benchmark's raters do it: next, page, vote.
+    cycles: dict[str, list[float]] = defaultdict(list)
+    for i in range(args.cycles):
+        battle_make(args.votes + 10 + i, buffered=True)
+        t0 = time.perf_counter()
+        response = client.post(reverse("battles:next", args=[campaign.pk]))
+        t1 = time.perf_counter()
+        assert response.status_code == 302, response.content[:500]
+        page = client.get(response["Location"])
+        t2 = time.perf_counter()
+        assert page.status_code == 200 and b'name="choice"' in page.content
+        voted = client.post(response["Location"] + "vote/", {"choice": "left"})
+        t3 = time.perf_counter()
+        assert voted.status_code == 302, voted.content[:500]
+        for name, seconds in (("next", t1 - t0), ("page", t2 - t1), ("vote", t3 - t2), ("cycle", t3 - t0)):
+            cycles[name].append(seconds)
+    cycle_ms = statistics.median(cycles["cycle"]) * 1000
+    print(f"\na rater's cycle from a warm buffer (median ms over {args.cycles}):")
+    for name in ("next", "page", "vote", "cycle"):
+        print(f"  {name:<48} {statistics.median(cycles[name]) * 1000:7.2f}")
+    print(f"  {'= votes/s one core could serve (1000 / cycle)':<48} {1000 / cycle_ms:7.1f}")
+
+    # The baseline on the same connection: a round trip, a single-row insert, a fresh connection.
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE IF NOT EXISTS bench_vote (id bigserial PRIMARY KEY, battle bigint, "
+                       "choice varchar(16), decision_ms integer, created_at timestamptz)")  # fmt: skip
+        rounds, inserts = [], []
+        for _ in range(300):
+            t0 = time.perf_counter()
+            cursor.execute("SELECT 1")
+            rounds.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            cursor.execute(
+                "INSERT INTO bench_vote (battle, choice, decision_ms, created_at) VALUES (1, 'left', 1200, now())"
+            )
+            inserts.append(time.perf_counter() - t0)
+    connects = []
+    for _ in range(30):
+        connection.close()
+        t0 = time.perf_counter()
+        connection.ensure_connection()
+        connects.append(time.perf_counter() - t0)
+    print("\nbaseline (median ms):")
+    print(f"  {'one round trip (SELECT 1)':<48} {statistics.median(rounds) * 1000:7.3f}")
+    print(f"  {'one single-row INSERT, autocommit':<48} {statistics.median(inserts) * 1000:7.3f}")
+    print(f"  {'a new connection (DB_CONN_MAX_AGE=0)':<48} {statistics.median(connects) * 1000:7.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
