@@ -1846,6 +1846,33 @@ class AttributeRunDetailApi(APIView):
         return Response(AttributeRunOutput(_attribute_run(request, run_id)).data)
 
 
+class ScoreProvenanceOutput(serializers.Serializer[Any]):
+    """The run a score row comes from, on the row itself: a row copied out of the API (into a sheet, a
+    report) still says which judge, template, seed and counts made it."""
+
+    run_id = serializers.IntegerField(source="id")
+    judge = JudgeRefOutput()
+    model_name = serializers.CharField(help_text="The judge's served model, as called.")
+    rubric_hash = serializers.CharField()
+    template_hash = serializers.CharField(help_text="SHA-256 of the judge prompt's template.")
+    seed = serializers.IntegerField()
+    entities = serializers.IntegerField()
+    calls = serializers.IntegerField()
+    accepted = serializers.IntegerField()
+    refused = serializers.IntegerField()
+    malformed = serializers.IntegerField()
+    call_errors = serializers.IntegerField()
+    pairs = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    call_seconds = serializers.FloatField(help_text="Sum of the judge calls' latencies (the run's cost).")
+    degraded = serializers.BooleanField()
+    solve_hash = serializers.SerializerMethodField(help_text="Hash of the final solve (same observations: same hash).")
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_solve_hash(self, run: AttributeRun) -> str:
+        return str((run.solve or {}).get("hash", ""))
+
+
 class AttributeScoreOutput(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     entity_id = serializers.IntegerField()
@@ -1861,6 +1888,7 @@ class AttributeScoreOutput(serializers.Serializer[Any]):
     in_top_k = serializers.BooleanField()
     comparisons = serializers.IntegerField()
     stop_reason = serializers.CharField()
+    provenance = ScoreProvenanceOutput(source="run")
 
 
 class AttributeRunScoresApi(APIView):
@@ -1878,7 +1906,9 @@ class AttributeRunScoresApi(APIView):
         return cursor_page(  # type: ignore[no-any-return]
             request=request,
             view=self,
-            queryset=AttributeScore.objects.filter(run=run).select_related("entity"),
+            queryset=AttributeScore.objects.filter(run=run).select_related(
+                "entity", "run__judge__endpoint", "run__judge__rubric"
+            ),
             output=AttributeScoreOutput,
             ordering="rank",
         )
@@ -2060,7 +2090,13 @@ class PublicAttributeBoardApi(APIView):
         board, run = _public_attribute_board(slug)
         with organization_scope(board.organization_id):
             scores = (
-                list(AttributeScore.objects.filter(run=run).select_related("entity")[:PUBLIC_SCORES_MAX]) if run else []
+                list(
+                    AttributeScore.objects.filter(run=run).select_related(
+                        "entity", "run__judge__endpoint", "run__judge__rubric"
+                    )[:PUBLIC_SCORES_MAX]
+                )
+                if run
+                else []
             )
             data = {
                 "slug": slug,
@@ -2128,8 +2164,9 @@ class RaterReportOutput(serializers.Serializer[Any]):
     attention_failed = serializers.IntegerField()
     agreement = serializers.FloatField(
         allow_null=True,
-        help_text="Share of agreeing (rater, other rater) pairs on items two or more raters judged (prompt "
-        "hash and competitor pair, sides normalised; gold votes aside); null: no shared item.",
+        help_text="Share of agreeing (rater, other rater) pairs on items two or more raters judged (an item: "
+        "the copies of one shared battle, one answer pair shown to several raters; verdicts with sides "
+        "normalised, a rater's first vote per item, gold votes aside); null: no shared item.",
     )
     agreement_items = serializers.IntegerField(help_text="Items the rater shares with another rater.")
     agreement_pairs = serializers.IntegerField(help_text="(rater, other rater) pairs on those items.")

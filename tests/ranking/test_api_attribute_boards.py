@@ -63,6 +63,18 @@ def test_create_run_and_read_everything(acme: Tenant) -> None:
     rest = reader.get(page["next"]).json()
     assert rest["results"][0]["rank"] == 6
     assert page["results"][0]["in_top_k"] and page["results"][0]["z_score"] > 0
+    # Every score row carries the run's provenance: judge, template, seed, counts, tokens and cost.
+    for row in page["results"] + rest["results"]:
+        provenance = row["provenance"]
+        assert provenance["run_id"] == run["id"] and provenance["judge"]["id"] == judge.pk
+        assert provenance["judge"]["rubric_hash"] == judge.rubric.content_hash
+        assert (provenance["template_hash"], provenance["seed"]) == (run["template_hash"], run["seed"])
+        assert (provenance["calls"], provenance["accepted"], provenance["output_tokens"]) == (
+            run["calls"],
+            run["accepted"],
+            run["output_tokens"],
+        )
+        assert provenance["call_seconds"] == run["call_seconds"] and provenance["solve_hash"] == run["solve"]["hash"]
     # The full ledger, in the order of the calls, both orders of each pair.
     ledger: list[dict[str, Any]] = []
     url: str | None = reverse("api-attribute-run-judgements", args=[run["id"]]) + "?limit=500"
@@ -148,6 +160,7 @@ def test_publish_read_publicly_and_unpublish(acme: Tenant) -> None:
     public = anonymous.get(reverse("api-public-attribute-board", args=[slug])).json()
     assert public["name"] == "Formality" and public["run"]["status"] == "done" and len(public["scores"]) == 6
     assert public["scores"][0]["position"] == 5  # the strongest planted truth
+    assert all(row["provenance"]["run_id"] == public["run"]["id"] for row in public["scores"])
     ledger = anonymous.get(reverse("api-public-attribute-board-judgements", args=[slug])).json()
     assert ledger["results"] and all(j["run_id"] == public["run"]["id"] for j in ledger["results"])
     page = anonymous.get(published.json()["url"])
