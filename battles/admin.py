@@ -269,6 +269,10 @@ class CampaignAdmin(TenantAdmin):
             },
         ),
         ("Raters", {"fields": ("rater_pools", "allow_rater_prompts", "max_turns", "identity_policy")}),
+        (
+            "Instructions and consent (every rater, before the first battle)",
+            {"fields": ("instructions", "consent_text")},
+        ),
         ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens", "system_prompt")}),
         (
             "Sampling, caps and filters",

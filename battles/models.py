@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import uuid
 from datetime import timedelta
@@ -206,6 +207,20 @@ class Campaign(models.Model):
         db_default=0.8,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Share of the qualification's gold battles answered correctly needed to pass.",
+    )
+    # What every rater of the campaign reads first (markdown, sanitised like answers), and an optional
+    # consent each rater agrees to once before their first battle (recorded per text: a changed text is
+    # agreed to again). A crowd study's own instructions and consent are on the study.
+    instructions = models.TextField(
+        blank=True,
+        default="",
+        help_text="Markdown shown on the campaign's page to every rater, before the first battle.",
+    )
+    consent_text = models.TextField(
+        blank=True,
+        default="",
+        help_text="Markdown. When set, each rater agrees to it once before their first battle (recorded; "
+        "a changed text is asked again). Empty: no consent step.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -1105,6 +1120,34 @@ class Participant(models.Model):
 # --- Judges: served models that vote, under a versioned rubric --------------------------------------
 
 JUDGE_TEMPERATURE = 0.0  # a judge is a measuring instrument: the same pair gets the same verdict
+
+
+def consent_hash(text: str) -> str:
+    """SHA-256 of a consent text: what a recorded consent was given to."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class RaterConsent(models.Model):
+    """A rater's agreement to a campaign's consent text (``Campaign.consent_text``): one row per rater and
+    text (its hash), written when they agree, never changed or deleted. A changed text has another hash,
+    so raters agree again before their next battle; the rows say who agreed to which text and when."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="rater_consents")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="consents")
+    rater = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="campaign_consents")
+    text_hash = models.CharField(max_length=64, help_text="SHA-256 of the consent text agreed to.")
+    agreed_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "rater", "text_hash"], name="rater_consent_once_per_text")
+        ]
+        ordering = ["campaign", "-agreed_at"]
+
+    def __str__(self) -> str:
+        return f"{self.rater} agreed to the consent of {self.campaign} ({self.text_hash[:8]})"
 
 
 class Qualification(models.Model):

@@ -42,10 +42,12 @@ from .models import (
     Participant,
     Prompt,
     Qualification,
+    RaterConsent,
     Study,
     Turn,
     Variant,
     Vote,
+    consent_hash,
 )
 from .prompting import CATEGORIES
 from .sampling import active_pair_weights
@@ -876,3 +878,25 @@ def study_progress(study: Study) -> dict[str, int]:
         "votes": Vote.objects.filter(**mine).count(),
         "voided_battles": Battle.objects.filter(**mine, status=Battle.Status.VOID).count(),
     }
+
+
+# --- A campaign's own consent step ------------------------------------------------------------------------
+
+
+def campaign_consent_due(*, campaign: Campaign, user: User) -> bool:
+    """Whether the rater must agree to the campaign's consent text before a battle: the campaign has
+    one and no row records this rater agreeing to this very text. A crowd participant who agreed to
+    their study's own consent text has given it (the study's page is where they read it)."""
+    if not campaign.consent_text:
+        return False
+    participant = participant_of_user(user)
+    if (
+        participant is not None
+        and participant.study.campaign_id == campaign.pk
+        and participant.study.consent_text
+        and participant.consented_at is not None
+    ):
+        return False
+    return not RaterConsent.objects.filter(
+        campaign=campaign, rater=user, text_hash=consent_hash(campaign.consent_text)
+    ).exists()

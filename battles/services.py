@@ -75,12 +75,14 @@ from .models import (
     Participant,
     Prompt,
     Qualification,
+    RaterConsent,
     Rubric,
     Side,
     Study,
     Turn,
     Variant,
     Vote,
+    consent_hash,
 )
 from .prompt_import import ERRORS_LISTED, PromptRow
 from .prompting import CATEGORIES, prompt_classify, prompt_hash, prompt_validate
@@ -3188,3 +3190,24 @@ def study_close(*, study: Study, actor: User | AnonymousUser | ApiKeyPrincipal |
         data={"participants": study.participants.count(), **via},
     )
     return study
+
+
+# --- A campaign's own consent step ------------------------------------------------------------------------
+
+
+def campaign_consent_agree(*, campaign: Campaign, user: User, text_hash: str) -> RaterConsent:
+    """Record that the rater agrees to the campaign's consent text, as the page showed it
+    (``text_hash``: a text changed since is refused, so nobody agrees to words they did not read).
+    Agreeing twice keeps the first row."""
+    if not campaign.consent_text:
+        raise Invalid("This campaign asks for no consent.")
+    current = consent_hash(campaign.consent_text)
+    if text_hash != current:
+        raise Conflict("The consent text changed while you were reading it: please read it again.")
+    consent, _ = RaterConsent.objects.get_or_create(
+        campaign=campaign,
+        rater=user,
+        text_hash=current,
+        defaults={"organization_id": campaign.organization_id},
+    )
+    return consent

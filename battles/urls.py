@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.campaign_list, name="campaigns"),
     path("c/<int:campaign_id>/", views.campaign_detail, name="campaign"),
     path("c/<int:campaign_id>/next/", views.battle_next, name="next"),
+    path("c/<int:campaign_id>/consent/", views.campaign_consent, name="campaign_consent"),
     path("b/<uuid:battle_id>/", views.battle_detail, name="battle"),
     path("b/<uuid:battle_id>/vote/", views.battle_vote, name="vote"),
     path("b/<uuid:battle_id>/state/", views.battle_state, name="state"),

@@ -25,7 +25,7 @@ from raters.tenancy import organization_scope
 
 from . import selectors, services
 from .live import Complete, Heartbeat, Paced, Void, live_channel, live_frames
-from .models import Battle, Campaign, Choice, Generation, Participant, Side, Study
+from .models import Battle, Campaign, Choice, Generation, Participant, Side, Study, consent_hash
 from .prompting import PROMPT_MAX_CHARS
 from .rendering import markdown_to_safe_html
 
@@ -133,11 +133,16 @@ def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> Http
     gate = _study_gate(request, campaign, asking_for_more=False)
     if gate is not None:
         return gate
+    consent_due = selectors.campaign_consent_due(campaign=campaign, user=request.user)
     return render(
         request,
         "battles/campaign_detail.html",
         {
             "campaign": campaign,
+            "instructions_html": markdown_to_safe_html(campaign.instructions) if campaign.instructions else "",
+            "consent_due": consent_due,
+            "consent_html": markdown_to_safe_html(campaign.consent_text) if consent_due else "",
+            "consent_hash": consent_hash(campaign.consent_text) if consent_due else "",
             "pending": selectors.battle_pending_for_rater(campaign=campaign, user=request.user),
             "progress": selectors.rater_progress(
                 campaign=campaign, user=request.user, session_key=_session_key(request)
@@ -146,6 +151,35 @@ def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> Http
             "prompt_draft": _prompt_draft(request, campaign.pk),
         },
     )
+
+
+@require_POST
+@login_required
+def campaign_consent(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
+    """The rater's answer to the campaign's consent text: agreeing is recorded (for the text the page
+    showed) and leads back to the campaign's page and its start button; not agreeing records nothing
+    and says that battles need it."""
+    campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
+    if campaign is None:
+        raise Http404("No such campaign.")
+    if request.POST.get("agree") != "yes":
+        return render(
+            request,
+            "battles/message.html",
+            {
+                "title": "No battles without consent",
+                "message": "You have not agreed, so no battle is shown. You can come back to this campaign's "
+                "page and agree at any time.",
+                "campaign": campaign,
+            },
+        )
+    try:
+        services.campaign_consent_agree(campaign=campaign, user=request.user, text_hash=request.POST.get("text", ""))
+    except DomainError as exc:
+        return error_response(
+            request, exc, "battles/message.html", {"title": "Please read it again", "campaign": campaign}
+        )
+    return redirect("battles:campaign", campaign_id=campaign.pk)
 
 
 @require_POST
@@ -159,6 +193,9 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
     gate = _study_gate(request, campaign, asking_for_more=True)
     if gate is not None:
         return gate
+    if selectors.campaign_consent_due(campaign=campaign, user=request.user):
+        # No battle before the rater has agreed to the campaign's consent text (on its page).
+        return redirect("battles:campaign", campaign_id=campaign.pk)
     prompt_text = request.POST.get("prompt") if "prompt" in request.POST else None
     if prompt_text is not None and prompt_text.strip() and campaign.allow_rater_prompts:
         request.session[_draft_key(campaign.pk)] = prompt_text[:PROMPT_MAX_CHARS]
