@@ -52,4 +52,9 @@ urlpatterns = [
     path("judges/<int:judge_id>/", apis.JudgeDetailApi.as_view(), name="judge"),
     path("campaigns/<int:campaign_id>/judge-runs/", apis.JudgeRunListCreateApi.as_view(), name="judge-runs"),
     path("campaigns/<int:campaign_id>/judge-runs/<int:run_id>/", apis.JudgeRunDetailApi.as_view(), name="judge-run"),
+    path(
+        "campaigns/<int:campaign_id>/judge-runs/<int:run_id>/verdicts/",
+        apis.JudgeRunVerdictsApi.as_view(),
+        name="judge-run-verdicts",
+    ),
 ]

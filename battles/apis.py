@@ -1560,7 +1560,10 @@ class JudgeRunOutput(serializers.Serializer[Any]):
     pairs_judged = serializers.IntegerField()
     pairs_refused = serializers.IntegerField()
     pairs_inconsistent = serializers.IntegerField()
-    pairs_excluded_family = serializers.IntegerField()
+    pairs_excluded_family = serializers.IntegerField(
+        help_text="Pairs skipped: a side served by the judge's own model (its endpoint, or the same model name), "
+        "or of a family it excludes."
+    )
     calls = serializers.IntegerField()
     calls_refused = serializers.IntegerField()
     calls_failed = serializers.IntegerField()
@@ -1754,6 +1757,99 @@ class JudgeRunDetailApi(APIView):
         if run is None:
             raise Http404("No such judge run.")
         return Response(JudgeRunOutput(run).data)
+
+
+class JudgeVerdictOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    run_id = serializers.IntegerField()
+    judge_id = serializers.IntegerField()
+    rubric_id = serializers.IntegerField()
+    rubric_version = serializers.IntegerField()
+    rubric_hash = serializers.CharField()
+    battle_id = serializers.UUIDField(allow_null=True, help_text="Null for a golden run's pair (no battle).")
+    prompt_id = serializers.IntegerField()
+    category = serializers.CharField()
+    left_id = serializers.IntegerField(help_text="The competitor on the battle's left (golden: the lower id).")
+    right_id = serializers.IntegerField()
+    choice = serializers.CharField(
+        help_text="The counterbalanced verdict on the sides: left, right, tie, both_bad; empty when refused."
+    )
+    consistent = serializers.BooleanField(help_text="Both presentation orders gave the same verdict.")
+    refused = serializers.BooleanField(help_text="Either order's reply was not the strict JSON, or its call failed.")
+    refusal = serializers.CharField(help_text="Why the pair was refused.")
+    verdict_ab = serializers.CharField(
+        help_text="Order ab (left answer shown first), in the judge's frame: A (first), B, tie, both_bad; "
+        "empty when refused."
+    )
+    verdict_ba = serializers.CharField(help_text="Order ba (right answer shown first), in the judge's frame.")
+    reply_ab = serializers.CharField(help_text="The judge's raw reply in order ab, verbatim.")
+    reply_ba = serializers.CharField(help_text="The judge's raw reply in order ba, verbatim.")
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    latency_s = serializers.FloatField(help_text="Both calls' model time.")
+    created_at = serializers.DateTimeField()
+
+
+JUDGE_VERDICT_EXAMPLE = {
+    "id": 901,
+    "run_id": 7,
+    "judge_id": 3,
+    "rubric_id": 5,
+    "rubric_version": 2,
+    "rubric_hash": "9f2c...",
+    "battle_id": "6f1d2c3e-9a4b-4c1f-8d2e-1a2b3c4d5e6f",
+    "prompt_id": 88,
+    "category": "coding",
+    "left_id": 40,
+    "right_id": 41,
+    "choice": "tie",
+    "consistent": False,
+    "refused": False,
+    "refusal": "",
+    "verdict_ab": "A",
+    "verdict_ba": "A",
+    "reply_ab": '{"verdict": "A", "reason": "answers the question"}',
+    "reply_ba": '{"verdict": "A", "reason": "more complete"}',
+    "input_tokens": 812,
+    "output_tokens": 24,
+    "latency_s": 0.61,
+    "created_at": "2026-12-01T12:01:00Z",
+}
+
+
+class JudgeRunVerdictsApi(APIView):
+    """``GET``: one judge run's verdicts, the judge votes' log (both orders' raw replies included)."""
+
+    @extend_schema(
+        operation_id="judge_run_verdicts_list",
+        summary="A judge run's verdicts",
+        description="Every pair the run asked its judge about, in the order they were appended, in cursor pages: "
+        "both presentation orders' raw replies and verdicts, the counterbalanced verdict on the sides "
+        "(an order disagreement is a tie, `consistent` false), refusals with their reason, tokens and model "
+        "time. Read as the run itself is (404 outside the caller's organisations).",
+        parameters=PAGE_PARAMETERS,
+        responses={200: page_of(JudgeVerdictOutput), 404: ErrorOutput},
+        examples=[
+            OpenApiExample(
+                "An order disagreement (counted a tie)",
+                value={"next": None, "previous": None, "results": [JUDGE_VERDICT_EXAMPLE]},
+                response_only=True,
+            )
+        ],
+        tags=["judges"],
+    )
+    def get(self, request: Request, campaign_id: int, run_id: int) -> Response:
+        run = selectors.judge_run_for(campaign=_campaign(request, campaign_id), run_id=run_id)
+        if run is None:
+            raise Http404("No such judge run.")
+        _PageQuery(data=request.query_params).is_valid(raise_exception=True)
+        return cursor_page(  # type: ignore[no-any-return]
+            request=request,
+            view=self,
+            queryset=selectors.judge_verdicts_of(run),
+            output=JudgeVerdictOutput,
+            ordering="id",
+        )
 
 
 # =====================================================================================================

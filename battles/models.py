@@ -1238,7 +1238,8 @@ class Rubric(models.Model):
 class Judge(models.Model):
     """A served model plus one rubric version, at temperature 0. Its identity (model and rubric) never
     changes: a new rubric version or another model is a new judge. ``excluded_families`` lists the
-    model families whose battles it may not judge (its own, by default)."""
+    model families whose battles it may not judge (its own, by default); whatever the families say, it
+    never judges a competitor served by its own model (``may_judge``)."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="judges")
     name = models.CharField(max_length=120)
@@ -1282,6 +1283,19 @@ class Judge(models.Model):
         if self.family.strip():
             found.add(self.family.strip().lower())
         return found
+
+    def may_judge(self, competitor: Competitor, excluded: set[str] | None = None) -> bool:
+        """Never its own model, whatever the families say (they may be blank): not a competitor on the
+        judge's endpoint, nor one serving the same model name on another endpoint (a shadow competitor:
+        naming it); nor one of a family it excludes (``families_excluded``, or ``excluded`` as computed)."""
+        if competitor.endpoint_id is not None and competitor.endpoint_id == self.endpoint_id:
+            return False
+        own = self.endpoint.model_name.strip().lower()
+        served = competitor.endpoint.model_name if competitor.endpoint is not None else competitor.external_model
+        if own and served.strip().lower() == own:
+            return False
+        families = self.families_excluded() if excluded is None else excluded
+        return competitor.family.strip().lower() not in families
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError

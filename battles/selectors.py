@@ -39,6 +39,7 @@ from .models import (
     GoldItem,
     Judge,
     JudgeRun,
+    JudgeVerdict,
     Participant,
     Prompt,
     Qualification,
@@ -827,6 +828,11 @@ def judge_runs_for(*, campaign: Campaign) -> QuerySet[JudgeRun]:
 
 def judge_run_for(*, campaign: Campaign, run_id: int) -> JudgeRun | None:
     return judge_runs_for(campaign=campaign).filter(pk=run_id).first()
+
+
+def judge_verdicts_of(run: JudgeRun) -> QuerySet[JudgeVerdict]:
+    """The run's verdicts (the judge votes' log), in the order they were appended."""
+    return JudgeVerdict.objects.filter(run=run, campaign_id=run.campaign_id)
 
 
 # --- Crowd studies over the API: a campaign's studies and their participants' progress -------------

@@ -2882,13 +2882,10 @@ def _judge_call(spec: EndpointSpec, params: SamplingParams, judge: Judge, pair: 
     return _Call(result, reply, len(text.split()))
 
 
-def _families(competitors: Iterable[Competitor]) -> dict[int, str]:
-    return {c.pk: c.family.strip().lower() for c in competitors}
-
-
 def _battle_pairs(run: JudgeRun, excluded: set[str]) -> tuple[list[JudgePair], int]:
     """The campaign's judgeable battles (both answers there, no gold pseudo-competitor, one turn) not yet
-    judged in this run, and how many were left out for a family the judge may not judge."""
+    judged in this run, and how many were left out because the judge may not judge a side (its own model,
+    or an excluded family: ``Judge.may_judge``)."""
     done = set(JudgeVerdict.objects.filter(run=run, battle__isnull=False).values_list("battle_id", flat=True))
     battles = (
         Battle.objects.filter(
@@ -2896,7 +2893,7 @@ def _battle_pairs(run: JudgeRun, excluded: set[str]) -> tuple[list[JudgePair], i
         )
         .exclude(source=Battle.Source.GOLD)
         .exclude(turns__isnull=False)
-        .select_related("prompt", "left", "right")
+        .select_related("prompt", "left__endpoint", "right__endpoint")
         .order_by("created_at", "id")
     )
     answers: dict[tuple[Any, str], str] = {}
@@ -2908,8 +2905,7 @@ def _battle_pairs(run: JudgeRun, excluded: set[str]) -> tuple[list[JudgePair], i
             answers[(g.battle_id, g.side)] = g.text
     pairs, skipped = [], 0
     for battle in battle_list:
-        families = _families([battle.left, battle.right])
-        if excluded & set(families.values()):
+        if not (run.judge.may_judge(battle.left, excluded) and run.judge.may_judge(battle.right, excluded)):
             skipped += 1
             continue
         left, right = answers.get((battle.pk, Side.LEFT)), answers.get((battle.pk, Side.RIGHT))
@@ -2988,14 +2984,14 @@ def _golden_pairs(run: JudgeRun, excluded: set[str]) -> tuple[list[JudgePair], i
         if not a.error
     }
     done = set(JudgeVerdict.objects.filter(run=run).values_list("prompt_id", "left_id", "right_id"))
-    families = _families(competitors)
+    allowed = {c.pk: run.judge.may_judge(c, excluded) for c in competitors}
     pairs, skipped = [], 0
     for prompt in prompts:
         for i, left in enumerate(competitors):
             for right in competitors[i + 1 :]:
                 if (prompt.pk, left.pk, right.pk) in done:
                     continue
-                if excluded & {families[left.pk], families[right.pk]}:
+                if not (allowed[left.pk] and allowed[right.pk]):
                     skipped += 1
                     continue
                 a, b = answers.get((prompt.pk, left.pk)), answers.get((prompt.pk, right.pk))
@@ -3109,6 +3105,14 @@ def judge_run_execute(*, run_id: int) -> JudgeRun | None:
     if run.calls and run.calls_failed == run.calls:
         dominant = max(errors.items(), key=lambda item: item[1])[0] if errors else "every call failed"
         update.update(status=JudgeRun.Status.FAILED, error=f"every judge call failed; most often: {dominant}"[:2000])
+    elif run.kind == JudgeRun.Kind.GOLDEN and not run.calls:
+        # Nothing to judge because no competitor answered: a failure, never an empty "done" board.
+        answer_errors = list(GoldenAnswer.objects.filter(run=run).values_list("error", flat=True))
+        if answer_errors and all(answer_errors):
+            dominant = max(set(answer_errors), key=answer_errors.count)
+            update.update(
+                status=JudgeRun.Status.FAILED, error=f"every competitor answer failed; most often: {dominant}"[:2000]
+            )
     JudgeRun.objects.filter(pk=run_id).update(**update)
     return _judge_run_finish(run_id)
 

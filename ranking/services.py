@@ -441,6 +441,56 @@ def judge_run_settle(*, run_id: int) -> JudgeBoard | None:
     return board
 
 
+def golden_check_validate(
+    *,
+    campaign_id: int,
+    candidate_id: int,
+    baseline_id: int,
+    confidence: float,
+    competitor_ids: Sequence[int] = (),
+    judge: Judge | None = None,
+) -> None:
+    """The golden check's arguments, checked before any run exists or any model is called, so a typo is a
+    usage error and never an hour of judging that ends in "does not beat": the confidence lies in
+    (0.5, 1), and candidate and baseline are two different live competitors of the campaign that the run
+    will have answer (among ``competitor_ids`` when those are named, else active) and ``judge`` may
+    judge (not its own model, nor an excluded family)."""
+    if not 0.5 < confidence < 1.0:
+        raise Invalid(
+            "The confidence must lie between 0.5 and 1 (e.g. 0.95).", field_errors={"confidence": "Not in (0.5, 1)."}
+        )
+    if candidate_id == baseline_id:
+        raise Invalid("The candidate and the baseline must be two different competitors.")
+    found = {
+        c.pk: c
+        for c in Competitor.objects.filter(campaign_id=campaign_id, pk__in=[candidate_id, baseline_id], gold=False)
+    }
+    for role, pk in (("candidate", candidate_id), ("baseline", baseline_id)):
+        competitor = found.get(pk)
+        if competitor is None or competitor.endpoint_id is None:
+            raise Invalid(
+                f"The {role} {pk} is not a served competitor of campaign {campaign_id}.",
+                field_errors={role: "Not one of the campaign's served competitors."},
+            )
+        if competitor.retired:
+            raise Invalid(f"The {role} {competitor} is retired.", field_errors={role: "Retired."})
+        if competitor_ids and pk not in competitor_ids:
+            raise Invalid(
+                f"The {role} {pk} is not among the run's competitors.", field_errors={role: "Not in the run."}
+            )
+        if not competitor_ids and not competitor.active:
+            raise Invalid(
+                f"The {role} {competitor} is inactive: a golden run without named competitors uses the active ones.",
+                field_errors={role: "Inactive."},
+            )
+        if judge is not None and not judge.may_judge(competitor):
+            raise Invalid(
+                f"The judge {judge.name} may not judge the {role} {competitor} (its own model, or a family it "
+                "excludes): every pair with it would be skipped.",
+                field_errors={role: "The judge's own model or an excluded family."},
+            )
+
+
 def golden_check(*, run: JudgeRun, candidate_id: int, baseline_id: int, confidence: float) -> dict[str, Any]:
     """Does ``candidate`` beat ``baseline`` on the golden run's head-to-head verdicts, at ``confidence``?"""
     if not 0.5 < confidence < 1.0:
@@ -469,7 +519,20 @@ def golden_run_and_check(
     *, run_id: int, candidate_id: int | None = None, baseline_id: int | None = None, confidence: float = 0.95
 ) -> dict[str, Any]:
     """A golden run end to end (answers, verdicts, its board), then the candidate-against-baseline check
-    when both are named. What the CI command and the Celery task run."""
+    when both are named (its arguments checked first: a bad one raises ``Invalid`` before any model is
+    called). What the CI command and the Celery task run."""
+    if candidate_id is not None and baseline_id is not None:
+        queued = JudgeRun.objects.filter(pk=run_id).select_related("judge__endpoint").first()
+        if queued is None:
+            raise Invalid(f"No judge run {run_id}.")
+        golden_check_validate(
+            campaign_id=queued.campaign_id,
+            candidate_id=candidate_id,
+            baseline_id=baseline_id,
+            confidence=confidence,
+            competitor_ids=queued.competitor_ids,
+            judge=queued.judge,
+        )
     run = battle_services.judge_run_execute(run_id=run_id)
     if run is None:
         raise Invalid(f"No judge run {run_id}.")

@@ -84,7 +84,10 @@ def wsgi_in_test_transaction() -> Iterator[None]:
 def api_world(acme, globex, bob, wsgi_in_test_transaction):  # type: ignore[no-untyped-def]
     """Acme with 40 votes in two categories and its leaderboards; keys of both scopes."""
     from battles.models import Prompt
+    from battles.services import judge_run_create, judge_run_execute
     from ranking.services import leaderboards_recompute
+    from tests.battles.judge_world import battle_plant, judge_make
+    from tests.conftest import MODEL_SERVER_URL
     from tests.ranking.synth import votes_write
 
     with scopes_disabled():
@@ -103,10 +106,17 @@ def api_world(acme, globex, bob, wsgi_in_test_transaction):  # type: ignore[no-u
             organization=acme.organization, url="https://93.184.216.34/hook", events=["battle.rated"], actor=None
         )
         webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"n": 1})
+        # A judge run with verdicts (refusals: nothing answers at the base world's discard port).
+        for i in range(2):
+            battle_plant(acme, left=acme.left, right=acme.right, better="left", index=i)
+        judge = judge_make(acme, url=MODEL_SERVER_URL)
+        judge_run = judge_run_create(judge=judge, campaign=acme.campaign, actor=None, start=False)
+        judge_run_execute(run_id=judge_run.pk)
     cache.clear()  # throttle counters of earlier tests
     return {
         "campaign": acme.campaign,
         "webhook": webhook,
+        "judge_run": judge_run,
         "read": api_client(acme.organization, scope="read", rate_limit="100000/m").api_key_header,
         "write": api_client(acme.organization, scope="write", rate_limit="100000/m").api_key_header,
     }
@@ -119,6 +129,9 @@ def _aim(case: schemathesis.Case, world: dict[str, Any]) -> None:
         drawn = (case.path_parameters or {}).get(name)
         if isinstance(drawn, int) or (isinstance(drawn, str) and drawn.isdigit()):
             case.path_parameters[name] = target.pk
+    drawn = (case.path_parameters or {}).get("run_id")
+    if "/judge-runs/" in case.path and (isinstance(drawn, int) or (isinstance(drawn, str) and drawn.isdigit())):
+        case.path_parameters["run_id"] = world["judge_run"].pk
 
 
 @pytest.mark.django_db

@@ -9,12 +9,13 @@ from django.db import connection
 
 from battles import judging
 from battles.models import AppendOnlyError, JudgeRun, JudgeVerdict, Vote
-from battles.services import judge_run_create, judge_run_execute
+from battles.services import judge_create, judge_run_create, judge_run_execute, rubric_create
 from battles.tasks import judge_run_task
 from raters.models import AuditAction, AuditEvent
 from serving.triton.server import TritonServer
 
-from ..conftest import MODEL_SERVER_URL, Tenant
+from ..conftest import MODEL_SERVER_URL, Tenant, endpoint_of
+from ..factories import CompetitorFactory, ModelEndpointFactory
 from .judge_world import battle_plant, judge_make
 
 
@@ -113,6 +114,43 @@ def test_a_judge_never_judges_its_own_or_an_excluded_family(acme: Tenant, triton
     acme.left.family = "stdlib"
     acme.left.save()
     assert _run(other, acme).pairs_judged == 1
+
+
+def test_a_judge_never_judges_its_own_model_even_with_no_family_set(acme: Tenant) -> None:
+    # No family anywhere: the family rule alone would let these judges judge their own model.
+    assert acme.left.family == acme.right.family == ""
+    third = CompetitorFactory.create(
+        campaign=acme.campaign,
+        endpoint=ModelEndpointFactory.create(
+            organization=acme.organization, name="third", url=MODEL_SERVER_URL, model_name="third-model"
+        ),
+        version_label="3",
+    )
+    battle_plant(acme, left=acme.left, right=acme.right, better="left", index=1)
+    battle_plant(acme, left=third, right=acme.left, better="left", index=2)
+    battle_plant(acme, left=acme.right, right=third, better="left", index=3)
+    # Served by the very endpoint the left competitor plays on: the two battles with it are skipped,
+    # counted as the family rule counts them, and never sent to the judge.
+    same_endpoint = judge_create(
+        organization=acme.organization,
+        name="self on the endpoint",
+        endpoint=endpoint_of(acme.left),
+        rubric=rubric_create(organization=acme.organization, name="r1", question="Which is better?", actor=None),
+        actor=None,
+    )
+    assert same_endpoint.family == "" and same_endpoint.families_excluded() == set()
+    run = _run(same_endpoint, acme)
+    assert run.pairs_excluded_family == 2 and run.pairs_total == 1 and run.calls == 2
+    judged = JudgeVerdict.objects.get(run=run)
+    assert {judged.left_id, judged.right_id} == {acme.right.pk, third.pk} and judged.battle_id is not None
+    # The same model name on another endpoint (another server, say) is the same model too.
+    same_name = judge_make(acme, url="127.0.0.1:10", model=endpoint_of(acme.right).model_name, name="self by name")
+    run = _run(same_name, acme)
+    assert run.pairs_excluded_family == 2 and run.pairs_total == 1
+    judged = JudgeVerdict.objects.get(run=run)
+    assert {judged.left_id, judged.right_id} == {acme.left.pk, third.pk}
+    # A judge of another model judges all three.
+    assert _run(judge_make(acme, url=MODEL_SERVER_URL, name="other"), acme).pairs_total == 3
 
 
 def test_a_run_whose_calls_all_fail_ends_failed_naming_the_error(acme: Tenant) -> None:

@@ -8,12 +8,14 @@ import pytest
 from django.test import Client
 
 from battles import tasks as battle_tasks
-from battles.models import JudgeRun
+from battles.models import JudgeRun, JudgeVerdict
 from battles.services import judge_run_create, judge_run_execute
 from ranking import services
+from raters.models import Role
 
 from ..battles.judge_world import battle_plant, judge_make
-from ..conftest import MODEL_SERVER_URL, Tenant, api_client
+from ..conftest import MODEL_SERVER_URL, Tenant, api_client, login
+from ..factories import MembershipFactory, UserFactory
 
 
 @pytest.fixture
@@ -57,6 +59,7 @@ def test_an_outsider_gets_404_everywhere(acme: Tenant, globex: Tenant, judged: A
         f"/api/v1/judges/{judge.pk}/",
         f"{base}/judge-runs/",
         f"{base}/judge-runs/{run.pk}/",
+        f"{base}/judge-runs/{run.pk}/verdicts/",
         f"{base}/judges/{judge.pk}/board/",
         f"{base}/judges/{judge.pk}/calibration/",
     ):
@@ -92,3 +95,49 @@ def test_a_write_key_starts_a_run_and_a_read_key_cannot(
         url, {"judge_id": judge.pk, "kind": "golden", "competitor_ids": [999999]}, content_type="application/json"
     )
     assert bad.status_code == 400
+
+
+def test_a_manager_reads_a_runs_verdicts_page_by_page(acme: Tenant, judged: Any) -> None:
+    judge, run = judged
+    manager = UserFactory.create(email="manager@acme.test")
+    MembershipFactory.create(user=manager, organization=acme.organization, role=Role.MANAGER)
+    client = login(manager)
+    url = f"/api/v1/campaigns/{acme.campaign.pk}/judge-runs/{run.pk}/verdicts/"
+    first = client.get(url, {"limit": 2})
+    assert first.status_code == 200, first.content
+    page = first.json()
+    assert len(page["results"]) == 2 and page["next"]
+    rest = client.get(page["next"]).json()
+    listed = page["results"] + rest["results"]
+    stored = list(JudgeVerdict.objects.filter(run=run).order_by("id"))
+    assert [v["id"] for v in listed] == [v.pk for v in stored] and rest["next"] is None
+    one, row = listed[0], stored[0]
+    assert one["run_id"] == run.pk and one["judge_id"] == judge.pk and one["battle_id"] == str(row.battle_id)
+    assert (one["rubric_id"], one["rubric_version"], one["rubric_hash"]) == (
+        judge.rubric_id,
+        judge.rubric.version,
+        judge.rubric.content_hash,
+    )
+    assert {one["left_id"], one["right_id"]} == {acme.left.pk, acme.right.pk}
+    # Nothing answers at the discard port: both orders failed, so the pair is a refusal with its reason.
+    assert one["refused"] is True and one["choice"] == "" and "call failed: unreachable" in one["refusal"]
+    assert one["verdict_ab"] == one["verdict_ba"] == "" and one["consistent"] == row.consistent
+    assert one["input_tokens"] == row.input_tokens > 0 and one["created_at"]
+    # A read key of the organisation reads them too; a limit out of range is a 400.
+    assert api_client(acme.organization).get(url).json()["results"][0]["id"] == row.pk
+    assert client.get(url, {"limit": 0}).status_code == 400
+
+
+def test_a_rater_and_another_organisation_get_404_for_verdicts(
+    acme: Tenant, globex: Tenant, judged: Any, bob_client: Client, charlie_client: Client
+) -> None:
+    _, run = judged
+    url = f"/api/v1/campaigns/{acme.campaign.pk}/judge-runs/{run.pk}/verdicts/"
+    assert bob_client.get(f"/api/v1/campaigns/{acme.campaign.pk}/judge-runs/{run.pk}/").status_code == 404
+    assert bob_client.get(url).status_code == 404  # a rater: as the run itself
+    assert charlie_client.get(url).status_code == 404
+    # Acme's run through Globex's campaign, and Globex's key: 404 as well.
+    assert (
+        charlie_client.get(f"/api/v1/campaigns/{globex.campaign.pk}/judge-runs/{run.pk}/verdicts/").status_code == 404
+    )
+    assert api_client(globex.organization, name="globex key").get(url).status_code == 404

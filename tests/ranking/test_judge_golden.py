@@ -6,19 +6,24 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from battles.models import GoldenAnswer, JudgeRun, JudgeVerdict
-from battles.services import judge_run_create
+from battles.services import competitor_retire, judge_run_create
 from ranking import selectors
+from ranking.management.commands import judge_golden
+from ranking.services import golden_run_and_check
 from ranking.tasks import golden_run_task
+from raters.errors import Invalid
 from serving.triton.server import TritonServer
 
 from ..battles.judge_world import judge_make
-from ..conftest import Tenant
-from ..factories import CompetitorFactory, ModelEndpointFactory
+from ..conftest import MODEL_SERVER_URL, Tenant
+from ..factories import CompetitorFactory, ModelEndpointFactory, PromptFactory
 
 
 def _short_competitor(tenant: Tenant, url: str):  # type: ignore[no-untyped-def]
@@ -28,6 +33,14 @@ def _short_competitor(tenant: Tenant, url: str):  # type: ignore[no-untyped-def]
         organization=tenant.organization, name="echo", url=url, model_name="delay-fast"
     )
     return CompetitorFactory.create(campaign=tenant.campaign, endpoint=endpoint, version_label="1")
+
+
+@pytest.fixture
+def fixed_prompts() -> None:
+    """The pool prompts' texts numbered from 0 whatever ran before in the session: the simulated judge
+    decides on word counts, and a shifted factory sequence once gave an n-gram answer the echo's length
+    (a tie, 7 wins of 8). Requested before ``acme``, so it runs before the tenant's prompts are made."""
+    PromptFactory.reset_sequence(0)
 
 
 def _command(*args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
@@ -42,7 +55,7 @@ def _command(*args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
 
 @pytest.mark.triton
 def test_the_golden_command_exits_by_whether_the_candidate_beats_the_baseline(
-    acme: Tenant, triton_server: TritonServer
+    fixed_prompts: None, acme: Tenant, triton_server: TritonServer
 ) -> None:
     echo = _short_competitor(acme, triton_server.grpc_url)
     judge = judge_make(acme, url=triton_server.grpc_url)
@@ -75,7 +88,7 @@ def test_the_golden_command_exits_by_whether_the_candidate_beats_the_baseline(
 
 
 @pytest.mark.triton
-def test_the_golden_task_runs_the_same_check(acme: Tenant, triton_server: TritonServer) -> None:
+def test_the_golden_task_runs_the_same_check(fixed_prompts: None, acme: Tenant, triton_server: TritonServer) -> None:
     echo = _short_competitor(acme, triton_server.grpc_url)
     judge = judge_make(acme, url=triton_server.grpc_url)
     run = judge_run_create(
@@ -88,3 +101,157 @@ def test_the_golden_task_runs_the_same_check(acme: Tenant, triton_server: Triton
     ).get()
     assert result["status"] == "done" and result["check"]["beats"] is False and result["check"]["pairs"] == 8
     assert GoldenAnswer.objects.filter(run=run).count() == 16  # only the two named competitors answered
+
+
+# --- Exit statuses a CI can tell apart (no model server needed: nothing is run, or nothing answers) -------
+
+
+def _cli(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
+    """The command as CI runs it (``manage.py judge_golden ...``: argparse from the command line, a
+    ``CommandError`` turned into its exit status), returning (status, stdout, stderr)."""
+    # run_from_argv closes every connection when it ends, which would end the test's transaction.
+    monkeypatch.setattr("django.core.management.base.connections.close_all", lambda: None)
+    out, err = io.StringIO(), io.StringIO()
+    command = judge_golden.Command(stdout=out, stderr=err)
+    monkeypatch.setattr("sys.stderr", err)  # argparse writes its usage there
+    try:
+        command.run_from_argv(["manage.py", "judge_golden", "--skip-checks", *args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _retired(tenant: Tenant) -> int:
+    competitor = CompetitorFactory.create(
+        campaign=tenant.campaign,
+        endpoint=ModelEndpointFactory.create(organization=tenant.organization, name="old", url=MODEL_SERVER_URL),
+        version_label="old",
+    )
+    competitor_retire(competitor=competitor, actor=None)
+    return competitor.pk
+
+
+def _on_the_judges_model(tenant: Tenant) -> int:
+    endpoint = ModelEndpointFactory.create(
+        organization=tenant.organization, name="self", url=MODEL_SERVER_URL, model_name="judge-sim"
+    )  # the model judge_make's judges are served by
+    return CompetitorFactory.create(campaign=tenant.campaign, endpoint=endpoint, version_label="self").pk
+
+
+USAGE_ERRORS: dict[str, Callable[[Tenant, Tenant, int], list[str]]] = {
+    # Each: the arguments after the command, given Acme, Globex and the id of an Acme judge.
+    "no such campaign": lambda a, g, j: ["--campaign", "999999", "--judge", str(j)],
+    "a judge of another organisation": lambda a, g, j: [
+        "--campaign", str(g.campaign.pk), "--judge", str(j),
+    ],
+    "confidence above 1": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--candidate", str(a.left.pk),
+        "--baseline", str(a.right.pk), "--confidence", "1.5",
+    ],
+    "confidence one half": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--candidate", str(a.left.pk),
+        "--baseline", str(a.right.pk), "--confidence", "0.5",
+    ],
+    "confidence not a number": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--confidence", "high",
+    ],
+    "no --judge": lambda a, g, j: ["--campaign", str(a.campaign.pk)],
+    "candidate without baseline": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--candidate", str(a.left.pk),
+    ],
+    "unknown candidate": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--candidate", "999999", "--baseline", str(a.right.pk),
+    ],
+    "another organisation's baseline": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--candidate", str(a.left.pk),
+        "--baseline", str(g.left.pk),
+    ],
+    "retired candidate": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--candidate", str(_retired(a)),
+        "--baseline", str(a.right.pk),
+    ],
+    "candidate is the baseline": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--candidate", str(a.left.pk),
+        "--baseline", str(a.left.pk),
+    ],
+    "candidate served by the judge's own model": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--candidate", str(_on_the_judges_model(a)),
+        "--baseline", str(a.right.pk),
+    ],
+    "unknown --competitor": lambda a, g, j: [
+        "--campaign", str(a.campaign.pk), "--judge", str(j), "--competitor", "999999",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_ERRORS))
+def test_a_usage_error_exits_3_before_any_run(
+    case: str, acme: Tenant, globex: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judge = judge_make(acme, url=MODEL_SERVER_URL)
+    code, out, err = _cli(monkeypatch, *USAGE_ERRORS[case](acme, globex, judge.pk))
+    assert code == judge_golden.EXIT_USAGE == 3, (out, err)
+    assert err.strip() and out == ""
+    assert not JudgeRun.objects.exists() and not GoldenAnswer.objects.exists()
+
+
+def test_a_retired_judge_is_a_usage_error(acme: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    judge = judge_make(acme, url=MODEL_SERVER_URL)
+    judge.active = False
+    judge.save()
+    code, _, err = _cli(monkeypatch, "--campaign", str(acme.campaign.pk), "--judge", str(judge.pk))
+    assert code == 3 and "retired" in err and not JudgeRun.objects.exists()
+
+
+def test_called_from_code_a_usage_error_is_a_command_error_with_status_3(acme: Tenant) -> None:
+    judge = judge_make(acme, url=MODEL_SERVER_URL)
+    for args in (
+        ["--campaign", str(acme.campaign.pk), "--judge", str(judge.pk), "--candidate", str(acme.left.pk),
+         "--baseline", str(acme.right.pk), "--confidence", "2"],
+        ["--campaign", str(acme.campaign.pk), "--judge", str(judge.pk), "--confidence", "x"],
+    ):  # fmt: skip
+        with pytest.raises(CommandError) as raised:
+            call_command("judge_golden", *args, stdout=io.StringIO(), stderr=io.StringIO())
+        assert raised.value.returncode == 3, args
+    assert not JudgeRun.objects.exists()
+
+
+def test_the_help_lists_the_exit_statuses(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("django.core.management.base.connections.close_all", lambda: None)
+    with pytest.raises(SystemExit):
+        judge_golden.Command().run_from_argv(["manage.py", "judge_golden", "--help"])
+    shown = capsys.readouterr().out
+    assert "exit status:" in shown
+    for code in (0, 1, 2, 3):
+        assert f"\n  {code}  " in shown
+
+
+def test_a_run_where_nothing_answers_exits_2(acme: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The base world's endpoints (competitors and judge) point at the discard port: every answer fails.
+    judge = judge_make(acme, url=MODEL_SERVER_URL)
+    code, out, err = _cli(
+        monkeypatch, "--campaign", str(acme.campaign.pk), "--judge", str(judge.pk),
+        "--candidate", str(acme.left.pk), "--baseline", str(acme.right.pk),
+    )  # fmt: skip
+    assert code == judge_golden.EXIT_RUN_FAILED == 2, (out, err)
+    result = json.loads(out)
+    run = JudgeRun.objects.get(pk=result["run_id"])
+    assert run.status == result["status"] == JudgeRun.Status.FAILED
+    assert "every competitor answer failed" in run.error and "unreachable" in run.error
+    assert "failed" in err and run.calls == 0
+
+
+def test_the_task_checks_its_arguments_before_calling_a_model(acme: Tenant) -> None:
+    judge = judge_make(acme, url=MODEL_SERVER_URL)
+    run = judge_run_create(
+        judge=judge, campaign=acme.campaign, actor=None, kind=JudgeRun.Kind.GOLDEN,
+        competitor_ids=[acme.left.pk, acme.right.pk], start=False,
+    )  # fmt: skip
+    with pytest.raises(Invalid, match="confidence"):
+        golden_run_and_check(run_id=run.pk, candidate_id=acme.left.pk, baseline_id=acme.right.pk, confidence=0.4)
+    other = CompetitorFactory.create(campaign=acme.campaign, endpoint=acme.left.endpoint, version_label="other")
+    with pytest.raises(Invalid, match="not among the run's competitors"):
+        golden_run_and_check(run_id=run.pk, candidate_id=other.pk, baseline_id=acme.right.pk)
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.QUEUED and not GoldenAnswer.objects.filter(run=run).exists()
