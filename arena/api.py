@@ -166,7 +166,10 @@ class CursorPage(CursorPagination):
     ordering = "-id"
 
     def get_page_size(self, request: Request) -> int:
-        raw = request.query_params.get(self.page_size_query_param or "limit", "")
+        given = request.query_params.getlist(self.page_size_query_param or "limit")
+        if len(given) > 1:  # which one was meant? QueryDict would quietly take the last
+            raise serializers.ValidationError({"limit": ["Give limit once."]})
+        raw = given[0] if given else ""
         if raw == "":  # an empty parameter means "not given"
             return int(self.page_size or 50)
         maximum = int(self.max_page_size or 500)

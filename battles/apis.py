@@ -1883,6 +1883,7 @@ class StudyProgressOutput(serializers.Serializer[Any]):
     completed = serializers.IntegerField(help_text="Reached the target and were shown the code.")
     declined = serializers.IntegerField(help_text="Did not agree to the consent text.")
     timed_out = serializers.IntegerField(help_text="Ran out of time before the target.")
+    left = serializers.IntegerField(help_text="Left (returned) the study before the target: no code.")
     votes = serializers.IntegerField(help_text="Votes the participants cast in the campaign.")
     voided_battles = serializers.IntegerField(
         help_text="Their battles that were voided (time ran out, left, a model failed, an answer was refused)."
@@ -1915,6 +1916,17 @@ class StudyOutput(serializers.Serializer[Any]):
         return selectors.study_progress(study)
 
 
+class ParticipantQualificationOutput(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(
+        choices=["passed", "failed", "pending"],
+        help_text="pending: still answering the qualification's gold battles (no real battle yet).",
+    )
+    answered = serializers.IntegerField(help_text="Qualification battles answered (so far, while pending).")
+    correct = serializers.IntegerField(help_text="Of those, answered as expected.")
+    required_battles = serializers.IntegerField(help_text="The campaign's qualification battles (k).")
+    pass_mark = serializers.FloatField(help_text="Share correct needed to pass (the one in force when decided).")
+
+
 class ParticipantOutput(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     vendor_participant_id = serializers.CharField(help_text="PROLIFIC_PID or worker_id (for approving and paying).")
@@ -1924,15 +1936,41 @@ class ParticipantOutput(serializers.Serializer[Any]):
     entered_at = serializers.DateTimeField()
     consented_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
-    ended_at = serializers.DateTimeField(allow_null=True, help_text="Declined or timed out.")
+    ended_at = serializers.DateTimeField(allow_null=True, help_text="Declined, timed out or left.")
     deadline = serializers.DateTimeField(help_text="Entry plus the study's time limit.")
     votes = serializers.IntegerField(help_text="Votes cast in the study's campaign.")
     target = serializers.IntegerField(source="study.target_votes")
     complete = serializers.SerializerMethodField(help_text="Completed (reached the target and got the code).")
     voided = serializers.IntegerField(help_text="Their battles that were voided.")
+    qualification = serializers.SerializerMethodField(
+        help_text="The outcome of the campaign's qualification; null when the campaign asks for none."
+    )
 
     def get_complete(self, participant: Participant) -> bool:
         return participant.status == Participant.Status.COMPLETED
+
+    @extend_schema_field(ParticipantQualificationOutput(allow_null=True))
+    def get_qualification(self, participant: Participant) -> dict[str, Any] | None:
+        # From selectors.participants_progress's annotations: no query per participant.
+        campaign = participant.study.campaign
+        status = getattr(participant, "qualification_status", None)
+        if status is None and campaign.qualification_battles <= 0:
+            return None
+        if status is None:
+            return {
+                "status": "pending",
+                "answered": min(participant.gold_answered, campaign.qualification_battles),  # type: ignore[attr-defined]
+                "correct": min(participant.gold_correct, campaign.qualification_battles),  # type: ignore[attr-defined]
+                "required_battles": campaign.qualification_battles,
+                "pass_mark": campaign.qualification_pass,
+            }
+        return {
+            "status": status,
+            "answered": participant.qualification_answered,  # type: ignore[attr-defined]
+            "correct": participant.qualification_correct,  # type: ignore[attr-defined]
+            "required_battles": participant.qualification_answered,  # type: ignore[attr-defined]  # k when decided
+            "pass_mark": participant.qualification_threshold,  # type: ignore[attr-defined]
+        }
 
 
 STUDY_EXAMPLE = {
@@ -1957,6 +1995,7 @@ STUDY_EXAMPLE = {
         "completed": 8,
         "declined": 0,
         "timed_out": 1,
+        "left": 0,
         "votes": 181,
         "voided_battles": 1,
     },
@@ -2107,6 +2146,13 @@ class ParticipantListApi(APIView):
                             "target": 20,
                             "complete": False,
                             "voided": 0,
+                            "qualification": {
+                                "status": "passed",
+                                "answered": 4,
+                                "correct": 4,
+                                "required_battles": 4,
+                                "pass_mark": 0.75,
+                            },
                         }
                     ],
                 },

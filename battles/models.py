@@ -1070,6 +1070,13 @@ class Study(models.Model):
                     f"The campaign stops a rater after {min(caps)} battles (session or rater cap): "
                     "raise that cap or lower the target."
                 )
+        if self.pk is not None and "campaign" not in errors:
+            # A participant's id is unique per campaign and vendor (Participant carries both, copied from
+            # its study): moving a study with participants would let one person count twice elsewhere.
+            before = Study.objects.filter(pk=self.pk).values("campaign_id", "vendor").first()
+            moved = before is not None and (before["campaign_id"], before["vendor"]) != (self.campaign_id, self.vendor)
+            if moved and self.participants.exists():
+                errors["campaign"] = "This study has participants: its campaign and vendor can no longer change."
         if self.vendor == self.Vendor.GENERIC and not self.completion_url:
             errors["completion_url"] = "Other vendors need a completion URL with {code}."
         if self.vendor == self.Vendor.PROLIFIC and self.completion_url:
@@ -1081,16 +1088,22 @@ class Study(models.Model):
 class Participant(models.Model):
     """One vendor participant of a study: their account (no password), when they entered, agreed and
     completed. The vendor's id stays here (for the organisation's managers, who pay them); the vote
-    log knows only the account's id."""
+    log knows only the account's id. ``campaign`` and ``vendor`` are copied from the study so the
+    database can hold a vendor's id to one participation per campaign, across all its studies."""
 
     class Status(models.TextChoices):
         ACTIVE = "active", "Rating"
         COMPLETED = "completed", "Completed"
         DECLINED = "declined", "Declined consent"
         TIMED_OUT = "timed_out", "Time ran out"
+        LEFT = "left", "Left the study (returned)"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="participants")
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="participants")
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="participants", editable=False, help_text="The study's."
+    )
+    vendor = models.CharField(max_length=16, choices=Study.Vendor.choices, editable=False, help_text="The study's.")
     vendor_participant_id = models.CharField(max_length=64)
     vendor_study_id = models.CharField(max_length=64, blank=True)
     external_session_id = models.CharField(max_length=128, blank=True, help_text="SESSION_ID or assignment_id.")
@@ -1098,19 +1111,28 @@ class Participant(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
     entered_at = models.DateTimeField(default=timezone.now)
     consented_at = models.DateTimeField(null=True, blank=True)
-    ended_at = models.DateTimeField(null=True, blank=True, help_text="Declined or timed out.")
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="Declined, timed out or left.")
     completed_at = models.DateTimeField(null=True, blank=True)
 
     objects = TenantManager()
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["study", "vendor_participant_id"], name="participant_unique_per_study")
+            # One person, one participation per campaign: a second study of the same campaign would
+            # otherwise give the same vendor id a second account rating the same battles.
+            models.UniqueConstraint(
+                fields=["campaign", "vendor", "vendor_participant_id"], name="participant_unique_per_campaign"
+            )
         ]
         ordering = ["study", "-entered_at"]
 
     def __str__(self) -> str:
         return f"Participant {self.pk} of {self.study}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.campaign_id = self.study.campaign_id
+        self.vendor = self.study.vendor
+        super().save(*args, **kwargs)
 
     @property
     def deadline(self) -> Any:

@@ -12,7 +12,20 @@ from uuid import UUID
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import Count, F, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum, TextField
+from django.db.models import (
+    Count,
+    F,
+    FloatField,
+    IntegerField,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    TextField,
+)
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -864,12 +877,26 @@ def participants_progress(study: Study) -> QuerySet[Participant]:
         .annotate(n=Count("id"))
         .values("n")
     )
+    # The qualification (when the campaign asks for one): the decided row's outcome and counts, else
+    # the gold votes so far (all of a qualifying rater's battles are its gold battles).
+    decided = Qualification.objects.filter(campaign_id=study.campaign_id, rater_id=OuterRef("user_id"))
+    gold = Vote.objects.filter(
+        campaign_id=study.campaign_id, rater_id=OuterRef("user_id"), source=BattleSource.GOLD
+    ).order_by()
+    gold_answered = gold.values("rater_id").annotate(n=Count("id")).values("n")
+    gold_correct = gold.filter(choice=F("battle__gold_expected")).values("rater_id").annotate(n=Count("id")).values("n")
     return (
         Participant.objects.filter(study=study)
-        .select_related("study")
+        .select_related("study__campaign")
         .annotate(
             votes=Coalesce(Subquery(votes, output_field=IntegerField()), 0),
             voided=Coalesce(Subquery(voided, output_field=IntegerField()), 0),
+            qualification_status=Subquery(decided.values("status")[:1]),
+            qualification_answered=Subquery(decided.values("answered")[:1], output_field=IntegerField()),
+            qualification_correct=Subquery(decided.values("correct")[:1], output_field=IntegerField()),
+            qualification_threshold=Subquery(decided.values("threshold")[:1], output_field=FloatField()),
+            gold_answered=Coalesce(Subquery(gold_answered, output_field=IntegerField()), 0),
+            gold_correct=Coalesce(Subquery(gold_correct, output_field=IntegerField()), 0),
         )
     )
 

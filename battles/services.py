@@ -2536,6 +2536,10 @@ STUDY_TIMEOUT_REASON = (
     "rather than handed to another rater."
 )
 STUDY_ENDED_REASON = "The participant left the study before voting on this battle."
+STUDY_LEFT_REASON = (
+    "The participant left (returned) the study before voting. Their answers were seen, so the battle is voided "
+    "rather than handed to another rater."
+)
 
 
 def _participant_open_battles_void(participant: Participant, reason: str) -> int:
@@ -2546,21 +2550,40 @@ def _participant_open_battles_void(participant: Participant, reason: str) -> int
     )
 
 
+class ParticipantInAnotherStudy(Conflict):
+    """The vendor id already took part in another study of the same campaign: a second participation
+    would be a second account voting on the same battles (its votes counted twice, its caps fresh)."""
+
+
+def _participant_same_study(existing: Participant, study: Study) -> Participant:
+    if existing.study_id != study.pk:
+        raise ParticipantInAnotherStudy(
+            "You have already taken part in another study of this campaign, so you cannot take part in this one "
+            "as well. Please return this study on the site that sent you here."
+        )
+    return existing
+
+
 @transaction.atomic
 def participant_enter(
     *, study: Study, vendor_participant_id: str, vendor_study_id: str = "", external_session_id: str = ""
 ) -> tuple[Participant, bool]:
     """The participant of ``study`` with this vendor id: created on first entry (an account without a
     password, a rater of the organisation, a member of the study's pool), else the existing one
-    (returns ``(participant, created)``). The database settles two entries racing with one id: the
-    second one's insert waits for the first and then finds its row."""
+    (returns ``(participant, created)``). A vendor id is one participation per campaign: one that
+    entered another study of the same campaign (whatever its state there) is refused with
+    ``ParticipantInAnotherStudy`` rather than resumed, since that study's pool, target and code are not
+    this one's. The database settles two entries racing with one id (the unique constraint on
+    campaign, vendor and id): the second one's insert waits for the first and then finds its row, and
+    gets the same answer as if it had come second."""
     existing = (
         Participant.objects.select_for_update()
-        .filter(study=study, vendor_participant_id=vendor_participant_id)
+        .filter(campaign_id=study.campaign_id, vendor=study.vendor, vendor_participant_id=vendor_participant_id)
         .select_related("user", "study")
         .first()
     )
     if existing is not None:
+        _participant_same_study(existing, study)
         if (
             existing.status == Participant.Status.ACTIVE
             and external_session_id
@@ -2585,9 +2608,9 @@ def participant_enter(
             )
     except IntegrityError:
         participant = Participant.objects.select_related("user", "study").get(
-            study=study, vendor_participant_id=vendor_participant_id
+            campaign_id=study.campaign_id, vendor=study.vendor, vendor_participant_id=vendor_participant_id
         )
-        return participant, False
+        return _participant_same_study(participant, study), False
     return participant, True
 
 
@@ -2601,6 +2624,20 @@ def participant_consent(*, participant: Participant, agree: bool) -> Participant
         active.filter(consented_at__isnull=True).update(consented_at=now)
     elif active.update(status=Participant.Status.DECLINED, ended_at=now):
         _participant_open_battles_void(participant, STUDY_ENDED_REASON)
+    participant.refresh_from_db()
+    return participant
+
+
+@transaction.atomic
+def participant_leave(*, participant: Participant) -> Participant:
+    """The participant leaves before finishing (Prolific calls it returning the study): their part
+    ends as ``left``, with no completion code, and a battle they hold is voided exactly as when their
+    time runs out (its answers were read). Leaving is final: the same vendor id cannot enter this
+    campaign again (``participant_enter``). A participant whose part already ended is left as is."""
+    participant = participant_refresh(participant=participant)  # reached the target: completed, not left
+    active = Participant.objects.filter(pk=participant.pk, status=Participant.Status.ACTIVE)
+    if active.update(status=Participant.Status.LEFT, ended_at=timezone.now()):
+        _participant_open_battles_void(participant, STUDY_LEFT_REASON)
     participant.refresh_from_db()
     return participant
 

@@ -18,4 +18,5 @@ urlpatterns = [
     path("s/<slug:slug>/", views.study_enter, name="study_enter"),
     path("s/<slug:slug>/study/", views.study_home, name="study"),
     path("s/<slug:slug>/consent/", views.study_consent, name="study_consent"),
+    path("s/<slug:slug>/leave/", views.study_leave, name="study_leave"),
 ]

@@ -478,6 +478,11 @@ _GENERIC_ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,64}$")
 _GENERIC_ASSIGNMENT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
+# The completed page sends the participant on to the vendor's completion URL after this many seconds
+# (a meta refresh: no script, so the site's CSP is unchanged), long enough to read and note the code.
+STUDY_COMPLETION_REDIRECT_S = 5
+
+
 def _study_not_found(request: HttpRequest) -> HttpResponse:
     return render(
         request,
@@ -530,6 +535,7 @@ def _study_page(request: HttpRequest, participant: Participant, *, reentry: bool
             "instructions_html": markdown_to_safe_html(study.instructions) if study.instructions else "",
             "consent_html": markdown_to_safe_html(study.consent_text) if study.consent_text else "",
             "completion_link": study.completion_link(),
+            "redirect_s": STUDY_COMPLETION_REDIRECT_S,
             "reentry": reentry,
         },
     )
@@ -554,7 +560,16 @@ def study_enter(request: HttpRequest, slug: str) -> HttpResponse:
             request, "battles/study.html", {"state": "bad_link", "title": study.name, "message": problem}, status=400
         )
     with organization_scope(study.organization_id):  # the link is the credential: the study's organisation
-        participant, _ = services.participant_enter(study=study, **ids)
+        try:
+            participant, _ = services.participant_enter(study=study, **ids)
+        except services.ParticipantInAnotherStudy as refused:
+            # Nothing is created and nobody is logged in; the page does not name the other study.
+            return render(
+                request,
+                "battles/study.html",
+                {"state": "elsewhere", "title": study.name, "message": str(refused)},
+                status=409,
+            )
         participant = services.participant_refresh(participant=participant)
     if participant.status != Participant.Status.ACTIVE:
         # Completed, declined or out of time: the page says so; the account is not logged in again.
@@ -577,6 +592,14 @@ def _participant_for_slug(request: AuthenticatedHttpRequest, slug: str) -> Parti
 def study_home(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     participant = services.participant_refresh(participant=_participant_for_slug(request, slug))
     return _study_page(request, participant)
+
+
+@require_POST
+@login_required
+def study_leave(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
+    """The participant's "Leave the study": their part ends (no code) and an open battle is voided."""
+    participant = services.participant_leave(participant=_participant_for_slug(request, slug))
+    return redirect("battles:study", slug=participant.study.slug)
 
 
 @require_POST

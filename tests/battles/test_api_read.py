@@ -200,7 +200,7 @@ def test_prompts_filter(acme, alice_client):
 
 
 def test_a_limit_that_is_not_a_whole_number_is_refused(acme, alice_client):
-    for limit in ("abc", "0", "-3", "null"):
+    for limit in ("abc", "0", "-3", "null", "5&limit=", "&limit=7"):  # the last two: given twice
         response = alice_client.get(reverse("api:prompts", args=[acme.campaign.pk]) + f"?limit={limit}")
         assert response.status_code == 400, limit
         assert list(response.json()["error"]["fields"]) == ["limit"]

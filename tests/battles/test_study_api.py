@@ -126,6 +126,7 @@ def test_participants_progress_counts_votes_completion_and_voided_battles(acme: 
         "completed": 1,
         "declined": 0,
         "timed_out": 1,
+        "left": 0,
         "votes": 4,
         "voided_battles": 1,
     }
@@ -134,6 +135,7 @@ def test_participants_progress_counts_votes_completion_and_voided_battles(acme: 
     assert rows[PID]["votes"] == 3 and rows[PID]["target"] == 3 and rows[PID]["complete"] is True
     assert rows[PID]["status"] == "completed" and rows[PID]["voided"] == 0 and rows[PID]["completed_at"]
     assert rows[OTHER_PID]["votes"] == 1 and rows[OTHER_PID]["complete"] is False and rows[OTHER_PID]["voided"] == 1
+    assert rows[PID]["qualification"] is None  # the campaign asks for no qualification
     only = reader.get(url, {"status": "timed_out"}).json()["results"]
     assert [r["vendor_participant_id"] for r in only] == [OTHER_PID]
     assert reader.get(url, {"status": "nope"}).status_code == 400
@@ -177,3 +179,35 @@ def test_an_owner_in_a_session_may_and_a_rater_or_an_outsider_gets_404(
     assert theirs.get(reverse("api:study", args=[globex.campaign.pk, study.pk])).status_code == 404
     study.refresh_from_db()
     assert study.active and Study.objects.count() == 2
+
+
+def test_participants_carry_their_qualification_outcome(acme: Tenant):
+    """passed / failed with the decided counts and pass mark, pending with the counts so far."""
+    from tests.battles.test_gold import _configure, _gold, _shadow
+    from tests.battles.test_qualification import _qualify
+
+    _shadow(acme, 5)
+    _gold(acme, 8)
+    _configure(acme, qualification_battles=2, qualification_pass=1.0)
+    study = make_study(acme, consent_text="", target_votes=5)
+    ids = {"passed": PID, "failed": OTHER_PID, "pending": "bbbbbbbbbbbbbbbbbbbbbbbb"}
+    for pid in ids.values():
+        assert Client().get(entry(study, pid=pid)).status_code == 302
+    user = {name: Participant.objects.get(vendor_participant_id=pid).user for name, pid in ids.items()}
+    _qualify(acme, user["passed"], correct=2, wrong=0)
+    _qualify(acme, user["failed"], correct=1, wrong=1)
+    _qualify(acme, user["pending"], correct=1, wrong=0)
+
+    url = reverse("api:study-participants", args=[acme.campaign.pk, study.pk])
+    rows = {r["vendor_participant_id"]: r for r in api_client(acme.organization).get(url).json()["results"]}
+    expected = {
+        "passed": {"status": "passed", "answered": 2, "correct": 2, "required_battles": 2, "pass_mark": 1.0},
+        "failed": {"status": "failed", "answered": 2, "correct": 1, "required_battles": 2, "pass_mark": 1.0},
+        "pending": {"status": "pending", "answered": 1, "correct": 1, "required_battles": 2, "pass_mark": 1.0},
+    }
+    assert {name: rows[pid]["qualification"] for name, pid in ids.items()} == expected
+    # A decided outcome keeps the pass mark it was decided under when the campaign's changes.
+    _configure(acme, qualification_pass=0.5)
+    rows = {r["vendor_participant_id"]: r for r in api_client(acme.organization).get(url).json()["results"]}
+    assert rows[OTHER_PID]["qualification"]["pass_mark"] == 1.0
+    assert rows["bbbbbbbbbbbbbbbbbbbbbbbb"]["qualification"]["pass_mark"] == 0.5
