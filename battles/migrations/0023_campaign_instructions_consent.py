@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('battles', '0021_shared_items_and_qualification'),
+        ('battles', '0022_participant_campaign_unique'),
         ('raters', '0015_quality_flags'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
