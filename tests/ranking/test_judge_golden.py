@@ -103,6 +103,33 @@ def test_the_golden_task_runs_the_same_check(fixed_prompts: None, acme: Tenant, 
     assert GoldenAnswer.objects.filter(run=run).count() == 16  # only the two named competitors answered
 
 
+@pytest.mark.triton
+def test_no_judged_pair_of_candidate_and_baseline_exits_2(
+    fixed_prompts: None, acme: Tenant, triton_server: TritonServer
+) -> None:
+    # The candidate answers (on Triton); the baseline's endpoint is the base world's discard port, so
+    # none of its answers exist and no pair of the two is judged: nothing to decide on, not a regression.
+    echo = _short_competitor(acme, triton_server.grpc_url)
+    judge = judge_make(acme, url=triton_server.grpc_url)
+    dead = CompetitorFactory.create(
+        campaign=acme.campaign,
+        endpoint=ModelEndpointFactory.create(organization=acme.organization, name="dead", url=MODEL_SERVER_URL),
+        version_label="1",
+    )
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemExit) as exited:
+        call_command(
+            "judge_golden", "--campaign", str(acme.campaign.pk), "--judge", str(judge.pk),
+            "--candidate", str(echo.pk), "--baseline", str(dead.pk),
+            "--competitor", str(echo.pk), "--competitor", str(dead.pk), stdout=out, stderr=err,
+        )  # fmt: skip
+    assert exited.value.code == judge_golden.EXIT_RUN_FAILED == 2, (out.getvalue(), err.getvalue())
+    result = json.loads(out.getvalue())
+    assert result["check"]["pairs"] == 0 and not result["check"]["beats"]
+    assert "nothing to decide on" in err.getvalue()
+    assert GoldenAnswer.objects.filter(run_id=result["run_id"], competitor=echo).exists()
+
+
 # --- Exit statuses a CI can tell apart (no model server needed: nothing is run, or nothing answers) -------
 
 

@@ -31,7 +31,8 @@ EXIT_USAGE = 3
 EXIT_CODES = f"""exit status:
   {EXIT_PASSED}  the run finished and the candidate beats the baseline (or no check was asked for)
   {EXIT_NOT_BEATEN}  the run finished and the candidate does not beat the baseline at --confidence
-  {EXIT_RUN_FAILED}  the run failed (every judge call, or every competitor's answer, failed)
+  {EXIT_RUN_FAILED}  the run failed (every judge call, or every competitor's answer, failed), or no pair of the
+     candidate and the baseline was judged (their answers failed or were refused): nothing to decide on
   {EXIT_USAGE}  usage error (bad or missing option, no such campaign, a judge of another organisation or
      retired, a bad --confidence, an unknown, retired or foreign candidate or baseline, or one the judge
      may not judge: its own model or an excluded family): nothing was run"""
@@ -126,6 +127,14 @@ class Command(BaseCommand):
             self.stderr.write(f"golden run {result['run_id']} failed: {result['error']}")
             raise SystemExit(EXIT_RUN_FAILED)
         check = result.get("check")
+        if check is not None and check["pairs"] == 0:
+            # Nothing to decide on (the candidate's or the baseline's answers all failed, or the judge
+            # refused every pair of theirs): a failed run for CI, not evidence of a regression.
+            self.stderr.write(
+                f"golden run {result['run_id']}: no judged pair between competitor {check['candidate_id']} and "
+                f"{check['baseline_id']} (their answers failed or every verdict was refused): nothing to decide on"
+            )
+            raise SystemExit(EXIT_RUN_FAILED)
         if check is not None and not check["beats"]:
             self.stderr.write(
                 f"competitor {check['candidate_id']} does not beat {check['baseline_id']} at "
