@@ -5,7 +5,7 @@
 
 Starts the stack of tests/reliability/stack.py on loopback, all of its own (a PostgreSQL cluster made by
 initdb in a temporary folder, Redis, Triton with the fast test models zen-bigram and stdlib-trigram,
-gunicorn with uvicorn workers and production settings with the compose file's connection pool
+gunicorn with uvicorn workers and production settings with the opt-in connection pool
 (DB_POOL_MAX_SIZE=20; ``--env DB_CONN_MAX_AGE=60`` instead, with ``--web wsgi``: persistent connections),
 a Celery worker on both queues), then in one run:
 
@@ -206,7 +206,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="arena-load-") as tmp:
         folder = Path(tmp)
         given = dict(item.split("=", 1) for item in args.env)
-        # The compose file's connection pool (DB_POOL_MAX_SIZE), unless persistent connections are asked for.
+        # The opt-in connection pool (DB_POOL_MAX_SIZE), unless persistent connections are asked for.
         pool = {"DB_POOL_MAX_SIZE": "0" if "DB_CONN_MAX_AGE" in given else "20"}
         env = {"ARENA_BUFFER_SCHEDULE_S": "2", **pool, **given}
         stack = Stack(folder, web_workers=args.web_workers, worker_concurrency=args.worker_concurrency,

@@ -29,12 +29,18 @@ def prepared(rater: Rater, ledger: Ledger | None = None) -> str:
     return battle
 
 
-def settle_failures(rater_of: dict[str, Rater], ledger: Ledger) -> dict[str, int]:
-    """Retry every vote whose answer was an error or was lost; how the retries were answered."""
+def settle_failures(rater_of: dict[str, Rater], ledger: Ledger, settle_s: float = 10.0) -> dict[str, int]:
+    """Retry every vote whose answer was an error or was lost, as a client does (the site's error page
+    again, within ``settle_s`` of the first retry, is retried after a pause: a server just restarted
+    may fail a request while its connections are re-made); how the retries were finally answered."""
     outcomes = {"stored now": 0, "stored before": 0}
+    deadline = time.monotonic() + settle_s
     for battle, _why in list(ledger.failed):
         rater = rater_of[battle]
         response = rater._post(f"/b/{battle}/vote/", {"choice": "left"})
+        while response.status_code == 500 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            response = rater._post(f"/b/{battle}/vote/", {"choice": "left"})
         if response.status_code == 302:
             ledger.acknowledged.append(battle)
             outcomes["stored now"] += 1
