@@ -1708,37 +1708,42 @@ class AttributeEntitiesApi(APIView):
         return Response(EntityOutput(added, many=True).data, status=status.HTTP_201_CREATED)
 
 
-class AttributeRunOutput(serializers.Serializer[Any]):
-    id = serializers.IntegerField()
-    board_id = serializers.IntegerField()
+class RunProvenanceFields(serializers.Serializer[Any]):
+    """What a run was made by and of: the fields a run and each of its score rows both carry."""
+
     judge = JudgeRefOutput()
-    attribute = serializers.CharField()
+    model_name = serializers.CharField(help_text="The judge's served model, as called.")
     rubric_hash = serializers.CharField()
     template_hash = serializers.CharField(help_text="SHA-256 of the judge prompt's template.")
-    model_name = serializers.CharField()
     seed = serializers.IntegerField()
-    top_k = serializers.IntegerField()
-    batch_size = serializers.IntegerField()
     entities = serializers.IntegerField()
-    budget_calls = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=AttributeRun.Status.values)
-    stop_reason = serializers.CharField(help_text="separated, budget, exhausted, or failed.")
-    failure_reason = serializers.CharField()
     calls = serializers.IntegerField()
     accepted = serializers.IntegerField()
     refused = serializers.IntegerField()
     malformed = serializers.IntegerField()
     call_errors = serializers.IntegerField(help_text="Calls that failed (no reply).")
     pairs = serializers.IntegerField()
-    pairs_refused = serializers.IntegerField()
-    checks = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
     call_seconds = serializers.FloatField(help_text="Sum of the judge calls' latencies (the run's cost).")
     degraded = serializers.BooleanField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class AttributeRunOutput(RunProvenanceFields):
+    id = serializers.IntegerField()
+    board_id = serializers.IntegerField()
+    attribute = serializers.CharField()
+    top_k = serializers.IntegerField()
+    batch_size = serializers.IntegerField()
+    budget_calls = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AttributeRun.Status.values)
+    stop_reason = serializers.CharField(help_text="separated, budget, exhausted, or failed.")
+    failure_reason = serializers.CharField()
+    pairs_refused = serializers.IntegerField()
+    checks = serializers.IntegerField()
     solve = serializers.DictField(help_text="The final fit: hash, dispersion, cyclic share, components, method.")
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
-    finished_at = serializers.DateTimeField(allow_null=True)
 
 
 RUN_EXAMPLE = {
@@ -1846,28 +1851,12 @@ class AttributeRunDetailApi(APIView):
         return Response(AttributeRunOutput(_attribute_run(request, run_id)).data)
 
 
-class ScoreProvenanceOutput(serializers.Serializer[Any]):
+class ScoreProvenanceOutput(RunProvenanceFields):
     """The run a score row comes from, on the row itself: a row copied out of the API (into a sheet, a
     report) still says which judge, template, seed and counts made it."""
 
     run_id = serializers.IntegerField(source="id")
-    judge = JudgeRefOutput()
-    model_name = serializers.CharField(help_text="The judge's served model, as called.")
-    rubric_hash = serializers.CharField()
-    template_hash = serializers.CharField(help_text="SHA-256 of the judge prompt's template.")
-    seed = serializers.IntegerField()
-    entities = serializers.IntegerField()
-    calls = serializers.IntegerField()
-    accepted = serializers.IntegerField()
-    refused = serializers.IntegerField()
-    malformed = serializers.IntegerField()
-    call_errors = serializers.IntegerField()
-    pairs = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
-    call_seconds = serializers.FloatField(help_text="Sum of the judge calls' latencies (the run's cost).")
-    degraded = serializers.BooleanField()
     solve_hash = serializers.SerializerMethodField(help_text="Hash of the final solve (same observations: same hash).")
-    finished_at = serializers.DateTimeField(allow_null=True)
 
     def get_solve_hash(self, run: AttributeRun) -> str:
         return str((run.solve or {}).get("hash", ""))
