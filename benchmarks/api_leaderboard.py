@@ -49,13 +49,9 @@ SETTINGS = "arena.settings.test"  # fast hashing, no per-rater rate limits; the 
 
 
 def setup_django(url: str) -> None:
-    import psycopg
+    from benchmarks.database import database_ensure
 
-    name = url.rsplit("/", 1)[1]
-    admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
+    database_ensure(url)
     os.environ["DATABASE_URL"] = url
     os.environ.pop("REDIS_URL", None)
     os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
