@@ -103,6 +103,15 @@ def competitor_codes(
         raise ValueError("competitor_ids must be sorted and unique")
     n = int(competitor_ids.shape[0])
     stranger = ValueError("a vote names a competitor that is not in competitor_ids")
+    sides = []
+    for side in (left, right):
+        side = np.asarray(side)
+        if side.dtype.kind not in "iu":
+            if side.size and not bool(np.all(np.isfinite(side)) and np.all(side == np.round(side))):
+                raise ValueError("competitor ids must be whole numbers (got a fractional or non-finite value)")
+            side = side.astype(np.int64)
+        sides.append(side)
+    left, right = sides
     out = []
     if n and int(competitor_ids[-1]) - int(competitor_ids[0]) < _LOOKUP_SPAN:
         first = int(competitor_ids[0])

@@ -54,3 +54,12 @@ def test_no_votes_and_no_competitors(path: str) -> None:
     assert left.size == 0 and right.size == 0
     with pytest.raises(ValueError, match="not in competitor_ids"):
         competitor_codes(np.array([4], dtype=np.int64), np.array([4], dtype=np.int64), empty)
+
+
+def test_fractional_or_non_finite_keys_are_refused_whole_floats_map(path: str) -> None:
+    ids = np.array([500, 507, 530], dtype=np.int64)
+    for bad in (507.5, np.nan, np.inf):
+        with pytest.raises(ValueError, match="whole numbers"):
+            competitor_codes(np.array([500.0, bad]), np.array([507, 530], dtype=np.int64), ids)
+    left, right = competitor_codes(np.array([507.0, 530.0]), np.array([500, 507], dtype=np.int64), ids)
+    assert left.tolist() == [1, 2] and right.tolist() == [0, 1] and left.dtype == np.int64
