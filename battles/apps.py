@@ -8,9 +8,11 @@ class BattlesConfig(AppConfig):
     verbose_name = "Campaigns and battles"
 
     def ready(self) -> None:
-        # Whether an endpoint served battles is this app's knowledge; serving asks through its hook.
-        from . import selectors, services  # models are loaded only now
+        from . import receivers, selectors, services  # models are loaded only now
 
+        # Whether an endpoint served battles is this app's knowledge; serving asks through its hook.
         serving_hooks.endpoint_usage_register(services.endpoint_has_battles)
         # Which endpoints the health check watches: those of open campaigns' active competitors.
         serving_hooks.endpoint_watch_register(selectors.endpoints_watched)
+        # An export's file goes with its job's row, however the row goes (cascades included).
+        receivers.connect()

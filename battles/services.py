@@ -2421,6 +2421,34 @@ def export_path(job: ExportJob) -> Path:
     return Path(settings.ARENA_EXPORT_ROOT) / job.path
 
 
+def export_relative_path(job: ExportJob) -> Path:
+    """Where the worker writes the job's file, relative to ARENA_EXPORT_ROOT (its ``path`` once done)."""
+    return Path(str(job.organization_id)) / job.filename
+
+
+def export_file_delete(relative: str | Path) -> None:
+    """Delete an export's file (``relative`` to ARENA_EXPORT_ROOT); one already gone is no error."""
+    (Path(settings.ARENA_EXPORT_ROOT) / relative).unlink(missing_ok=True)
+
+
+def export_job_deleted(*, job: ExportJob, using: str) -> None:
+    """A job's row is being deleted (by itself, or with its campaign or organisation): its file goes
+    once the delete commits, so a rolled-back delete keeps a file its row still points at. Both its
+    recorded ``path`` and where its worker writes it are removed: a job deleted while it ran records
+    no path (and its worker, finding the row gone, removes what it wrote). The delete has committed
+    by then, so a file that cannot be removed is logged, never raised."""
+    paths = {str(path) for path in (job.path, export_relative_path(job)) if path}
+
+    def delete() -> None:
+        for path in paths:
+            try:
+                export_file_delete(path)
+            except OSError:
+                logger.exception("export %s: file %s not deleted with its job", job.pk, path)
+
+    transaction.on_commit(delete, using=using)
+
+
 def _export_content(job: ExportJob) -> tuple[Iterator[bytes | str], Callable[[], int] | None, dict[str, Any] | None]:
     """The job's encoded content in chunks; how many rows passed (None: count the lines, as JSON lines
     have one row per line); the kind's audit."""
@@ -2444,7 +2472,8 @@ def export_job_run(*, job_id: str) -> ExportJob | None:
     sha256 and when it finished, and ``export.ready`` is sent. A failure marks the job failed with the
     reason and leaves no partial file. Claimed with a conditional update, so a redelivered task does
     nothing, unless the job has been running for longer than a task may run (its worker was killed:
-    the redelivery starts it again). Not one transaction: the job shows ``running`` while it runs."""
+    the redelivery starts it again). Not one transaction: the job shows ``running`` while it runs; a
+    job deleted meanwhile (with its campaign) leaves no file and returns None."""
     now = timezone.now()
     abandoned = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
     claimed = (
@@ -2458,7 +2487,7 @@ def export_job_run(*, job_id: str) -> ExportJob | None:
     job = ExportJob.objects.select_related("campaign").filter(pk=job_id).first()
     if not claimed or job is None:
         return job
-    relative = Path(str(job.organization_id)) / job.filename
+    relative = export_relative_path(job)
     target = Path(settings.ARENA_EXPORT_ROOT) / relative
     partial = target.with_name(target.name + ".part")
     try:
@@ -2495,7 +2524,10 @@ def export_job_run(*, job_id: str) -> ExportJob | None:
             "finished_at": timezone.now(),
         }
     with transaction.atomic():
-        ExportJob.objects.filter(pk=job.pk).update(**changes)
+        if not ExportJob.objects.filter(pk=job.pk).update(**changes):
+            # The job was deleted while it ran (with its campaign): the file has no row to own it.
+            export_file_delete(relative)
+            return None
         job.refresh_from_db()
         # The webhooks' deliveries are written with the job's final state and sent after the commit.
         webhook_event_emit(
@@ -2524,7 +2556,7 @@ def export_jobs_purge(*, now: datetime | None = None) -> int:
         )
         for pk, path in old:
             if path:
-                (Path(settings.ARENA_EXPORT_ROOT) / path).unlink(missing_ok=True)
+                export_file_delete(path)
             purged += ExportJob.objects.filter(pk=pk).update(status=ExportJob.Status.EXPIRED, path="")
     return purged
 

@@ -473,6 +473,12 @@ class WebhookDelivery(models.Model):
                 condition=models.Q(status__in=["pending", "failed"]),
             ),
             models.Index(fields=["endpoint", "-created_at"], name="webhook_delivery_endpoint"),
+            # The retention purge (``webhook_deliveries_purge``): finished deliveries, oldest first.
+            models.Index(
+                fields=["created_at"],
+                name="webhook_delivery_finished",
+                condition=models.Q(status__in=["succeeded", "gave_up"]),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -823,3 +823,34 @@ def webhook_deliveries_due(*, limit: int = 1000) -> int:
         )
     _deliveries_queue(due)
     return len(due)
+
+
+_WEBHOOK_FINISHED = (WebhookDelivery.Status.SUCCEEDED, WebhookDelivery.Status.GAVE_UP)
+
+
+def webhook_deliveries_purge(*, now: datetime | None = None, batch_size: int = 1000) -> int:
+    """Delete finished deliveries (succeeded, gave up) created more than
+    ARENA_WEBHOOK_DELIVERY_RETENTION_DAYS ago; 0 keeps them all. A delivery still waiting for an attempt
+    (pending, failed) is never deleted, whatever its age. Across organisations: beat's task. Deleted
+    ``batch_size`` rows at a time, each batch one statement (its own transaction: call it outside
+    one), so the first purge of a long log does not hold its locks for minutes."""
+    days = settings.ARENA_WEBHOOK_DELIVERY_RETENTION_DAYS
+    if days <= 0:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    purged = 0
+    with scopes_disabled():  # every organisation's log
+        finished_old = WebhookDelivery.objects.filter(status__in=_WEBHOOK_FINISHED, created_at__lt=cutoff)
+        while True:
+            batch = list(finished_old.order_by("created_at", "pk").values_list("pk", flat=True)[:batch_size])
+            if not batch:
+                break
+            # The status condition again: finished is final, but the delete must never take a
+            # delivery that is not, whatever changed since the batch was read.
+            deleted, _ = finished_old.filter(pk__in=batch).delete()
+            purged += deleted
+            if len(batch) < batch_size:
+                break
+    if purged:
+        logger.info("webhook deliveries purged: %d finished before %s", purged, cutoff.isoformat(timespec="seconds"))
+    return purged

@@ -22,3 +22,9 @@ def webhook_deliver_task(delivery_id: int, *, organization_id: int) -> str:
 def webhook_deliveries_due_task() -> int:
     """Beat's sweep, across organisations: retries whose time has come, first attempts whose task was lost."""
     return services.webhook_deliveries_due()
+
+
+@shared_task(base=TransactionAwareTask)
+def webhook_deliveries_purge_task() -> int:
+    """Beat: finished deliveries past the retention period are deleted (the delivery log's retention)."""
+    return services.webhook_deliveries_purge()

@@ -375,6 +375,14 @@ CELERY_BEAT_SCHEDULE["webhook-deliveries-send-due"] = {
     "schedule": float(ARENA_WEBHOOK_SWEEP_S),
     "options": {"expires": float(ARENA_WEBHOOK_SWEEP_S)},
 }
+# The delivery log is kept this many days: beat deletes finished deliveries (succeeded, gave up) created
+# longer ago, in batches; deliveries still waiting for an attempt are never deleted. 0 keeps them forever.
+ARENA_WEBHOOK_DELIVERY_RETENTION_DAYS = env_int("ARENA_WEBHOOK_DELIVERY_RETENTION_DAYS", 30, minimum=0)
+CELERY_BEAT_SCHEDULE["webhook-deliveries-purge"] = {
+    "task": "raters.tasks.webhook_deliveries_purge_task",
+    "schedule": 3600.0,
+    "options": {"expires": 3600.0},
+}
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 # Behind a TLS-terminating proxy (docker/: put one in front of web) the app must trust its header, or
