@@ -2184,6 +2184,22 @@ RATER_REPORT_EXAMPLE = {
 }
 
 
+class RaterReportPageOutput(serializers.Serializer[Any]):
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last.")
+    previous = serializers.URLField(allow_null=True, help_text="The previous page, or null.")
+    results = RaterReportOutput(many=True)
+    as_of = serializers.DateTimeField(
+        help_text="When the figures from the log (battles, median decision time, pace, agreement) were computed. "
+        "Gold accuracy, attention checks and flags are read on each request."
+    )
+    as_of_votes = serializers.IntegerField(help_text="Votes in the campaign's log those figures stand on.")
+    votes_behind = serializers.IntegerField(
+        help_text="Votes cast since: 0 when the figures are the log's as it stands; more when the latest figures "
+        "computed are served while a refresh runs (raters who first voted since are not listed yet)."
+    )
+    refreshing = serializers.BooleanField(help_text="A refresh of the figures is queued or running.")
+
+
 class RaterReportApi(APIView):
     """``GET /api/v1/campaigns/<id>/raters/report/?limit=&cursor=``: one report per rater, by rater id."""
 
@@ -2198,17 +2214,27 @@ class RaterReportApi(APIView):
         description="One row per rater who voted in the campaign, in cursor pages by rater id: battles, median "
         "decision time, battles per hour over their active time, gold accuracy with its Wilson interval, "
         "attention checks, raw agreement with the other raters on shared items, and whether a flag is in force. "
-        "Every figure is an SQL aggregate over the vote log. Owners, managers and viewers of the campaign's "
-        "organisation, and its API keys.",
+        "Every figure is an SQL aggregate over the vote log. The figures from the log are cached per state of "
+        "the log; after new votes the latest ones computed may be served while a worker refreshes them, and the "
+        "page says how old they are (`as_of`, `as_of_votes`, `votes_behind`, `refreshing`). Owners, managers and "
+        "viewers of the campaign's organisation, and its API keys.",
         parameters=[
             OpenApiParameter("limit", int, description="Raters per page (1-500, default 50)."),
             OpenApiParameter("cursor", str, description="From the previous page's `next`."),
         ],
-        responses={200: page_of(RaterReportOutput)},
+        responses={200: RaterReportPageOutput},
         examples=[
             OpenApiExample(
                 "One rater",
-                value={"next": None, "previous": None, "results": [RATER_REPORT_EXAMPLE]},
+                value={
+                    "next": None,
+                    "previous": None,
+                    "results": [RATER_REPORT_EXAMPLE],
+                    "as_of": "2026-11-30T10:21:04Z",
+                    "as_of_votes": 4210,
+                    "votes_behind": 0,
+                    "refreshing": False,
+                },
                 response_only=True,
             )
         ],
@@ -2219,8 +2245,14 @@ class RaterReportApi(APIView):
         paginator = CursorPage()
         paginator.ordering = "id"
         page = paginator.paginate_queryset(selectors.raters_of(campaign=campaign), request, view=self) or []
-        reports = selectors.rater_reports(campaign=campaign, rater_ids=[user.pk for user in page])
-        return paginator.get_paginated_response(RaterReportOutput(reports, many=True).data)
+        served = services.rater_reports_serve(campaign=campaign, rater_ids=[user.pk for user in page])
+        response = paginator.get_paginated_response(RaterReportOutput(served.reports, many=True).data)
+        # The age of the figures, next to the page's own fields (added: a client reading results is unaffected).
+        response.data["as_of"] = serializers.DateTimeField().to_representation(served.as_of)
+        response.data["as_of_votes"] = served.as_of_votes
+        response.data["votes_behind"] = served.votes_behind
+        response.data["refreshing"] = served.refreshing
+        return response
 
 
 class CadencePairOutput(serializers.Serializer[Any]):

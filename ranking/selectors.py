@@ -7,9 +7,10 @@ import hashlib
 import io
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,7 @@ from .policy import STYLE_FEATURES, ExclusionPolicy, VoteArrays
 from .quality import quality_report
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 _OUTCOME_SQL = "CASE choice WHEN 'left' THEN 0 WHEN 'right' THEN 1 WHEN 'tie' THEN 2 ELSE 3 END"
 
@@ -677,6 +679,10 @@ QUALITY_BOOTSTRAP_ROUNDS = 1000
 
 # Figures computed from the vote log alone are cached this long, under a key that changes with the log.
 LOG_CACHE_S = 3600
+# The last such figures computed, whatever the log's state then, are kept this long as well ("latest"):
+# what a view may serve, labelled with their age, while a worker computes the current ones
+# (stale-while-revalidate, ``ranking.services.rater_reports_serve``).
+LOG_LATEST_S = 7 * 24 * 3600
 
 
 def _log_mark(campaign_id: int) -> list[Any]:
@@ -690,17 +696,94 @@ def _log_mark(campaign_id: int) -> list[Any]:
     return [int(mark["n"]), int(last or 0), at.isoformat() if at else ""]
 
 
+def _log_key(name: str, campaign_id: int, parts: list[Any], mark: list[Any] | None) -> str:
+    """The cache key of a figure at one state of the log (``mark``), or of its latest one (None)."""
+    named = json.dumps([name, campaign_id, mark, parts], default=str, separators=(",", ":"))
+    kind = "log" if mark is not None else "log-latest"
+    return f"arena:{kind}:{name}:{campaign_id}:{hashlib.sha256(named.encode()).hexdigest()}"
+
+
 def _cached_on_log(campaign_id: int, name: str, parts: list[Any], compute: Callable[[], T]) -> T:
     """``compute()``, a pure function of the campaign's vote log (and of ``parts``), cached in the
     platform's cache under a key naming the log's current mark: the same log and parts give the cached
     value, a new vote a fresh computation. Deterministic figures only (the bootstraps here are seeded)."""
-    key = json.dumps([name, campaign_id, _log_mark(campaign_id), parts], default=str, separators=(",", ":"))
-    key = f"arena:log:{name}:{hashlib.sha256(key.encode()).hexdigest()}"
+    key = _log_key(name, campaign_id, parts, _log_mark(campaign_id))
     found = cache.get(key)
     if found is None:
         found = compute()
         cache.set(key, found, LOG_CACHE_S)
     return found  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class OnLog(Generic[V]):
+    """A figure computed from a campaign's vote log, with the log's mark at the time (``_log_mark``)."""
+
+    value: V
+    mark: list[Any]
+    computed_at: datetime
+
+    @property
+    def votes(self) -> int:
+        """Votes in the log the figure stands on."""
+        return int(self.mark[0])
+
+
+@contextmanager
+def _log_snapshot() -> Iterator[None]:
+    """The mark and the figures read from one snapshot of the log, so that a figure stored under a mark
+    is exactly that log's (PostgreSQL: a REPEATABLE READ transaction; inside a caller's transaction, its
+    isolation holds)."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if outermost and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
+def _on_log_compute(campaign_id: int, name: str, parts: list[Any], compute: Callable[[], V]) -> OnLog[V]:
+    """``compute()`` for the log as it stands, stored under that state's key and as the latest."""
+    with _log_snapshot():
+        mark = _log_mark(campaign_id)
+        value = compute()
+    found = OnLog(value=value, mark=mark, computed_at=datetime.now(UTC))
+    # Plain tuples in the cache: an entry stays readable across a deploy that changes the class.
+    entry = (found.value, found.mark, found.computed_at.isoformat())
+    cache.set(_log_key(name, campaign_id, parts, mark), entry, LOG_CACHE_S)
+    cache.set(_log_key(name, campaign_id, parts, None), entry, LOG_LATEST_S)
+    return found
+
+
+def _on_log_entry(entry: Any) -> OnLog[Any] | None:
+    if not (isinstance(entry, tuple) and len(entry) == 3):
+        return None
+    value, mark, computed_at = entry
+    return OnLog(value=value, mark=list(mark), computed_at=datetime.fromisoformat(computed_at))
+
+
+def _log_extends(campaign_id: int, earlier: list[Any], now: list[Any]) -> bool:
+    """Whether the log as it stands (``now``) grew from the one ``earlier`` names: no fewer votes, no
+    smaller largest id, and that vote still there with its time (the cache may have outlived a database).
+    An empty earlier log is not taken: a page of no raters is nothing to show while the rest comes."""
+    votes, last, at = earlier
+    if not last or votes > now[0] or last > now[1]:
+        return False
+    found = Vote.objects.filter(pk=last, campaign_id=campaign_id).values_list("created_at", flat=True).first()
+    return found is not None and found.isoformat() == at
+
+
+def _on_log_cached(campaign_id: int, name: str, parts: list[Any]) -> tuple[OnLog[Any] | None, list[Any]]:
+    """The figure cached for the log as it stands; else the latest one, computed on an earlier state of
+    this log (the caller tells them apart by their mark); else None. With the log's current mark."""
+    mark = _log_mark(campaign_id)
+    found = _on_log_entry(cache.get(_log_key(name, campaign_id, parts, mark)))
+    if found is not None:
+        return found, mark
+    latest = _on_log_entry(cache.get(_log_key(name, campaign_id, parts, None)))
+    if latest is not None and (latest.mark == mark or _log_extends(campaign_id, latest.mark, mark)):
+        return latest, mark
+    return None, mark
 
 
 def rater_quality(*, campaign: Campaign, alpha: float = 0.01, min_common: int = 10) -> dict[str, Any]:
@@ -1309,25 +1392,21 @@ def _gap_seconds_sql() -> str:
     return "(julianday(created_at) - julianday(prev)) * 86400.0"
 
 
-def _rater_activity(campaign: Campaign, rater_ids: list[int] | None) -> dict[int, tuple[int, float, Any, Any]]:
+def _rater_activity(campaign: Campaign) -> dict[int, tuple[int, float, Any, Any]]:
     """Per rater: (battles, active seconds, first vote, last vote). Active time: the votes in time order;
     a vote within ``SESSION_GAP_S`` of the rater's previous one adds the gap (reading and deciding since
     then), one that starts a session adds its own decision time (the time its battle was on screen)."""
-    only, params = "", [campaign.pk]
-    if rater_ids is not None:
-        only = f" AND rater_id IN ({', '.join(['%s'] * len(rater_ids))})" if rater_ids else " AND FALSE"
-        params += rater_ids
     gap = _gap_seconds_sql()
     sql = (
         f"WITH v AS (SELECT rater_id, created_at, decision_ms, LAG(created_at) OVER "
         f"(PARTITION BY rater_id ORDER BY created_at, id) AS prev FROM {Vote._meta.db_table} "
-        f"WHERE campaign_id = %s{only}) "
+        "WHERE campaign_id = %s) "
         f"SELECT rater_id, COUNT(*), SUM(CASE WHEN prev IS NOT NULL AND {gap} <= {SESSION_GAP_S} THEN {gap} "
         "ELSE decision_ms / 1000.0 END), MIN(created_at), MAX(created_at) FROM v GROUP BY rater_id"
     )
     with transaction.atomic(), connection.cursor() as cursor:
         _sort_memory()
-        cursor.execute(sql, params)
+        cursor.execute(sql, [campaign.pk])
         rows = cursor.fetchall()
     out = {}
     for rater_id, n, seconds, first, last in rows:
@@ -1365,22 +1444,19 @@ def _rater_agreement(campaign: Campaign) -> dict[int, tuple[int, int, int]]:
         return {int(r): (int(a), int(p), int(i)) for r, a, p, i in cursor.fetchall()}
 
 
-def _median_decision_s(campaign: Campaign, rater_ids: list[int] | None) -> dict[int, float]:
-    only, params = "", [campaign.pk]
-    if rater_ids is not None:
-        only = f" AND rater_id IN ({', '.join(['%s'] * len(rater_ids))})" if rater_ids else " AND FALSE"
-        params += rater_ids
+def _median_decision_s(campaign: Campaign) -> dict[int, float]:
+    params = [campaign.pk]
     if connection.vendor == "postgresql":
         # PostgreSQL's own aggregate sorts each rater's values apart (faster than one window over the log).
         with transaction.atomic(), connection.cursor() as cursor:
             _sort_memory()
             cursor.execute(
                 "SELECT rater_id, percentile_cont(0.5) WITHIN GROUP (ORDER BY decision_ms) "
-                f"FROM {Vote._meta.db_table} WHERE campaign_id = %s{only} GROUP BY rater_id",
+                f"FROM {Vote._meta.db_table} WHERE campaign_id = %s GROUP BY rater_id",
                 params,
             )
             return {int(k): round(float(v) / 1000.0, 3) for k, v in cursor.fetchall()}
-    values = f"SELECT rater_id, decision_ms FROM {Vote._meta.db_table} WHERE campaign_id = %s{only}"
+    values = f"SELECT rater_id, decision_ms FROM {Vote._meta.db_table} WHERE campaign_id = %s"
     found = _percentiles(values, params, "rater_id", "decision_ms")
     return {int(k): round(v.p50 / 1000.0, 3) for k, v in found.items() if v.p50 is not None}
 
@@ -1391,18 +1467,72 @@ def raters_of(*, campaign: Campaign) -> QuerySet[User]:
     return User.objects.filter(pk__in=voters).order_by("id")
 
 
-def rater_reports(*, campaign: Campaign, rater_ids: list[int] | None = None) -> list[RaterReport]:
-    """One report per rater who voted in the campaign (or per given rater among them), by rater id. The
-    log's figures (activity, medians, agreement: several sorts of the whole log) are cached until the log
-    grows (``_cached_on_log``); gold accuracy, flags and names are read afresh."""
+# The per-rater figures of the whole log (activity, medians, agreement: several sorts of the log) are one
+# cached entry per campaign: the dashboard, the CSV and every page of the API read the same one.
+RATER_FIGURES = "rater-figures"
 
-    def from_log() -> tuple[dict[int, tuple[int, float, Any, Any]], dict[int, float], dict[int, tuple[int, int, int]]]:
-        activity = _rater_activity(campaign, rater_ids)
-        ids = sorted(activity)
-        return activity, _median_decision_s(campaign, ids), _rater_agreement(campaign) if ids else {}
+RaterFigures = tuple[dict[int, tuple[int, float, Any, Any]], dict[int, float], dict[int, tuple[int, int, int]]]
 
-    activity, medians, agreement = _cached_on_log(campaign.pk, "rater-reports", [rater_ids], from_log)
-    ids = sorted(activity)
+
+@dataclass(frozen=True)
+class RaterReports:
+    """Rater reports and the state of the log their figures from the log were computed at. Gold accuracy,
+    attention checks, flags and names are read afresh each time; battles, medians, pace and agreement are
+    as of ``as_of``, ``votes_behind`` votes ago (0: the log as it stands)."""
+
+    reports: list[RaterReport]
+    as_of: datetime  # when the figures from the log were computed
+    as_of_votes: int  # votes in the log they stand on
+    votes_behind: int  # votes cast since
+    refreshing: bool  # a worker is computing the current figures
+
+    @property
+    def fresh(self) -> bool:
+        return self.votes_behind == 0
+
+
+def _rater_figures_from_log(campaign: Campaign) -> RaterFigures:
+    activity = _rater_activity(campaign)
+    if not activity:
+        return {}, {}, {}
+    return activity, _median_decision_s(campaign), _rater_agreement(campaign)
+
+
+def rater_figures_cached(*, campaign: Campaign) -> tuple[OnLog[RaterFigures] | None, list[Any]]:
+    """The campaign's per-rater figures cached for the log as it stands, else the latest ones computed on
+    an earlier state of it (older mark), else None; with the log's current mark (``_on_log_cached``)."""
+    return _on_log_cached(campaign.pk, RATER_FIGURES, [])
+
+
+def rater_figures_at(*, campaign: Campaign, mark: list[Any]) -> OnLog[RaterFigures] | None:
+    """The per-rater figures cached for the log at ``mark`` exactly (a cache read, no SQL)."""
+    return _on_log_entry(cache.get(_log_key(RATER_FIGURES, campaign.pk, [], mark)))
+
+
+def rater_figures_compute(*, campaign: Campaign) -> OnLog[RaterFigures]:
+    """The per-rater figures of the log as it stands, computed now (one snapshot of the log) and cached
+    under its state and as the campaign's latest."""
+    return _on_log_compute(campaign.pk, RATER_FIGURES, [], lambda: _rater_figures_from_log(campaign))
+
+
+def rater_figures_viewed(*, campaign_id: int) -> bool:
+    """Whether the campaign's per-rater figures were computed within ``LOG_LATEST_S`` (someone looks at
+    them: worth keeping current)."""
+    return cache.get(_log_key(RATER_FIGURES, campaign_id, [], None)) is not None
+
+
+def rater_reports_of(
+    *,
+    campaign: Campaign,
+    figures: OnLog[RaterFigures],
+    log_votes: int,
+    refreshing: bool = False,
+    rater_ids: list[int] | None = None,
+) -> RaterReports:
+    """One report per rater in ``figures`` (or per given rater among them), by rater id, with gold
+    accuracy, flags and names read afresh; ``log_votes``: the votes in the log now."""
+    activity, medians, agreement = figures.value
+    ids = sorted(activity) if rater_ids is None else sorted(set(activity) & set(rater_ids))
     gold = gold_counts(campaign=campaign)
     flags = dict(
         RaterFlag.objects.filter(FLAG_IN_FORCE, organization_id=campaign.organization_id, rater_id__in=ids)
@@ -1447,7 +1577,24 @@ def rater_reports(*, campaign: Campaign, rater_ids: list[int] | None = None) -> 
                 flag_reason=flags.get(rater_id, ""),
             )
         )
-    return out
+    return RaterReports(
+        reports=out,
+        as_of=figures.computed_at,
+        as_of_votes=figures.votes,
+        votes_behind=max(0, log_votes - figures.votes),
+        refreshing=refreshing,
+    )
+
+
+def rater_reports(*, campaign: Campaign, rater_ids: list[int] | None = None) -> list[RaterReport]:
+    """One report per rater who voted in the campaign (or per given rater among them), by rater id, for
+    the log as it stands: the figures from the log cached for its state, else computed now (and cached).
+    Gold accuracy, flags and names are read afresh. (What may serve older figures while a worker
+    refreshes them is ``ranking.services.rater_reports_serve``.)"""
+    figures, mark = rater_figures_cached(campaign=campaign)
+    if figures is None or figures.mark != mark:
+        figures = rater_figures_compute(campaign=campaign)
+    return rater_reports_of(campaign=campaign, figures=figures, log_votes=figures.votes, rater_ids=rater_ids).reports
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
 
 from battles import services as battle_services
 from battles.models import BattleSource, Campaign, Competitor, Judge, JudgeRun, JudgeVerdict, Rubric, Vote
@@ -247,11 +249,14 @@ def _running_lease(campaign_id: int) -> Iterator[None]:
 
 def leaderboards_recompute_pending(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     """What the scheduled task runs: clear the pending mark first, so votes that arrive during the
-    computation schedule the next one, and hold the running lease while computing."""
+    computation schedule the next one, and hold the running lease while computing. Then the per-rater
+    figures are refreshed too (``_rater_figures_warm``): the log that grew the boards grew them."""
     cache.delete(_pending_key(campaign_id))
     logger.info("campaign %s: recompute started", campaign_id)
     with _running_lease(campaign_id):
-        return leaderboards_recompute(campaign_id=campaign_id)
+        snapshots = leaderboards_recompute(campaign_id=campaign_id)
+    _rater_figures_warm(campaign_id)
+    return snapshots
 
 
 def leaderboards_schedule_open_campaigns() -> int:
@@ -279,6 +284,102 @@ def leaderboards_recompute_soon(*, campaign_id: int) -> None:
     from .tasks import leaderboards_recompute_task
 
     leaderboards_recompute_task.delay(campaign_id, organization_id=_organization_of(campaign_id))
+
+
+# --- The per-rater figures (the managers' dashboard, its CSV, the rater-report API): stale-while-revalidate.
+#
+# Computing them sorts the whole log (about 23 s at a million votes), and any new vote changes them. A view
+# that finds them cached for the log as it stands uses them; one that finds only older ones (the latest
+# computed) serves those, labelled with their age, and queues one refresh; with nothing cached, or with
+# no broker to queue on, the request computes them itself.
+
+# A queued or running refresh holds this lock, so that many views queue one task; a refresh whose worker
+# died frees it after this long (a view then queues another). Longer than a refresh at a million votes.
+RATER_REFRESH_LOCK_S = 120
+
+
+def _rater_refresh_key(campaign_id: int) -> str:
+    return f"ranking:rater-figures-refresh:{campaign_id}"
+
+
+def rater_figures_refresh_schedule(*, campaign_id: int, organization_id: int | None = None) -> bool:
+    """Queue one refresh of the campaign's per-rater figures unless one is queued or running already (the
+    lock, taken with ``cache.add``). Returns whether this call queued it. Raises if the broker refuses the
+    task, after releasing the lock so that the next view tries again."""
+    from .tasks import rater_figures_refresh_task
+
+    if not cache.add(_rater_refresh_key(campaign_id), time.time(), timeout=RATER_REFRESH_LOCK_S):
+        return False
+    try:
+        rater_figures_refresh_task.delay(campaign_id, organization_id=organization_id or _organization_of(campaign_id))
+    except Exception:
+        cache.delete(_rater_refresh_key(campaign_id))
+        raise
+    return True
+
+
+def rater_figures_refresh(*, campaign_id: int) -> int | None:
+    """What the refresh task runs: the campaign's per-rater figures for the log as it stands, stored under
+    its state and as the latest (nothing to do when they are cached already); then the lock is released.
+    Returns the votes they stand on, or None for a campaign that is gone."""
+    try:
+        campaign = Campaign.objects.filter(pk=campaign_id).first()
+        if campaign is None:
+            return None
+        figures, mark = selectors.rater_figures_cached(campaign=campaign)
+        if figures is None or figures.mark != mark:
+            started = time.perf_counter()
+            figures = selectors.rater_figures_compute(campaign=campaign)
+            logger.info(
+                "campaign %s: per-rater figures over %s votes in %.2f s",
+                campaign_id,
+                figures.votes,
+                time.perf_counter() - started,
+            )
+        return figures.votes
+    finally:
+        cache.delete(_rater_refresh_key(campaign_id))
+
+
+def _rater_figures_warm(campaign_id: int) -> None:
+    """After a recompute: refresh the per-rater figures of a campaign whose figures someone looked at
+    lately (a latest entry exists), so that the next view finds them current. Never fails the recompute."""
+    try:
+        if selectors.rater_figures_viewed(campaign_id=campaign_id):
+            rater_figures_refresh_schedule(campaign_id=campaign_id)
+    except Exception:
+        logger.warning("campaign %s: the per-rater figures' refresh was not queued", campaign_id, exc_info=True)
+
+
+def rater_reports_serve(*, campaign: Campaign, rater_ids: list[int] | None = None) -> selectors.RaterReports:
+    """The rater reports for a view (the dashboard, the API): the figures from the log cached for its
+    current state; else the latest ones computed (labelled: ``as_of``, ``votes_behind``, ``refreshing``)
+    while one refresh is queued; else (nothing cached, or the broker down) computed in the request, as
+    current. Gold accuracy, flags and names are always read afresh. (The CSV wants the log as it stands:
+    ``selectors.rater_reports``.)"""
+    figures, mark = selectors.rater_figures_cached(campaign=campaign)
+    refreshing = False
+    if figures is not None and figures.mark != mark:
+        try:
+            rater_figures_refresh_schedule(campaign_id=campaign.pk, organization_id=campaign.organization_id)
+        except (KombuOperationalError, RedisError, OSError):
+            logger.error(
+                "campaign %s: the per-rater figures' refresh could not be queued (broker down): computed in "
+                "the request",
+                campaign.pk,
+                exc_info=True,
+            )
+            figures = None
+        else:
+            # Where tasks run eagerly (no broker configured) the refresh has run already.
+            current = selectors.rater_figures_at(campaign=campaign, mark=mark)
+            figures, refreshing = (current, False) if current is not None else (figures, True)
+    if figures is None:
+        figures = selectors.rater_figures_compute(campaign=campaign)
+        mark = figures.mark
+    return selectors.rater_reports_of(
+        campaign=campaign, figures=figures, log_votes=int(mark[0]), refreshing=refreshing, rater_ids=rater_ids
+    )
 
 
 # --- Published boards ----------------------------------------------------------------------------------

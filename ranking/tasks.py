@@ -56,3 +56,10 @@ def attribute_run_task(run_id: int, *, organization_id: int) -> str:
 def rater_flags_check_task(campaign_id: int, *, organization_id: int) -> int:
     """After a recompute: the campaign's quality checks, stored as flags (each a new row)."""
     return len(services.rater_flags_check(campaign_id=campaign_id))
+
+
+@shared_task(base=TenantTask, acks_late=True)
+def rater_figures_refresh_task(campaign_id: int, *, organization_id: int) -> int | None:
+    """The per-rater figures for the log as it stands (queued by a view that served older ones, and after
+    each recompute); returns the votes they stand on."""
+    return services.rater_figures_refresh(campaign_id=campaign_id)

@@ -22,7 +22,7 @@ from battles.selectors import campaign_viewable_by, campaigns_managed_by, compet
 from raters.models import FLAG_IN_FORCE, RaterFlag
 from raters.tenancy import organization_scope
 
-from . import charts, selectors
+from . import charts, selectors, services
 from .models import AttributeScore, LeaderboardSnapshot
 
 
@@ -447,7 +447,9 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         (i + (minimum_s - lo) / (hi - lo) for i, (lo, hi, _) in enumerate(histogram) if hi and lo <= minimum_s < hi),
         None,
     )
-    reports = selectors.rater_reports(campaign=campaign)
+    # The per-rater figures may be the latest computed while a worker refreshes them: the page says so.
+    served = services.rater_reports_serve(campaign=campaign)
+    reports = served.reports
     # The chart shows the raters a manager should look at first: flagged, then the least accurate on
     # gold, then the least agreeing (unknowns last).
     worst = sorted(
@@ -525,6 +527,7 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         # Each chart is built by ranking.charts from numbers and escaped names: markup of our own.
         "svg": {name: mark_safe(markup) for name, markup in svg.items()},  # noqa: S308
         "votes_total": sum(n for _, n in votes_per_day),
+        "rater_figures": served,
         "reports": reports[:DASHBOARD_TABLE_RATERS],
         "reports_total": len(reports),
         "reports_cut": len(reports) > DASHBOARD_TABLE_RATERS,
@@ -574,7 +577,8 @@ def _csv_cell(value: Any) -> Any:
 @require_GET
 @login_required
 def campaign_raters_csv(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
-    """Every rater's report (the dashboard's table, all rows) as CSV."""
+    """Every rater's report (the dashboard's table, all rows) as CSV, for the log as it stands: an export
+    is expected to be complete, so figures older than the log are not served here (computed instead)."""
     campaign = _managed_campaign(request, campaign_id)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
