@@ -39,6 +39,15 @@ pytestmark = pytest.mark.django_db
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
+@pytest.fixture(autouse=True)
+def _now() -> None:
+    """NOW is the test's own start, not the module's import: the API and the page count windows back
+    from the real clock, and in a long run a test starts minutes after collection (the cadence's 7-day
+    window then lost the votes placed 5 minutes inside it)."""
+    global NOW
+    NOW = datetime.now(UTC).replace(microsecond=0)
+
+
 # --- Aggregates ----------------------------------------------------------------------------------------
 
 
