@@ -239,6 +239,7 @@ CROSS_TENANT_TASKS = {
     "serving.tasks.endpoints_health_check_open_task",
     "raters.tasks.webhook_deliveries_due_task",  # tests/raters/test_webhooks.py runs it without a scope
     "battles.tasks.participants_time_out_task",  # tests/battles/test_study.py runs it without a scope
+    "raters.tasks.webhook_deliveries_purge_task",  # tests/raters/test_webhook_retention.py: without a scope
 }
 
 
