@@ -11,6 +11,12 @@ a Celery worker on both queues), then in one run:
 
   baseline   pgbench on the same cluster: clients inserting one row each transaction into a table shaped
              like the vote log's (what PostgreSQL alone takes: inserts/s)
+  ceiling    the same raters' client and the same gunicorn (worker class and count) serving
+             ``benchmarks/ceiling_app.py`` instead of Arena: the three requests of the cycle answered with
+             nothing but one INSERT a vote (no session, CSRF, ORM, template). Votes/s, and the CPU a vote
+             costs the web server, PostgreSQL and the client: what any Python web stack could reach here
+             with this client, and (its web CPU per vote over the cores) a bound that holds even for a
+             client and a database that cost nothing; ``--skip-ceiling`` leaves it out
   the vote path, from a warm buffer (generation off the clock):
     fill     the campaign's buffer is set to ``--buffer`` battles and the Celery worker generates them
              (battles/s printed: the generation figure); then the worker is stopped, so nothing but the
@@ -18,7 +24,8 @@ a Celery worker on both queues), then in one run:
              their own); the refills the claims ask for wait in Redis
     peak     ``--raters`` raters, each in a closed loop (log in once; then next battle, the battle page
              with both answers, the vote, with the session cookie and CSRF token), for ``--seconds``:
-             sustained votes/s, p50 / p99 of the vote, next-battle and page requests, errors
+             sustained votes/s, p50 / p99 of the vote, next-battle and page requests, errors, and CPU
+             milliseconds a vote of the web workers, PostgreSQL and the client (as in the ceiling)
     half     the buffer filled again, the same raters paced to half of the peak's votes/s: the vote's
              p50 / p99 there
   end to end, with generation (the worker running, the campaign's own buffer of 0: every battle generated
@@ -37,17 +44,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.reliability.stack import PG_BIN, BufferDry, Ledger, Rater, Refused, Stack, wait_until  # noqa: E402
+from tests.reliability.stack import (  # noqa: E402
+    PG_BIN,
+    BufferDry,
+    Child,
+    Ledger,
+    Rater,
+    Refused,
+    Stack,
+    free_port,
+    wait_until,
+)
 
 PGBENCH_SCRIPT = """\\set battle random(1, 1000000000)
 INSERT INTO bench_vote (battle, choice, decision_ms, created_at) VALUES (:battle, 'left', 1200, now());
@@ -58,8 +78,9 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def pgbench_inserts(stack: Stack, clients: int, seconds: int, folder: Path) -> float:
-    """Rows/s of single-row INSERT transactions by pgbench into a vote-shaped table (indexed id)."""
+def pgbench_inserts(stack: Stack, clients: int, seconds: int, folder: Path) -> tuple[float, float]:
+    """Rows/s of single-row INSERT transactions by pgbench into a vote-shaped table (indexed id), and the
+    CPU milliseconds an insert cost (pgbench's own and PostgreSQL's processes)."""
     assert stack.pg is not None
     stack.pg.query(
         "CREATE TABLE IF NOT EXISTS bench_vote (id bigserial PRIMARY KEY, battle bigint NOT NULL, "
@@ -68,15 +89,74 @@ def pgbench_inserts(stack: Stack, clients: int, seconds: int, folder: Path) -> f
     script = folder / "insert.sql"
     script.write_text(PGBENCH_SCRIPT)
     pgbench = PG_BIN / "pgbench" if PG_BIN is not None and (PG_BIN / "pgbench").exists() else Path("pgbench")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    pg_before = cpu_seconds(postmaster_pid(stack))
     out = subprocess.run(
         [str(pgbench), "-n", "-h", "127.0.0.1", "-p", str(stack.pg.port), "-U", "postgres", "-c", str(clients),
          "-j", "2", "-T", str(seconds), "-f", str(script), "arena"],
         capture_output=True, text=True, check=True, timeout=seconds + 60,
     ).stdout  # fmt: skip
+    pg_cpu = cpu_seconds(postmaster_pid(stack)) - pg_before
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    transactions = 0
+    for line in out.splitlines():
+        if line.startswith("number of transactions actually processed:"):
+            transactions = int(line.split(":")[1].split("/")[0])
     for line in out.splitlines():
         if line.startswith("tps = "):
-            return float(line.split()[2])
+            return float(line.split()[2]), (pg_cpu + client_cpu) * 1000 / max(transactions, 1)
     raise RuntimeError(f"no tps in pgbench's output:\n{out}")
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) of a process and all its descendants, the reaped ones included (their
+    time is in their parent's cutime/cstime): the difference over a phase is what the tree spent in it."""
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, own + reaped children's seconds)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        # After the command: state ppid ... utime(14) stime(15) cutime(16) cstime(17), counted from 3.
+        stats[int(entry.name)] = (int(fields[1]), sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK)
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += stats[pid][1]
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def postmaster_pid(stack: Stack) -> int:
+    assert stack.pg is not None
+    return int((stack.pg.data / "postmaster.pid").read_text().split()[0])
+
+
+class CpuMeter:
+    """CPU milliseconds per vote of the web server's processes, PostgreSQL's and this client's, over a phase."""
+
+    def __init__(self, web_pid: int, pg_pid: int) -> None:
+        self.web_pid, self.pg_pid = web_pid, pg_pid
+        self.start = (cpu_seconds(web_pid), cpu_seconds(pg_pid), time.process_time())
+
+    def per_vote(self, votes: int) -> dict[str, float]:
+        web, pg, client = cpu_seconds(self.web_pid), cpu_seconds(self.pg_pid), time.process_time()
+        n = max(votes, 1)
+        return {
+            "web_cpu_ms_per_vote": round((web - self.start[0]) * 1000 / n, 2),
+            "pg_cpu_ms_per_vote": round((pg - self.start[1]) * 1000 / n, 2),
+            "client_cpu_ms_per_vote": round((client - self.start[2]) * 1000 / n, 2),
+        }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -148,9 +228,13 @@ def buffer_fill(stack: Stack, campaign_id: int, size: int, timeout_s: float = 60
     return (size - before) / (time.monotonic() - t0)
 
 
-def summary(name: str, ledger: Ledger, elapsed: float, stack: Stack) -> dict[str, object]:
-    stored = stack.stored_votes()
-    counts = ledger.check(type(stored)({b: n for b, n in stored.items() if b in set(ledger.acknowledged)}))
+def summary(
+    name: str, ledger: Ledger, elapsed: float, stack: Stack, stored: Counter[str] | None = None,
+    cpu: CpuMeter | None = None,
+) -> dict[str, object]:  # fmt: skip
+    stored = stack.stored_votes() if stored is None else stored
+    mine = set(ledger.acknowledged)
+    counts = ledger.check(type(stored)({b: n for b, n in stored.items() if b in mine}))
     votes = ledger.latencies.get("vote", [])
     nexts = ledger.latencies.get("next", [])
     pages = ledger.latencies.get("page", [])
@@ -171,6 +255,7 @@ def summary(name: str, ledger: Ledger, elapsed: float, stack: Stack) -> dict[str
         ),
         "errors": dict(ledger.errors),
         **counts,
+        **(cpu.per_vote(len(ledger.acknowledged)) if cpu is not None else {}),
     }
     print(f"{name:>8}: {len(ledger.acknowledged)} votes in {elapsed:.1f} s = {result['votes_per_s']} votes/s; "
           f"vote p50 {result['vote_p50_ms']} ms p99 {result['vote_p99_ms']} ms; next p50 {result['next_p50_ms']} "
@@ -178,7 +263,57 @@ def summary(name: str, ledger: Ledger, elapsed: float, stack: Stack) -> dict[str
           + (f"page p50 {result['page_p50_ms']} ms p99 {result['page_p99_ms']} ms; " if pages else "")
           + f"errors {dict(ledger.errors) or 0}; lost {counts['lost']}, "
           f"doubled {counts['doubled']}", flush=True)  # fmt: skip
+    if cpu is not None:
+        print(f"{'':>8}  CPU per vote: web {result['web_cpu_ms_per_vote']} ms, PostgreSQL "
+              f"{result['pg_cpu_ms_per_vote']} ms, the raters' client {result['client_cpu_ms_per_vote']} ms",
+              flush=True)  # fmt: skip
     return result
+
+
+CEILING_TABLE = (
+    "CREATE TABLE IF NOT EXISTS ceiling_vote (id bigserial PRIMARY KEY, battle bigint NOT NULL, "
+    "choice varchar(16) NOT NULL, decision_ms integer NOT NULL, created_at timestamptz NOT NULL)"
+)
+
+
+def ceiling(stack: Stack, raters: int, seconds: float, web: str, workers: int, folder: Path) -> dict[str, object]:
+    """The same raters' client and the same gunicorn (worker class and count) against
+    ``benchmarks.ceiling_app``: the three requests of the cycle answered with nothing but one INSERT per
+    vote. What any Python web stack could reach here with this client, before Arena's work is counted."""
+    assert stack.pg is not None
+    stack.pg.query(CEILING_TABLE)
+    if web == "wsgi":
+        app = ["benchmarks.ceiling_app:application", "--worker-class", "sync"]
+    else:
+        app = ["benchmarks.ceiling_app:asgi_application", "--worker-class", "uvicorn_worker.UvicornWorker"]
+    port = free_port()
+    env = {**os.environ, "CEILING_DSN": stack.pg.url()}
+    child = Child([sys.executable, "-m", "gunicorn", *app, "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
+                   "--log-level", "warning"], env, folder / "ceiling.log")  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def up() -> bool:
+            if not child.alive():
+                raise RuntimeError(f"the ceiling's gunicorn exited:\n{child.tail()}")
+            try:
+                Rater(url, 0).page("1")
+                return True
+            except (OSError, Refused):
+                return False
+
+        wait_until(up, 60, "the ceiling's gunicorn", 0.2)
+        clients = [Rater(url, 0) for _ in range(raters)]
+        drive(clients, 2.0, None, warm=True)  # warm-up: the workers' connections
+        cpu = CpuMeter(child.pid, postmaster_pid(stack))
+        ledger, elapsed = drive(clients, seconds, None, warm=True)
+        stored: Counter[str] = Counter(
+            {str(battle): int(n) for battle, n in stack.pg.query(
+                "SELECT battle, count(*) FROM ceiling_vote GROUP BY battle")}
+        )  # fmt: skip
+        return summary("ceiling", ledger, elapsed, stack, stored=stored, cpu=cpu)
+    finally:
+        child.stop()
 
 
 def main() -> int:
@@ -196,6 +331,7 @@ def main() -> int:
     parser.add_argument("--pgbench-clients", type=int, default=8)
     parser.add_argument("--pgbench-seconds", type=int, default=5)
     parser.add_argument("--skip-e2e", action="store_true", help="the vote path only (no end-to-end phases)")
+    parser.add_argument("--skip-ceiling", action="store_true", help="without the ceiling phase")
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for the stack's processes"
     )
@@ -221,16 +357,21 @@ def main() -> int:
                                                [campaign_id])[0][0])  # fmt: skip
             raters = [stack.rater(i, poll_s=args.poll_s) for i in range(args.raters)]
             drive(raters, 3.0, None)  # warm-up: connections, the worker's first tasks, the pages' caches
-            inserts = pgbench_inserts(stack, args.pgbench_clients, args.pgbench_seconds, folder)
-            print(f"pgbench: {inserts:.0f} single-row inserts/s ({args.pgbench_clients} clients)", flush=True)
+            inserts, insert_cpu_ms = pgbench_inserts(stack, args.pgbench_clients, args.pgbench_seconds, folder)
+            print(f"pgbench: {inserts:.0f} single-row inserts/s ({args.pgbench_clients} clients), "
+                  f"{insert_cpu_ms:.3f} ms of CPU an insert (pgbench and PostgreSQL)", flush=True)  # fmt: skip
+            if not args.skip_ceiling:
+                phases["ceiling"] = ceiling(stack, args.raters, args.seconds, args.web, args.web_workers, folder)
 
             # The vote path: battles generated before the clock starts, the worker stopped meanwhile.
             generated = buffer_fill(stack, campaign_id, args.buffer)
             print(f"buffer: {args.buffer} battles ready, generated at {generated:.1f} battles/s", flush=True)
             assert stack.worker is not None
             stack.worker.stop()
+            assert stack.web is not None
+            cpu = CpuMeter(stack.web.pid, postmaster_pid(stack))
             ledger, elapsed = drive(raters, args.seconds, None, warm=True)
-            phases["peak"] = summary("peak", ledger, elapsed, stack)
+            phases["peak"] = summary("peak", ledger, elapsed, stack, cpu=cpu)
             rate = float(phases["peak"]["votes_per_s"])  # type: ignore[arg-type]
             stack.start_worker()
             buffer_fill(stack, campaign_id, args.buffer)
@@ -257,17 +398,40 @@ def main() -> int:
         except BaseException:
             print(stack.logs())
             raise
+        else:
+            # A server error in any phase is a defect to look into: the web's log says what it was.
+            if any(" 5" in key for phase in phases.values() for key in phase["errors"]):  # type: ignore[attr-defined]
+                assert stack.web is not None
+                print(f"server errors in a phase: the web's log\n{stack.web.tail(20000)}", flush=True)
         finally:
             stack.stop()
     ratio = rate / inserts
     print(f"vote path: votes/s at peak / pgbench inserts/s = {ratio:.4f} (target >= 0.30); vote p99 at half of "
           f"peak {phases['half']['vote_p99_ms']} ms (target <= 100 ms)")  # fmt: skip
+    if "ceiling" in phases:
+        top = float(phases["ceiling"]["votes_per_s"])  # type: ignore[arg-type]
+        share = rate / max(top, 0.01)
+        print(f"ceiling: {top} votes/s = {top / inserts:.4f} x pgbench with the same client and server and no "
+              f"work but one INSERT a vote; the platform at peak reaches {share:.3f} of it")  # fmt: skip
+        # Where every process is CPU-bound on the same cores, rates go as the inverse of CPU per unit of work:
+        # votes/s / inserts/s <= (CPU an insert) / (CPU a vote), whatever the machine's load.
+        for name in ("ceiling", "peak"):
+            phase = phases[name]
+            server = float(phase["web_cpu_ms_per_vote"]) + float(phase["pg_cpu_ms_per_vote"])  # type: ignore[arg-type]
+            total = server + float(phase["client_cpu_ms_per_vote"])  # type: ignore[arg-type]
+            phase["cpu_bound_ratio"] = round(insert_cpu_ms / max(total, 1e-6), 4)
+            phase["cpu_bound_ratio_free_client"] = round(insert_cpu_ms / max(server, 1e-6), 4)
+            bound, free = phase["cpu_bound_ratio"], phase["cpu_bound_ratio_free_client"]
+            print(f"{name:>8}: {total:.2f} ms of CPU a vote ({server:.2f} ms web and PostgreSQL) against "
+                  f"{insert_cpu_ms:.3f} ms an insert: at most {bound} x pgbench on any number of these cores, "
+                  f"{free} x with a client that costs nothing")  # fmt: skip
     if "e2e-peak" in phases:
         print(f"end to end: {phases['e2e-peak']['votes_per_s']} votes/s at peak "
               f"({float(phases['e2e-peak']['votes_per_s']) / inserts:.4f} x pgbench); vote p99 at half of peak "  # type: ignore[arg-type]
               f"{phases['e2e-half']['vote_p99_ms']} ms")  # fmt: skip
     print(f"after: {uptime()}")
-    print(json.dumps({"pgbench_inserts_per_s": round(inserts, 1), "generated_battles_per_s": round(generated, 1),
+    print(json.dumps({"pgbench_inserts_per_s": round(inserts, 1), "insert_cpu_ms": round(insert_cpu_ms, 4),
+                      "generated_battles_per_s": round(generated, 1),
                       **phases, "ratio": ratio}))  # fmt: skip
     lost = sum(int(phase["lost"]) for phase in phases.values())  # type: ignore[call-overload]
     doubled = sum(int(phase["doubled"]) for phase in phases.values())  # type: ignore[call-overload]

@@ -126,3 +126,69 @@ def test_a_connection_pool_is_asked_for_by_its_size_and_checks_what_it_hands_out
     assert json.loads(result.stdout)[0] is None
     result = _pool_settings(DB_POOL_MAX_SIZE="12", DB_CONN_MAX_AGE="60")  # Django refuses both at once
     assert result.returncode != 0 and "exclude each other" in result.stderr
+
+
+def _binding_settings(**env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "DB_", "DJANGO_"))}
+    environment.update(env)
+    code = (
+        "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE']='arena.settings.local'; django.setup(); "
+        "from django.conf import settings as s; d = s.DATABASES['default']; "
+        "o = d.get('OPTIONS', {}); print(json.dumps([o.get('server_side_binding'), o.get('prepare_threshold')]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_server_side_binding_is_asked_for_on_postgresql_only():
+    import json
+
+    postgres = {"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x"}
+    result = _binding_settings(**postgres, DB_SERVER_SIDE_BINDING="1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [True, 5]
+    # The default: Django's client-side binding, nothing prepared.
+    assert json.loads(_binding_settings(**postgres).stdout) == [None, None]
+    sqlite = _binding_settings(DATABASE_URL="sqlite:////tmp/arena-binding.sqlite3", DB_SERVER_SIDE_BINDING="1")
+    assert sqlite.returncode == 0, sqlite.stderr
+    assert json.loads(sqlite.stdout) == [None, None]  # SQLite has no such option
+
+
+@pytest.mark.django_db
+def test_with_server_side_binding_a_repeated_orm_query_is_prepared_and_planned_once():
+    """What the setting is for: psycopg prepares a statement sent five times on a connection (its
+    prepare_threshold), so PostgreSQL stops planning it on every execution; with Django's default
+    client-side binding nothing is ever prepared. Two real connections to the test database."""
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: the option is psycopg's")
+
+    def prepared_after_repeats(options: dict[str, object]) -> int:
+        # The test database's options without either key (the suite may run with the setting on).
+        base = {
+            k: v
+            for k, v in connection.settings_dict["OPTIONS"].items()
+            if k not in ("server_side_binding", "prepare_threshold")
+        }
+        settings_dict = {**connection.settings_dict, "OPTIONS": {**base, **options}}
+        wrapper = DatabaseWrapper(settings_dict, alias="binding-probe")
+        try:
+            query = User.objects.filter(username="nobody", is_active=True).values_list("pk").query
+            for _ in range(7):
+                sql, params = query.sql_with_params()
+                with wrapper.cursor() as cursor:
+                    cursor.execute(sql, params)
+                    cursor.fetchall()
+            with wrapper.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+                return int(cursor.fetchone()[0])
+        finally:
+            wrapper.close()
+
+    assert prepared_after_repeats({"server_side_binding": True, "prepare_threshold": 5}) >= 1
+    assert prepared_after_repeats({"server_side_binding": True}) == 0  # Django's None: never prepared
+    assert prepared_after_repeats({}) == 0

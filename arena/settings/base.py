@@ -104,6 +104,16 @@ if DB_POOL_MAX_SIZE and DATABASES["default"]["ENGINE"] == "django.db.backends.po
         "timeout": float(env_int("DB_POOL_TIMEOUT_S", 3, minimum=1)),
     }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Server-side parameter binding and prepared statements (Django's "server_side_binding" and psycopg 3's
+# "prepare_threshold", which Django otherwise sets to None): the parameters travel apart from the SQL, and
+# a statement sent five times on a connection is prepared, so PostgreSQL plans it once, not on every
+# execution. Planning was three quarters of PostgreSQL's CPU on the load run's vote path (README,
+# Reliability). Only worth it where connections live across requests (the pool, or DB_CONN_MAX_AGE): a
+# prepared statement dies with its connection. Not behind a transaction-mode PgBouncer (it cannot keep a
+# session's prepared statements). Off by default, as in Django.
+DB_SERVER_SIDE_BINDING = env_bool("DB_SERVER_SIDE_BINDING", False)
+if DB_SERVER_SIDE_BINDING and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Votes are written from concurrent requests; wait for the lock instead of failing at once.
