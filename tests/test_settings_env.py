@@ -100,17 +100,23 @@ def test_malformed_debug_refuses_to_start():
     assert "DEBUG='maybe' is not a boolean" in result.stderr
 
 
-def _pool_settings(**env: str) -> subprocess.CompletedProcess[str]:
+def _database_settings(printed: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Settings loaded in a fresh process with ``env`` (a PostgreSQL DATABASE_URL unless given); prints
+    ``printed`` as JSON, an expression over ``d`` (the default database) and ``o`` (its OPTIONS)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "DB_", "DJANGO_"))}
     environment.update({"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x", **env})
     code = (
         "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE']='arena.settings.local'; django.setup(); "
-        "from django.conf import settings as s; d = s.DATABASES['default']; "
-        "print(json.dumps([d.get('OPTIONS', {}).get('pool'), d['CONN_HEALTH_CHECKS'], d['CONN_MAX_AGE']]))"
+        "from django.conf import settings as s; d = s.DATABASES['default']; o = d.get('OPTIONS', {}); "
+        f"print(json.dumps({printed}))"
     )
     return subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
     )
+
+
+def _pool_settings(**env: str) -> subprocess.CompletedProcess[str]:
+    return _database_settings("[o.get('pool'), d['CONN_HEALTH_CHECKS'], d['CONN_MAX_AGE']]", **env)
 
 
 def test_a_connection_pool_is_asked_for_by_its_size_and_checks_what_it_hands_out():
@@ -129,27 +135,17 @@ def test_a_connection_pool_is_asked_for_by_its_size_and_checks_what_it_hands_out
 
 
 def _binding_settings(**env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "DB_", "DJANGO_"))}
-    environment.update(env)
-    code = (
-        "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE']='arena.settings.local'; django.setup(); "
-        "from django.conf import settings as s; d = s.DATABASES['default']; "
-        "o = d.get('OPTIONS', {}); print(json.dumps([o.get('server_side_binding'), o.get('prepare_threshold')]))"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
-    )
+    return _database_settings("[o.get('server_side_binding'), o.get('prepare_threshold')]", **env)
 
 
 def test_server_side_binding_is_asked_for_on_postgresql_only():
     import json
 
-    postgres = {"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x"}
-    result = _binding_settings(**postgres, DB_SERVER_SIDE_BINDING="1")
+    result = _binding_settings(DB_SERVER_SIDE_BINDING="1")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == [True, 5]
     # The default: Django's client-side binding, nothing prepared.
-    assert json.loads(_binding_settings(**postgres).stdout) == [None, None]
+    assert json.loads(_binding_settings().stdout) == [None, None]
     sqlite = _binding_settings(DATABASE_URL="sqlite:////tmp/arena-binding.sqlite3", DB_SERVER_SIDE_BINDING="1")
     assert sqlite.returncode == 0, sqlite.stderr
     assert json.loads(sqlite.stdout) == [None, None]  # SQLite has no such option
