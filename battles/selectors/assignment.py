@@ -1,0 +1,344 @@
+"""What a rater is served: their battles and progress against the caps, the prompt picks, the buffer,
+the competitors new battles may use (and how long each was kept out) and the pair pick."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Max, Min, QuerySet
+from django.utils import timezone
+
+from serving.models import Health
+from serving.selectors import endpoint_outage_periods, periods_overlap_s
+
+from .. import hooks
+from ..models import Battle, Campaign, Competitor, Prompt, Vote
+from ..sampling import active_pair_weights
+
+
+def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
+    """A rater sees only their own battles; anything else is indistinguishable from a missing one."""
+    try:
+        return Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint").get(
+            pk=battle_id, rater=user
+        )
+    except (Battle.DoesNotExist, ValueError, TypeError, ValidationError):
+        return None
+
+
+def battle_pending_for_rater(*, campaign: Campaign, user: User) -> Battle | None:
+    """A battle already assigned and not yet voted on is shown again rather than replaced, so reloading
+    the page cannot be used to regenerate answers or to fish for a preferred pair."""
+    return (
+        Battle.objects.filter(campaign=campaign, rater=user, status__in=(Battle.Status.READY, Battle.Status.GENERATING))
+        .order_by("created_at")
+        .first()
+    )
+
+
+def battles_in_session(*, campaign: Campaign, user: User, session_key: str) -> int:
+    return (
+        Battle.objects.filter(campaign=campaign, rater=user, session_key=session_key)
+        .exclude(status=Battle.Status.VOID)
+        .count()
+    )
+
+
+def battle_position_in_session(battle: Battle) -> int:
+    """The battle's number in the session it was handed out in (1 for the first), counted as the
+    session cap counts: battles that were not voided."""
+    return (
+        Battle.objects.filter(
+            campaign_id=battle.campaign_id,
+            rater_id=battle.rater_id,
+            session_key=battle.session_key,
+            created_at__lte=battle.created_at,
+        )
+        .exclude(status=Battle.Status.VOID)
+        .count()
+    )
+
+
+@dataclass(frozen=True)
+class RaterProgress:
+    """Where the rater stands against the campaign's caps, for the pages to say so before a refusal."""
+
+    in_session: int
+    session_cap: int
+    votes: int
+    vote_cap: int | None
+
+    @property
+    def session_full(self) -> bool:
+        return self.in_session >= self.session_cap
+
+    @property
+    def campaign_full(self) -> bool:
+        return self.vote_cap is not None and self.votes >= self.vote_cap
+
+    @property
+    def stopped(self) -> bool:
+        """No new battle can be handed out (a pending one can still be finished)."""
+        return self.session_full or self.campaign_full
+
+
+def rater_progress(*, campaign: Campaign, user: User, session_key: str) -> RaterProgress:
+    return RaterProgress(
+        in_session=battles_in_session(campaign=campaign, user=user, session_key=session_key),
+        session_cap=campaign.session_cap,
+        votes=votes_by_rater(campaign=campaign, user=user),
+        vote_cap=campaign.rater_vote_cap,
+    )
+
+
+def votes_by_rater(*, campaign: Campaign, user: User) -> int:
+    return Vote.objects.filter(campaign=campaign, rater=user).count()
+
+
+def votes_on_prompt_hash(*, campaign: Campaign, text_hash: str) -> int:
+    return Vote.objects.filter(campaign=campaign, prompt_hash=text_hash).count()
+
+
+def servable_pool_prompts(campaign: Campaign) -> QuerySet[Prompt]:
+    """The campaign's active pool prompts that may be served: under the "refuse" identity policy, not
+    one that asks a model who it is (it stays in the pool, and is served again if the policy changes)."""
+    prompts = Prompt.objects.filter(campaign=campaign, source=Prompt.Source.POOL, active=True)
+    if campaign.identity_policy == Campaign.IdentityPolicy.REFUSE:
+        prompts = prompts.filter(asks_identity=False)
+    return prompts
+
+
+def prompt_candidates(*, campaign: Campaign, user: User) -> QuerySet[Prompt]:
+    """Pool prompts this rater has not rated yet and whose hash is under the campaign's cap."""
+    # Seen means: in a battle of this rater that was not voided (a model outage must not use prompts
+    # up), matched by normalised text, so a duplicate in the pool is not shown twice.
+    seen = (
+        Battle.objects.filter(campaign=campaign, rater=user)
+        .exclude(status=Battle.Status.VOID)
+        .values("prompt__text_hash")
+    )
+    prompts = servable_pool_prompts(campaign).exclude(text_hash__in=seen)
+    if campaign.prompt_hash_cap is not None:
+        full = (
+            Vote.objects.filter(campaign=campaign)
+            .values("prompt_hash")
+            .annotate(n=Count("id"))
+            .filter(n__gte=campaign.prompt_hash_cap)
+            .values("prompt_hash")
+        )
+        prompts = prompts.exclude(text_hash__in=full)
+    return prompts
+
+
+def hashes_rated_by(*, campaign: Campaign, user: User, hashes: set[str]) -> set[str]:
+    """Of these prompt hashes, those the rater has had in a battle that was not voided."""
+    same_text = Prompt.objects.filter(campaign=campaign, text_hash__in=hashes).values("pk")
+    return set(
+        Battle.objects.filter(campaign=campaign, rater=user, prompt__in=same_text)
+        .exclude(status=Battle.Status.VOID)
+        .values_list("prompt__text_hash", flat=True)
+    )
+
+
+def items_held_by(*, campaign: Campaign, user: User, item_keys: set[UUID]) -> set[UUID]:
+    """Of these shared items, those of which the rater already has a copy (in any state: a copy they
+    saw and did not vote on was still read)."""
+    held = Battle.objects.filter(campaign=campaign, rater=user, item_key__in=item_keys).values_list(
+        "item_key", flat=True
+    )
+    return {key for key in held if key is not None}
+
+
+def hashes_at_cap(*, campaign: Campaign, hashes: set[str]) -> set[str]:
+    """Of these prompt hashes, those with as many votes as the campaign's prompt-hash cap allows."""
+    if campaign.prompt_hash_cap is None or not hashes:
+        return set()
+    counts = (
+        Vote.objects.filter(campaign=campaign, prompt_hash__in=hashes)
+        .values_list("prompt_hash")
+        .annotate(n=Count("id"))
+        .values_list("prompt_hash", "n")
+    )
+    return {text_hash for text_hash, n in counts if n >= campaign.prompt_hash_cap}
+
+
+# How many random pool prompts a rater's pick draws before it falls back to listing every candidate.
+PROMPT_PICK_DRAWS = 32
+
+
+def prompt_pick(*, campaign: Campaign, user: User, rng: random.Random) -> Prompt | None:
+    """A random pool prompt the rater may rate (not rated yet, by normalised text; under the hash cap).
+
+    Draws random ids in the pool's id range and checks the rules for those few only, so a pick costs a
+    handful of index reads whatever the size of the pool and the log; only when the draws find nothing
+    (a rater who has rated most of the pool, a small or sparse pool) are all candidates listed."""
+    pool = servable_pool_prompts(campaign)
+    bounds = pool.aggregate(low=Min("id"), high=Max("id"))
+    if bounds["low"] is None:
+        return None
+    ids = {rng.randint(bounds["low"], bounds["high"]) for _ in range(PROMPT_PICK_DRAWS)}
+    drawn = list(pool.filter(pk__in=ids))
+    hashes = {prompt.text_hash for prompt in drawn}
+    excluded = hashes_rated_by(campaign=campaign, user=user, hashes=hashes) | hashes_at_cap(
+        campaign=campaign, hashes=hashes
+    )
+    allowed = [prompt for prompt in drawn if prompt.text_hash not in excluded]
+    if allowed:
+        return rng.choice(sorted(allowed, key=lambda prompt: prompt.pk))
+    ids_left = list(prompt_candidates(campaign=campaign, user=user).values_list("id", flat=True))
+    if not ids_left:
+        return None
+    return Prompt.objects.get(pk=rng.choice(ids_left))
+
+
+def buffer_prompt_pick(*, campaign: Campaign, exclude: set[int], rng: random.Random) -> Prompt | None:
+    """A pool prompt for a battle generated ahead (no rater known yet): of a random handful of active
+    pool prompts not in ``exclude`` and under the prompt-hash cap, the one with the fewest battles
+    (ties by chance), so that coverage stays even without counting battles over the whole pool."""
+    prompts = servable_pool_prompts(campaign).exclude(pk__in=exclude)
+    handful = list(prompts.order_by("?")[:BUFFER_PROMPT_CHOICES])
+    if campaign.prompt_hash_cap is not None and handful:
+        counts = dict(
+            Vote.objects.filter(campaign=campaign, prompt_hash__in=[p.text_hash for p in handful])
+            .values_list("prompt_hash")
+            .annotate(n=Count("id"))
+            .values_list("prompt_hash", "n")
+        )
+        handful = [p for p in handful if counts.get(p.text_hash, 0) < campaign.prompt_hash_cap]
+    if not handful:
+        return None
+    used = dict(
+        Battle.objects.filter(prompt__in=handful)
+        .exclude(status=Battle.Status.VOID)
+        .values_list("prompt_id")
+        .annotate(n=Count("id"))
+        .values_list("prompt_id", "n")
+    )
+    rng.shuffle(handful)
+    return min(handful, key=lambda p: used.get(p.pk, 0))
+
+
+BUFFER_PROMPT_CHOICES = 16
+
+
+def buffer_counts(*, campaign: Campaign) -> dict[str, int]:
+    """What waits in the campaign's buffer: unassigned battles ready and being generated."""
+    counts = dict(
+        Battle.objects.filter(
+            campaign=campaign, rater__isnull=True, status__in=(Battle.Status.GENERATING, Battle.Status.READY)
+        )
+        .values_list("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    )
+    return {"ready": counts.get(Battle.Status.READY, 0), "generating": counts.get(Battle.Status.GENERATING, 0)}
+
+
+def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
+    """The competitors new battles may use: active ones whose endpoint the health check has not found
+    down (never checked counts as available). The one rule for everything that picks competitors for
+    new battles (``pair_pick``, a pre-generating buffer); a queryset, so it can be a subquery.
+
+    A battle already assigned to a rater when a competitor goes down stays valid: its answers exist, so
+    it is shown and voted on as usual; one still generating voids if its model fails. External
+    competitors (no endpoint, shadow battles only) are available while active."""
+    return Competitor.objects.filter(campaign=campaign, active=True, gold=False).exclude(endpoint__health=Health.DOWN)
+
+
+def competitors_generating(*, campaign: Campaign) -> QuerySet[Competitor]:
+    """The available competitors a generated battle may draw: those with an endpoint (an external
+    model's answers arrive only as shadow battles)."""
+    return competitors_available(campaign=campaign).filter(endpoint__isnull=False)
+
+
+def endpoints_watched() -> QuerySet[Competitor, int]:
+    """The endpoint ids the health check watches (serving.hooks): those of open campaigns' active
+    competitors, in the current scope."""
+    return (
+        Competitor.objects.filter(active=True, campaign__status=Campaign.Status.OPEN, endpoint__isnull=False)
+        .values_list("endpoint_id", flat=True)
+        .distinct()
+    )
+
+
+@dataclass(frozen=True)
+class CompetitorExposure:
+    """How long a competitor was kept out of new battles in its campaign because its endpoint was down:
+    the outages' overlap with the campaign's open period (from the competitor's creation, if later),
+    counted up to now for an outage still open."""
+
+    outages: int  # outages that overlap the period
+    unavailable_s: float
+    down_since: datetime | None  # the open outage's start, if the endpoint is down now
+
+    @property
+    def unavailable_min(self) -> int:
+        return round(self.unavailable_s / 60)
+
+
+def campaign_open_period(campaign: Campaign, *, now: datetime) -> tuple[datetime, datetime] | None:
+    """The campaign's (latest) open period: from ``opened_at`` to ``closed_at`` if it closed after that,
+    else to now; None for a campaign never opened."""
+    # An open campaign without an opening time was opened before the platform recorded it.
+    opened_at = campaign.opened_at or (campaign.created_at if campaign.status == Campaign.Status.OPEN else None)
+    if opened_at is None:
+        return None
+    if campaign.status != Campaign.Status.OPEN and campaign.closed_at is not None:
+        return opened_at, max(opened_at, campaign.closed_at)
+    return opened_at, max(opened_at, now)
+
+
+def competitor_exposure(*, campaign: Campaign, now: datetime | None = None) -> dict[int, CompetitorExposure]:
+    """Per competitor id of the campaign, its exposure (``CompetitorExposure``); for the console, the
+    leaderboard and the API."""
+    now = now or timezone.now()
+    competitors = list(Competitor.objects.filter(campaign=campaign).values_list("pk", "endpoint_id", "created_at"))
+    period = campaign_open_period(campaign, now=now)
+    if period is None:
+        return {pk: CompetitorExposure(0, 0.0, None) for pk, _, _ in competitors}
+    outages = endpoint_outage_periods(
+        endpoint_ids={endpoint_id for _, endpoint_id, _ in competitors if endpoint_id is not None},
+        since=period[0],
+        until=period[1],
+        now=now,
+    )
+    exposure = {}
+    for pk, endpoint_id, created_at in competitors:
+        window = (max(period[0], created_at), period[1])
+        periods = [(start, end) for start, end, _ in outages.get(endpoint_id, [])]
+        overlapping = [p for p in periods if periods_overlap_s([p], window) > 0]
+        down_since = next((start for start, _, is_open in outages.get(endpoint_id, []) if is_open), None)
+        exposure[pk] = CompetitorExposure(len(overlapping), periods_overlap_s(periods, window), down_since)
+    return exposure
+
+
+def competitors_unavailable(
+    *, campaign: Campaign, now: datetime | None = None
+) -> list[tuple[Competitor, CompetitorExposure]]:
+    """The campaign's competitors that were kept out of new battles for a while (an outage overlapped
+    the open period), with their exposure, by id: the leaderboard's note."""
+    exposure = competitor_exposure(campaign=campaign, now=now)
+    competitors = Competitor.objects.filter(pk__in=[pk for pk, e in exposure.items() if e.outages])
+    return [(c, exposure[c.pk]) for c in competitors.select_related("endpoint").order_by("id")]
+
+
+def pair_pick(*, campaign: Campaign, rng: random.Random) -> tuple[Competitor, Competitor] | None:
+    """A pair of competitors that can generate (``competitors_generating``: active, endpoint not down) under the
+    campaign's sampling policy; which one is shown left is a coin flip either way. None where fewer than
+    two are available (the rater hears there is nothing to rate right now)."""
+    competitors = list(competitors_generating(campaign=campaign).select_related("endpoint").order_by("id"))
+    if len(competitors) < 2:
+        return None
+    if campaign.sampling == Campaign.Sampling.ACTIVE:
+        pairs = [(a, b) for i, a in enumerate(competitors) for b in competitors[i + 1 :]]
+        # The intervals are the ranking app's, which registers their source (battles.hooks).
+        weights = active_pair_weights([c.pk for c in competitors], hooks.current_intervals(campaign.pk))
+        first, second = rng.choices(pairs, weights=weights, k=1)[0]
+        return (first, second) if rng.random() < 0.5 else (second, first)
+    first, second = rng.sample(competitors, 2)
+    return first, second
