@@ -1284,7 +1284,8 @@ class ShadowBattleDetailApi(APIView):
             "idempotency_key": battle.idempotency_key,
             "experiment": battle.experiment.key if battle.experiment else None,
             "created_at": battle.created_at,
-            # Why a battle was voided is for its owner; no model names are in it (services._void_message).
+            # Why a battle was voided is for its owner; no model names are in it
+            # (battles/services/generation.py, _void_message).
             "void_reason": battle.void_reason,
             "vote": vote_data,
         }

@@ -264,8 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     from django.test import Client
     from django.urls import reverse
 
-    from battles import selectors, services
+    from battles import selectors
     from battles.models import Battle, Campaign
+    from battles.services import assignment
     from raters.tenancy import organization_scope, scopes_disabled
 
     t0 = time.perf_counter()
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                 prompt = selectors.prompt_pick(campaign=campaign, user=user, rng=random.Random(i))
                 pair = selectors.pair_pick(campaign=campaign, rng=random.Random(i))
                 assert prompt is not None and pair is not None
-                services._battle_create(
+                assignment._battle_create(
                     campaign=campaign,
                     user=user,
                     pool=campaign.rater_pools.first(),  # type: ignore[arg-type]

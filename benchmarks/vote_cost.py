@@ -219,6 +219,7 @@ def main() -> int:
 
     import battles.selectors
     import battles.services
+    import battles.services.vote
     import battles.views
     import ranking.services
     import raters.middleware
@@ -237,8 +238,8 @@ def main() -> int:
         "study gate": (battles.views, "_study_gate"),
         "vote_submit (transaction, commit, on-commit)": (battles.services, "vote_submit"),
         "  pool check": (battles.selectors, "rater_in_campaign_pool"),
-        "  log fields (answers, turns)": (battles.services, "_conversation_log"),
-        "  webhook event": (battles.services, "webhook_event_emit"),
+        "  log fields (answers, turns)": (battles.services.vote, "_conversation_log"),
+        "  webhook event": (battles.services.vote, "webhook_event_emit"),
         "  commit": (BaseDatabaseWrapper, "_commit"),
         "  recompute scheduling (Redis, on commit)": (ranking.services, "leaderboards_schedule"),
         "attention warning": (battles.services, "attention_warning"),

@@ -168,7 +168,7 @@ ARENA_HEALTH_INTERVAL_S = env_int("ARENA_HEALTH_INTERVAL_S", 15, minimum=1)
 ARENA_HEALTH_TIMEOUT_S = env_int("ARENA_HEALTH_TIMEOUT_S", 3, minimum=1)
 ARENA_HEALTH_DOWN_AFTER = env_int("ARENA_HEALTH_DOWN_AFTER", 2, minimum=1)
 ARENA_HEALTH_CONCURRENCY = env_int("ARENA_HEALTH_CONCURRENCY", 16, minimum=1)
-# Judge runs (battles/services.py judge_run_execute): how many pairs are judged at once (each pair is two
+# Judge runs (battles/services/judges.py judge_run_execute): how many pairs are judged at once (each pair is two
 # calls, one per presentation order), and golden runs' answers generated at once.
 ARENA_JUDGE_CONCURRENCY = env_int("ARENA_JUDGE_CONCURRENCY", 4, minimum=1)
 CELERY_TASK_ACKS_LATE = True

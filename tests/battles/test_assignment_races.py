@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from battles import services
 from battles.models import Battle, Vote
+from battles.services import generation as generation_services
 from raters.tenancy import principal_scope
 from tests.conftest import generation_worker_run, start_battle
 
@@ -77,7 +78,7 @@ def test_crash_during_generation_voids_instead_of_leaving_it_generating(acme, bo
     def explode(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("client library bug")
 
-    monkeypatch.setattr(services, "generate_pair", explode)
+    monkeypatch.setattr(generation_services, "generate_pair", explode)
     assignment = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s")
     assert assignment.battle.status == Battle.Status.GENERATING  # queued for a generation worker
     assert generation_worker_run() == 1

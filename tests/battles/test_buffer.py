@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from battles import selectors, services
 from battles.models import Battle, Campaign, Prompt, Vote
+from battles.services import generation as generation_services
 from battles.tasks import buffer_maintain_open_task
 from raters.tenancy import principal_scope
 from tests.conftest import Tenant, generation_worker_run, login, start_battle
@@ -219,7 +220,7 @@ def test_a_redelivered_generation_task_does_not_call_the_models_twice(acme, bob,
         calls.append(args)
         raise RuntimeError("model call")
 
-    monkeypatch.setattr(services, "generate_pair", once)
+    monkeypatch.setattr(generation_services, "generate_pair", once)
     assignment = _claim(acme.campaign, bob)
     services.battle_generate_queued(battle_id=str(assignment.battle.pk))
     services.battle_generate_queued(battle_id=str(assignment.battle.pk))  # late-ack redelivery

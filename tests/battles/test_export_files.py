@@ -11,6 +11,7 @@ from django.db import transaction
 from battles import services, tasks
 from battles.exporting import VoteFilters
 from battles.models import Competitor, ExportJob
+from battles.services import exports as export_services
 from tests.conftest import Tenant
 
 
@@ -106,14 +107,14 @@ def test_a_job_deleted_while_it_runs_leaves_no_file(
         campaign=acme.campaign, requested_by=alice, api_key=None, kind="votes", format="jsonl", texts=False,
         filters=VoteFilters(),
     )  # fmt: skip
-    content = services._export_content
+    content = export_services._export_content
 
     def campaign_deleted_meanwhile(running: ExportJob):  # type: ignore[no-untyped-def]
         # The campaign goes while the worker streams its rows (no file in place yet, no path recorded).
         services.campaign_delete(campaign=acme.campaign, actor=alice)
         return content(running)
 
-    monkeypatch.setattr(services, "_export_content", campaign_deleted_meanwhile)
+    monkeypatch.setattr(export_services, "_export_content", campaign_deleted_meanwhile)
     with django_capture_on_commit_callbacks(execute=True):
         assert tasks.export_job_run_task(str(job.pk), organization_id=job.organization_id) == "missing"
     assert not ExportJob.objects.filter(pk=job.pk).exists()

@@ -17,6 +17,9 @@ from django.utils import timezone
 
 from battles import live, selectors, services
 from battles.models import Battle, Campaign, Generation, Prompt, Turn, Vote
+from battles.services import assignment as assignment_services
+from battles.services import buffer as buffer_services
+from battles.services import generation as generation_services
 from raters.tenancy import scopes_disabled
 from serving.triton.client import GenerationResult, StreamEvent
 from tests.battles.test_streaming import read_stream
@@ -45,9 +48,10 @@ def no_model_call(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append("model called")
         raise AssertionError("a model was called")
 
-    monkeypatch.setattr(services, "generate_pair", called)
-    monkeypatch.setattr(services, "stream_pair", called)
-    monkeypatch.setattr(services, "_generation_queue", lambda battle: calls.append("generation queued"))
+    monkeypatch.setattr(generation_services, "generate_pair", called)
+    monkeypatch.setattr(generation_services, "stream_pair", called)
+    for module in (assignment_services, buffer_services, generation_services):  # where each caller looks the queue up
+        monkeypatch.setattr(module, "_generation_queue", lambda battle: calls.append("generation queued"))
     return calls
 
 
@@ -236,7 +240,7 @@ def test_a_streamed_answer_that_names_a_model_is_cut_before_the_name_and_ends_vo
         on_event(StreamEvent(side=1, delta="", t=1.0, done=True, result=right))
         return left, right
 
-    monkeypatch.setattr(services, "stream_pair", fake_stream)
+    monkeypatch.setattr(generation_services, "stream_pair", fake_stream)
     with scopes_disabled():
         recorded = services.battle_generate_live(battle_id=battle.pk)
     assert recorded is not None and recorded.status == Battle.Status.VOID

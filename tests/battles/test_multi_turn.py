@@ -11,6 +11,7 @@ from django.urls import reverse
 from battles import services
 from battles.models import Battle, Campaign, Generation, Turn, Vote
 from battles.prompting import prompt_hash
+from battles.services import generation as generation_services
 from tests.conftest import Tenant, endpoint_for, generation_worker_run, start_battle
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
@@ -37,7 +38,7 @@ def test_each_side_continues_its_own_conversation(acme, bob, bob_client, triton_
         seen_inputs.append((left_input, right_input, params))
         return real(left, right, left_input, right_input, params, on_event)
 
-    monkeypatch.setattr(services, "stream_pair", recording)  # records the call, the real one runs
+    monkeypatch.setattr(generation_services, "stream_pair", recording)  # records the call, the real one runs
     response = _continue(bob_client, battle, "Now say it in one sentence.")
     assert response.status_code == 302
     battle.refresh_from_db()

@@ -19,6 +19,11 @@ from django.utils import timezone
 
 from battles import services as battle_services
 from battles.models import Battle, Campaign, Choice, Competitor, Vote
+from battles.services import assignment as assignment_services
+from battles.services import buffer as buffer_services
+from battles.services import gold as gold_services
+from battles.services import shadow as shadow_services
+from battles.services import shared_items as shared_items_services
 from ranking.services import leaderboards_recompute, rater_flags_check
 from raters.models import AuditAction, AuditEvent, RaterFlag
 from tests.battles.test_gold import _configure, _gold, _next, _rater, _shadow
@@ -62,7 +67,9 @@ def _overall_raw(tenant: Tenant):  # type: ignore[no-untyped-def]
 def world(acme: Tenant, bob: User, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     # The platform draws prompts, pairs and sides from the system's entropy; seeded here, so this world
     # (and whether a coin-flipper's e-value crosses 1/alpha by its last vote) is the same on every run.
-    monkeypatch.setattr(battle_services, "_rng", random.Random(2026))
+    seeded = random.Random(2026)  # one sequence, shared by every module that draws (as the one _rng was)
+    for module in (assignment_services, buffer_services, gold_services, shadow_services, shared_items_services):
+        monkeypatch.setattr(module, "_rng", seeded)
     _shadow(acme, 600)
     _gold(acme, 60)
     _gold(acme, 60, expected="answer_2")

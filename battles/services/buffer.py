@@ -1,0 +1,202 @@
+"""The buffer: battles generated ahead for pool prompts, claimed by raters; its refills and its
+maintenance (and their tasks)."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from datetime import timedelta
+
+from celery import shared_task
+from django.contrib.auth.models import User
+from django.db import models, transaction
+from django.utils import timezone
+
+from arena.celery import TransactionAwareTask
+from raters.models import RaterPool
+from raters.tenancy import TenantTask, scopes_disabled
+
+from .. import selectors
+from ..models import Battle, Campaign, Competitor
+from .generation import STALE_GENERATION_S, _generation_queue
+from .identity import identity_refused
+
+_rng = random.SystemRandom()
+
+
+# --- The buffer: battles generated ahead for pool prompts, claimed by raters ------------------------
+
+
+def _buffer(campaign_id: int) -> models.QuerySet[Battle]:
+    return Battle.objects.filter(
+        campaign_id=campaign_id, rater__isnull=True, status__in=(Battle.Status.GENERATING, Battle.Status.READY)
+    )
+
+
+def buffer_refill_request(*, campaign: Campaign) -> None:
+    """Ask a generation worker to top the campaign's buffer up (cheap when it is full)."""
+    if campaign.buffer_size == 0 or campaign.status != Campaign.Status.OPEN:
+        return
+    buffer_fill_task.delay(campaign.pk, organization_id=campaign.organization_id)
+
+
+def buffer_fill(*, campaign_id: int) -> list[Battle]:
+    """Top the campaign's buffer up to ``buffer_size`` battles: for each, a pool prompt (the least
+    rated of a random handful, under the prompt-hash cap, not one already waiting) and a pair under
+    the campaign's sampling policy, the side shown left a coin flip; each is queued for generation.
+    Concurrent fillers count each other's battles: the campaign's row is locked while they are counted
+    and created, so the buffer never overfills. A closed campaign gets none."""
+    with transaction.atomic():
+        campaign = Campaign.objects.select_for_update().filter(pk=campaign_id).first()
+        if campaign is None or campaign.status != Campaign.Status.OPEN or campaign.buffer_size == 0:
+            return []
+        waiting = _buffer(campaign.pk)
+        deficit = campaign.buffer_size - waiting.count()
+        if deficit <= 0:
+            return []
+        taken = set(waiting.values_list("prompt_id", flat=True))
+        created: list[Battle] = []
+        for _ in range(deficit):
+            prompt = selectors.buffer_prompt_pick(campaign=campaign, exclude=taken, rng=_rng)
+            pair = selectors.pair_pick(campaign=campaign, rng=_rng) if prompt is not None else None
+            if prompt is None or pair is None:
+                break
+            taken.add(prompt.pk)
+            created.append(
+                Battle.objects.create(
+                    organization_id=campaign.organization_id,
+                    campaign=campaign,
+                    prompt=prompt,
+                    left=pair[0],
+                    right=pair[1],
+                    params={**campaign.sampling_params(), "seed": secrets.randbits(31)},
+                )
+            )
+        for battle in created:
+            _generation_queue(battle)  # sent when this transaction commits
+    return created
+
+
+@shared_task(base=TenantTask, acks_late=True, name="battles.tasks.buffer_fill_task")
+def buffer_fill_task(campaign_id: int, *, organization_id: int) -> int:
+    return len(buffer_fill(campaign_id=campaign_id))
+
+
+def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key: str) -> Battle | None:
+    """Hand the rater the oldest ready battle of the buffer that they may rate, or None.
+
+    Checked at claim time, since the buffer was filled without knowing who would rate: the prompt is
+    not one the rater has seen (by normalised text), its hash is under the campaign's cap, both
+    competitors are still available, the battle is younger than the buffer's age limit (shadow battles:
+    both competitors still active, and no age limit: see ``buffer_maintain``). The claim is a
+    conditional update (``rater IS NULL``): of two raters racing for one battle, one gets it and the
+    other the next. A rater who already holds an open battle (a second tab) makes the database refuse
+    (IntegrityError: one open battle per rater and campaign), which the caller turns into that battle."""
+    now = timezone.now()
+    candidates = list(
+        Battle.objects.filter(
+            campaign=campaign,
+            rater__isnull=True,
+            status=Battle.Status.READY,
+        )
+        .filter(
+            models.Q(created_at__gte=now - timedelta(seconds=campaign.buffer_max_age_s))
+            | models.Q(source=Battle.Source.SHADOW)
+        )
+        .select_related("prompt")
+        .order_by("created_at")[:CLAIM_CANDIDATES]
+    )
+    if not candidates:
+        return None
+    # The rules, for these few candidates only (never over the rater's whole history or the whole log).
+    hashes = {candidate.prompt.text_hash for candidate in candidates}
+    seen = selectors.hashes_rated_by(campaign=campaign, user=user, hashes=hashes)
+    full = selectors.hashes_at_cap(campaign=campaign, hashes=hashes)
+    available = set(selectors.competitors_available(campaign=campaign).values_list("pk", flat=True))
+    active = (
+        set(Competitor.objects.filter(campaign=campaign, active=True).values_list("pk", flat=True))
+        if any(candidate.source == Battle.Source.SHADOW for candidate in candidates)
+        else set()
+    )
+    refuse = identity_refused(campaign)
+    items = {candidate.item_key for candidate in candidates if candidate.item_key is not None}
+    held = selectors.items_held_by(campaign=campaign, user=user, item_keys=items) if items else set()
+    for candidate in candidates:
+        if candidate.prompt.text_hash in seen or candidate.prompt.text_hash in full:
+            continue
+        if refuse and candidate.prompt.asks_identity:
+            continue  # generated (or pushed) before the policy changed: never served under "refuse"
+        if candidate.item_key is not None and candidate.item_key in held:
+            continue
+        usable = active if candidate.source == Battle.Source.SHADOW else available
+        if candidate.left_id not in usable or candidate.right_id not in usable:
+            continue
+        with transaction.atomic():  # a savepoint: the one-open-battle constraint may refuse the update
+            won = Battle.objects.filter(pk=candidate.pk, rater__isnull=True, status=Battle.Status.READY).update(
+                rater=user, pool=pool, session_key=session_key, claimed_at=now
+            )
+        if won:
+            candidate.refresh_from_db()
+            return candidate
+    return None
+
+
+def buffer_maintain_schedule_open_campaigns() -> int:
+    """Beat's safety net: queue the buffer's maintenance for every open campaign that keeps one, each in
+    its organisation's scope."""
+    with scopes_disabled():  # the one listing across organisations
+        open_campaigns = list(
+            Campaign.objects.filter(status=Campaign.Status.OPEN, buffer_size__gt=0).values_list("pk", "organization_id")
+        )
+    for campaign_id, organization_id in open_campaigns:
+        buffer_maintain_task.delay(campaign_id, organization_id=organization_id)
+    return len(open_campaigns)
+
+
+@shared_task(base=TransactionAwareTask, name="battles.tasks.buffer_maintain_open_task")
+def buffer_maintain_open_task() -> int:
+    """Beat's safety net, across organisations: each open campaign's buffer is checked in its own
+    organisation's scope (the service lists them unscoped on purpose)."""
+    return buffer_maintain_schedule_open_campaigns()
+
+
+# How many of the buffer's oldest battles a claim looks at before preparing one for the rater instead.
+CLAIM_CANDIDATES = 16
+
+
+def buffer_maintain(*, campaign_id: int) -> int:
+    """Void what the buffer must not hand out, then top it up: battles unclaimed for longer than the
+    campaign's age limit, battles of a competitor that is unavailable (down, or withdrawn), and battles
+    whose worker was lost (generating for longer than any model may take). Returns how many were voided."""
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        return 0
+    now = timezone.now()
+    # Shadow battles are left alone: their answers were pushed once and cannot be made again, and they
+    # do not go stale (the age limit is there so generated answers reflect the models now deployed; a
+    # shadow battle records what a model answered then, and says so). A withdrawn competitor voids them
+    # in ``competitor_save``; a model server being down does not matter, their answers exist.
+    generated = _buffer(campaign.pk).filter(source=Battle.Source.GENERATED)
+    voided = generated.filter(created_at__lt=now - timedelta(seconds=campaign.buffer_max_age_s)).update(
+        status=Battle.Status.VOID, void_reason="Not claimed within the campaign's buffer age; replaced."
+    )
+    available = selectors.competitors_available(campaign=campaign).values("pk")
+    voided += (
+        _buffer(campaign.pk)
+        .filter(source=Battle.Source.GENERATED)
+        .filter(models.Q(~models.Q(left__in=available)) | models.Q(~models.Q(right__in=available)))
+        .update(status=Battle.Status.VOID, void_reason="A competitor became unavailable before a rater got it.")
+    )
+    voided += Battle.objects.filter(
+        campaign=campaign,
+        status=Battle.Status.GENERATING,
+        requested_at__lt=now - timedelta(seconds=STALE_GENERATION_S),
+    ).update(status=Battle.Status.VOID, void_reason="The answers were never completed.")
+    if campaign.status == Campaign.Status.OPEN:
+        buffer_fill(campaign_id=campaign.pk)
+    return voided
+
+
+@shared_task(base=TenantTask, acks_late=True, name="battles.tasks.buffer_maintain_task")
+def buffer_maintain_task(campaign_id: int, *, organization_id: int) -> int:
+    return buffer_maintain(campaign_id=campaign_id)
