@@ -10,10 +10,7 @@ from typing import Any
 import django_filters
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
-from drf_spectacular.utils import (
-    OpenApiExample,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,9 +24,7 @@ from .. import selectors
 from ..models import Campaign
 from ..prompting import CATEGORIES
 from .access import _viewable_campaign
-from .fields import (
-    _FilterSet,
-)
+from .fields import _FilterSet
 
 
 class CampaignParamsOutput(serializers.Serializer[Any]):

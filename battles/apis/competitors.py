@@ -5,10 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import (
-    OpenApiExample,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,10 +15,7 @@ from arena.api import CursorPage
 from .. import selectors
 from ..models import Competitor
 from .access import _viewable_campaign
-from .fields import (
-    _BooleanFilter,
-    _FilterSet,
-)
+from .fields import _BooleanFilter, _FilterSet
 
 
 class CompetitorFilter(_FilterSet):

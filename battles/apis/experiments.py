@@ -7,11 +7,7 @@ from typing import Any
 
 import django_filters
 from django.db.models import QuerySet
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiParameter,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import NotFound as ApiNotFound
 from rest_framework.parsers import JSONParser
@@ -25,11 +21,7 @@ from raters.errors import Conflict, Invalid
 from .. import selectors, services
 from ..models import Experiment
 from .access import _principal
-from .fields import (
-    StrictCharField,
-    _BooleanFilter,
-    _FilterSet,
-)
+from .fields import StrictCharField, _BooleanFilter, _FilterSet
 
 
 class CompetitorRefOutput(serializers.Serializer[Any]):

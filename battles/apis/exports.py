@@ -9,12 +9,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.http import FileResponse, Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
@@ -29,9 +24,7 @@ from raters.errors import Conflict
 from .. import selectors, services
 from ..models import ExportJob
 from .access import _campaign, _principal
-from .fields import (
-    StrictBooleanField,
-)
+from .fields import StrictBooleanField
 from .renderers import BinaryRenderer, CSVRenderer, JSONLinesRenderer
 from .vote_filters import ExportFiltersBody, ExportFiltersInput
 

@@ -9,9 +9,7 @@ from typing import Any
 
 import django_filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    extend_schema_field,
-)
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.validators import ProhibitSurrogateCharactersValidator

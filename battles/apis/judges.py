@@ -7,12 +7,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.http import Http404
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiParameter,
-    extend_schema,
-    extend_schema_field,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.parsers import JSONParser

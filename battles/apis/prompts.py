@@ -14,11 +14,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiParameter,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.parsers import BaseParser, MultiPartParser
@@ -34,10 +30,7 @@ from .. import prompt_import, selectors, services
 from ..models import Campaign, Prompt
 from ..prompting import CATEGORIES
 from .access import _viewable_campaign
-from .fields import (
-    _BooleanFilter,
-    _FilterSet,
-)
+from .fields import _BooleanFilter, _FilterSet
 
 
 class PromptOutput(serializers.Serializer[Any]):

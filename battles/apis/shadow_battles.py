@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiParameter,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound as ApiNotFound
 from rest_framework.exceptions import ValidationError as ApiValidationError
@@ -24,12 +20,7 @@ from .. import selectors, services
 from ..models import Battle, Competitor
 from ..prompting import CATEGORIES, PROMPT_MAX_CHARS
 from .access import _principal, _writable_campaign
-from .fields import (
-    StrictCharField,
-    StrictFloatField,
-    StrictIntegerField,
-    StrictSlugField,
-)
+from .fields import StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 

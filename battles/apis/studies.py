@@ -7,12 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiParameter,
-    extend_schema,
-    extend_schema_field,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound as ApiNotFound
 from rest_framework.parsers import JSONParser
@@ -26,10 +21,7 @@ from raters.authentication import ApiKeyPrincipal
 from .. import selectors, services
 from ..models import Campaign, Participant, Study
 from .access import _principal
-from .fields import (
-    StrictCharField,
-    StrictIntegerField,
-)
+from .fields import StrictCharField, StrictIntegerField
 
 
 def _study_campaign(request: Request, campaign_id: int, *, write: bool = False) -> Campaign:

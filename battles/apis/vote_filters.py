@@ -8,17 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-)
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from ..exporting import VoteFilters
 from ..models import Prompt
 from ..prompting import CATEGORIES
-from .fields import (
-    StrictIntegerField,
-)
+from .fields import StrictIntegerField
 
 # --- Filters shared by the streamed exports, the export jobs and the preference pairs --------------
 
