@@ -134,11 +134,12 @@ def after_a_vote(campaign: Any, views: dict[str, Callable[[], None]]) -> dict[st
     from django_scopes import scopes_disabled
 
     from ranking import selectors, services, tasks
+    from ranking.selectors import log_cache
 
     with scopes_disabled():
         figures = selectors.rater_figures_compute(campaign=campaign)
-    exact = selectors._log_key(selectors.RATER_FIGURES, campaign.pk, [], figures.mark)
-    latest = selectors._log_key(selectors.RATER_FIGURES, campaign.pk, [], None)
+    exact = log_cache._log_key(selectors.RATER_FIGURES, campaign.pk, [], figures.mark)
+    latest = log_cache._log_key(selectors.RATER_FIGURES, campaign.pk, [], None)
     older = (figures.value, [figures.votes - 1, *figures.mark[1:]], figures.computed_at.isoformat())
     out = {}
     with mock.patch.object(tasks.rater_figures_refresh_task, "delay"):  # queued nowhere: a worker would run it
