@@ -133,8 +133,9 @@ def after_a_vote(campaign: Any, views: dict[str, Callable[[], None]]) -> dict[st
     from django.core.cache import cache
     from django_scopes import scopes_disabled
 
-    from ranking import selectors, services, tasks
+    from ranking import selectors, tasks
     from ranking.selectors import log_cache
+    from ranking.services import rater_figures as rater_figures_services
 
     with scopes_disabled():
         figures = selectors.rater_figures_compute(campaign=campaign)
@@ -146,7 +147,7 @@ def after_a_vote(campaign: Any, views: dict[str, Callable[[], None]]) -> dict[st
         for name, view in views.items():
 
             def first_after_a_vote(view: Callable[[], None] = view) -> None:
-                cache.delete_many([exact, services._rater_refresh_key(campaign.pk)])
+                cache.delete_many([exact, rater_figures_services._rater_refresh_key(campaign.pk)])
                 cache.set(latest, older, selectors.LOG_LATEST_S)
                 view()
 

@@ -19,13 +19,7 @@ from raters.tenancy import scopes_disabled
 
 from ..estimators.ratio import RatioFit, fit_ratio
 from ..estimators.ratio_design import spearman
-from ..models import (
-    AttributeBoard,
-    AttributeEntity,
-    AttributeJudgement,
-    AttributeRun,
-    AttributeScore,
-)
+from ..models import AttributeBoard, AttributeEntity, AttributeJudgement, AttributeRun, AttributeScore
 
 
 def attribute_boards_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[AttributeBoard]:

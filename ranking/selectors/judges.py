@@ -11,10 +11,7 @@ from django.db.models import Max
 from battles.models import Campaign, Judge, JudgeRun, JudgeVerdict, Rubric, Vote
 
 from .. import estimators as est
-from ..models import (
-    JudgeBoard,
-    JudgeCalibration,
-)
+from ..models import JudgeBoard, JudgeCalibration
 from ..policy import STYLE_FEATURES, VoteArrays
 
 

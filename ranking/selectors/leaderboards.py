@@ -13,10 +13,7 @@ from django.db.models import Max, QuerySet
 from battles.models import Campaign, Competitor, Vote
 
 from .. import estimators as est
-from ..models import (
-    JudgeBoard,
-    LeaderboardSnapshot,
-)
+from ..models import JudgeBoard, LeaderboardSnapshot
 from ..policy import ExclusionPolicy
 from .arrays import vote_arrays
 

@@ -14,9 +14,7 @@ from battles.models import Campaign, Choice
 from battles.selectors import vote_events, votes_filtered
 
 from ..estimators.pairwise import wilson_interval
-from ..models import (
-    LeaderboardSnapshot,
-)
+from ..models import LeaderboardSnapshot
 from ..policy import STYLE_FEATURES, VoteArrays
 from .arrays import exclusion_policy_for, vote_arrays
 from .leaderboards import snapshot_latest

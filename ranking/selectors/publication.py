@@ -10,9 +10,7 @@ from typing import Any
 from battles.models import Prompt
 from raters.tenancy import organization_scope, scopes_disabled
 
-from ..models import (
-    BoardPublication,
-)
+from ..models import BoardPublication
 from .leaderboards import competitor_names, family_disclosure, snapshot_categories, snapshot_history, snapshot_rows
 
 

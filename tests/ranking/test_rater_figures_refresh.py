@@ -26,6 +26,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from ranking import selectors, services, tasks
 from ranking.selectors import log_cache
 from ranking.selectors import raters as rater_selectors
+from ranking.services import rater_figures as rater_figures_services
 from tests.conftest import Tenant, api_client
 from tests.factories import UserFactory
 
@@ -54,7 +55,7 @@ def queued(acme: Tenant, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple
 def _forget(acme: Tenant) -> None:
     """The lock and the latest figures live in the shared cache (Redis in the suite), which outlives a test
     database: an earlier run's, for a campaign of the same id, must not count."""
-    cache.delete(services._rater_refresh_key(acme.campaign.pk))
+    cache.delete(rater_figures_services._rater_refresh_key(acme.campaign.pk))
     cache.delete(log_cache._log_key(selectors.RATER_FIGURES, acme.campaign.pk, [], None))
 
 
@@ -178,7 +179,7 @@ def test_with_the_broker_down_the_request_computes_the_figures(
         page = alice_client.get(url).content.decode()
     assert STALE_NOTE not in page and _battles_in_table(page, bob) == 2
     assert "could not be queued (broker down): computed in the request" in caplog.text
-    assert cache.get(services._rater_refresh_key(acme.campaign.pk)) is None  # the next view tries again
+    assert cache.get(rater_figures_services._rater_refresh_key(acme.campaign.pk)) is None  # the next view tries again
 
 
 def test_where_tasks_run_eagerly_the_view_gets_the_refreshed_figures(
