@@ -1,4 +1,4 @@
-"""Judges' boards and calibration (the judges and their runs: ``battles/apis.py``)."""
+"""Judges' boards and calibration (the judges and their runs: ``battles.apis``)."""
 
 from __future__ import annotations
 
