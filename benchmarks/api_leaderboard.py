@@ -150,7 +150,7 @@ def load(seed: int = 0) -> tuple[int, str]:
 
 def serialize_ms(campaign_id: int) -> float:
     """What a cache miss costs: loading the snapshot row and serializing it (best of 5, in process)."""
-    from ranking.apis import _snapshot_body
+    from ranking.apis.leaderboards import _snapshot_body
     from ranking.models import LeaderboardSnapshot
     from raters.tenancy import scopes_disabled
 

@@ -133,19 +133,21 @@ def after_a_vote(campaign: Any, views: dict[str, Callable[[], None]]) -> dict[st
     from django.core.cache import cache
     from django_scopes import scopes_disabled
 
-    from ranking import selectors, services, tasks
+    from ranking import selectors, tasks
+    from ranking.selectors import log_cache
+    from ranking.services import rater_figures as rater_figures_services
 
     with scopes_disabled():
         figures = selectors.rater_figures_compute(campaign=campaign)
-    exact = selectors._log_key(selectors.RATER_FIGURES, campaign.pk, [], figures.mark)
-    latest = selectors._log_key(selectors.RATER_FIGURES, campaign.pk, [], None)
+    exact = log_cache._log_key(selectors.RATER_FIGURES, campaign.pk, [], figures.mark)
+    latest = log_cache._log_key(selectors.RATER_FIGURES, campaign.pk, [], None)
     older = (figures.value, [figures.votes - 1, *figures.mark[1:]], figures.computed_at.isoformat())
     out = {}
     with mock.patch.object(tasks.rater_figures_refresh_task, "delay"):  # queued nowhere: a worker would run it
         for name, view in views.items():
 
             def first_after_a_vote(view: Callable[[], None] = view) -> None:
-                cache.delete_many([exact, services._rater_refresh_key(campaign.pk)])
+                cache.delete_many([exact, rater_figures_services._rater_refresh_key(campaign.pk)])
                 cache.set(latest, older, selectors.LOG_LATEST_S)
                 view()
 

@@ -152,7 +152,7 @@ else:
 # After a vote, the campaign's leaderboards are recomputed this many seconds later (votes in between
 # share the one recompute).
 ARENA_RANKING_DEBOUNCE_S = env_int("ARENA_RANKING_DEBOUNCE_S", 30, minimum=0)
-# How long a recompute mark outlives the worker that set it (ranking/services.py): a queued task's mark
+# How long a recompute mark outlives the worker that set it (ranking/services/recompute.py): a queued task's mark
 # expires this long after its countdown, a computing task renews its mark every third of it. A killed
 # worker therefore holds nothing for longer, and beat takes over.
 ARENA_RANKING_LEASE_S = env_int("ARENA_RANKING_LEASE_S", 10, minimum=1)

@@ -14,13 +14,13 @@ def main() -> None:
     import django
 
     django.setup()
-    from ranking import services
+    from ranking.services import recompute
 
     def never_done(*, campaign_id: int) -> list[object]:
         while True:
             time.sleep(1)
 
-    services.leaderboards_recompute = never_done  # type: ignore[assignment]
+    recompute.leaderboards_recompute = never_done  # type: ignore[assignment]
     from arena.celery import app
 
     app.worker_main(["worker", *sys.argv[1:]])

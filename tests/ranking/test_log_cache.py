@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from ranking import quality, selectors
+from ranking import quality
 from ranking.selectors import rater_quality, rater_reports
+from ranking.selectors import raters as rater_selectors
 from raters.models import RaterFlag
 from tests.conftest import Tenant
 from tests.factories import UserFactory
@@ -28,7 +29,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """How many times each heavy computation ran."""
     calls = {"quality": 0, "activity": 0}
-    real_quality, real_activity = quality.quality_report, selectors._rater_activity
+    real_quality, real_activity = quality.quality_report, rater_selectors._rater_activity
 
     def quality_report(**kwargs: Any) -> dict[str, Any]:
         calls["quality"] += 1
@@ -38,8 +39,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["activity"] += 1
         return real_activity(*args)
 
-    monkeypatch.setattr(selectors, "quality_report", quality_report)
-    monkeypatch.setattr(selectors, "_rater_activity", activity)
+    monkeypatch.setattr(rater_selectors, "quality_report", quality_report)
+    monkeypatch.setattr(rater_selectors, "_rater_activity", activity)
     return calls
 
 

@@ -24,6 +24,9 @@ from django.urls import reverse
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from ranking import selectors, services, tasks
+from ranking.selectors import log_cache
+from ranking.selectors import raters as rater_selectors
+from ranking.services import rater_figures as rater_figures_services
 from tests.conftest import Tenant, api_client
 from tests.factories import UserFactory
 
@@ -52,8 +55,8 @@ def queued(acme: Tenant, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple
 def _forget(acme: Tenant) -> None:
     """The lock and the latest figures live in the shared cache (Redis in the suite), which outlives a test
     database: an earlier run's, for a campaign of the same id, must not count."""
-    cache.delete(services._rater_refresh_key(acme.campaign.pk))
-    cache.delete(selectors._log_key(selectors.RATER_FIGURES, acme.campaign.pk, [], None))
+    cache.delete(rater_figures_services._rater_refresh_key(acme.campaign.pk))
+    cache.delete(log_cache._log_key(selectors.RATER_FIGURES, acme.campaign.pk, [], None))
 
 
 def _vote(acme: Tenant, rater: User, minutes_ago: int) -> None:
@@ -68,7 +71,7 @@ def _battles_in_table(page: str, rater: User) -> int | None:
 
 def _direct(acme: Tenant) -> selectors.RaterFigures:
     """The per-rater figures computed from the log now, past every cache."""
-    return selectors._rater_figures_from_log(acme.campaign)
+    return rater_selectors._rater_figures_from_log(acme.campaign)
 
 
 def test_a_vote_after_a_view_serves_the_previous_figures_labelled_and_queues_one_refresh(
@@ -176,7 +179,7 @@ def test_with_the_broker_down_the_request_computes_the_figures(
         page = alice_client.get(url).content.decode()
     assert STALE_NOTE not in page and _battles_in_table(page, bob) == 2
     assert "could not be queued (broker down): computed in the request" in caplog.text
-    assert cache.get(services._rater_refresh_key(acme.campaign.pk)) is None  # the next view tries again
+    assert cache.get(rater_figures_services._rater_refresh_key(acme.campaign.pk)) is None  # the next view tries again
 
 
 def test_where_tasks_run_eagerly_the_view_gets_the_refreshed_figures(
@@ -204,11 +207,11 @@ def test_latest_figures_of_another_log_are_never_served(
     """A long-lived cache may outlive its database (a restore, a test database made afresh): latest figures
     whose last vote is not this log's, with its time, are not taken for an earlier state of it."""
     _vote(acme, bob, 60)
-    mark = selectors._log_mark(acme.campaign.pk)
+    mark = log_cache._log_mark(acme.campaign.pk)
     other_time = "2020-01-01T00:00:00+00:00"
     figures: selectors.RaterFigures = ({bob.pk: (99, 1.0, None, None)}, {}, {})
     entry = (figures, [1, mark[1], other_time], NOW.isoformat())
-    cache.set(selectors._log_key(selectors.RATER_FIGURES, acme.campaign.pk, [], None), entry, 60)
+    cache.set(log_cache._log_key(selectors.RATER_FIGURES, acme.campaign.pk, [], None), entry, 60)
     _vote(acme, bob, 30)
     page = alice_client.get(reverse("ranking:campaign-dashboard", args=[acme.campaign.pk])).content.decode()
     assert STALE_NOTE not in page and _battles_in_table(page, bob) == 2 and queued == []
@@ -222,7 +225,7 @@ def test_the_refresh_reads_the_mark_and_the_figures_from_one_snapshot(
     read in one REPEATABLE READ transaction on PostgreSQL, so a vote committed meanwhile is in neither."""
     _forget(acme)
     seen: list[str] = []
-    real = selectors._rater_activity
+    real = rater_selectors._rater_activity
 
     def activity(campaign: Any) -> Any:
         if connection.vendor == "postgresql":
@@ -231,7 +234,7 @@ def test_the_refresh_reads_the_mark_and_the_figures_from_one_snapshot(
                 seen.append(cursor.fetchone()[0])
         return real(campaign)
 
-    monkeypatch.setattr(selectors, "_rater_activity", activity)
+    monkeypatch.setattr(rater_selectors, "_rater_activity", activity)
     _vote(acme, bob, 60)
     assert services.rater_figures_refresh(campaign_id=acme.campaign.pk) == 1
     assert seen == (["repeatable read"] if connection.vendor == "postgresql" else [])

@@ -1,0 +1,65 @@
+"""REST API v1 for rankings, one module per resource (its serializers beside its views):
+
+- ``leaderboards``: the newest leaderboard, one version, the history; the selection and snapshot
+  serializers the other board endpoints share.
+- ``pairwise``: the pairwise table of a leaderboard.
+- ``statistics``: campaign statistics over a time window, and the cadence check.
+- ``publication``: publishing a campaign's leaderboard, and the public read of a published board.
+- ``raters``: rater quality (agreement, outliers) and the per-rater reports.
+- ``preference_pairs``: preference pairs (reward-model / DPO training data) and their length audit.
+- ``judges``: judges' boards and calibration.
+- ``attribute_boards``, ``attribute_runs``, ``attribute_publication``: attribute boards (ratio judgements),
+  their runs, and their publication.
+- ``access``: who is asking and what they may reach (shared by all of the above), and the public throttle.
+
+This face holds the views ``ranking/api_urls.py`` routes, and the public endpoints' throttle.
+"""
+
+from __future__ import annotations
+
+from .access import PublicRateThrottle
+from .attribute_boards import AttributeBoardDetailApi, AttributeBoardListApi, AttributeEntitiesApi
+from .attribute_publication import AttributePublicationApi, PublicAttributeBoardApi, PublicAttributeJudgementsApi
+from .attribute_runs import (
+    AttributeRunCompareApi,
+    AttributeRunDetailApi,
+    AttributeRunJudgementsApi,
+    AttributeRunsApi,
+    AttributeRunScoresApi,
+)
+from .judges import JudgeBoardApi, JudgeCalibrationApi
+from .leaderboards import LeaderboardHistoryApi, LeaderboardLatestApi, LeaderboardVersionApi
+from .pairwise import PairwiseApi
+from .preference_pairs import PreferencePairsAuditApi, PreferencePairsExportApi
+from .publication import PublicationApi, PublicBoardApi
+from .raters import RaterQualityApi, RaterReportApi
+from .statistics import CadenceApi, StatisticsApi
+
+__all__ = [
+    "AttributeBoardDetailApi",
+    "AttributeBoardListApi",
+    "AttributeEntitiesApi",
+    "AttributePublicationApi",
+    "AttributeRunCompareApi",
+    "AttributeRunDetailApi",
+    "AttributeRunJudgementsApi",
+    "AttributeRunScoresApi",
+    "AttributeRunsApi",
+    "CadenceApi",
+    "JudgeBoardApi",
+    "JudgeCalibrationApi",
+    "LeaderboardHistoryApi",
+    "LeaderboardLatestApi",
+    "LeaderboardVersionApi",
+    "PairwiseApi",
+    "PreferencePairsAuditApi",
+    "PreferencePairsExportApi",
+    "PublicAttributeBoardApi",
+    "PublicAttributeJudgementsApi",
+    "PublicBoardApi",
+    "PublicRateThrottle",
+    "PublicationApi",
+    "RaterQualityApi",
+    "RaterReportApi",
+    "StatisticsApi",
+]

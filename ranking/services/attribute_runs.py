@@ -1,0 +1,325 @@
+"""Runs of an attribute board: queue one, and execute it on a worker (the adaptive design's batches, each
+pair judged in both orders, the ledger, the fit and the stopping rule, the scores)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from celery import shared_task
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from battles.models import Judge
+from raters.errors import Invalid
+from raters.models import AuditAction
+from raters.services import audit_record
+from raters.tenancy import TenantTask
+from serving.ratio_judging import TEMPLATE_HASH, RatioCall, ratio_judge_call
+
+from .. import selectors
+from ..estimators.ratio import RatioFit, fit_ratio
+from ..estimators.ratio_design import check_stop, propose_batch, score_rows
+from ..models import AttributeBoard, AttributeEntity, AttributeJudgement, AttributeRun, AttributeScore
+from .attribute_boards import _check_judge
+
+logger = logging.getLogger(__name__)
+
+# Judge calls run concurrently within a batch (each pair's two orders included); the writes stay here.
+JUDGE_CONCURRENCY = 8
+
+
+@transaction.atomic
+def attribute_run_start(
+    *,
+    board: AttributeBoard,
+    actor: User | None,
+    judge: Judge | None = None,
+    seed: int | None = None,
+    via: str = "console",
+) -> AttributeRun:
+    """Queue a run of the board (by default with its own judge and seed; another judge or seed is a
+    replication). The run is executed by a worker (``attribute_run_task``), sent when this commits."""
+    judge = judge or board.judge
+    _check_judge(judge, board.organization_id)
+    n = AttributeEntity.objects.filter(board=board).count()
+    if n < 3:
+        raise Invalid("A board needs at least 3 entities to run.")
+    if board.top_k >= n:
+        raise Invalid(f"top_k ({board.top_k}) must be below the number of entities ({n}).")
+    budget = board.calls_per_entity * n
+    run = AttributeRun.objects.create(
+        organization_id=board.organization_id,
+        board=board,
+        judge=judge,
+        attribute=board.attribute,
+        rubric_hash=judge.rubric.content_hash,
+        template_hash=TEMPLATE_HASH,
+        model_name=judge.endpoint.model_name,
+        seed=board.seed if seed is None else seed,
+        top_k=board.top_k,
+        batch_size=board.batch_size,
+        entities=n,
+        budget_calls=budget - budget % 2,  # a pair costs two calls
+        requested_by=actor,
+    )
+    audit_record(
+        organization=board.organization,
+        actor=actor,
+        action=AuditAction.ATTRIBUTE_RUN_STARTED,
+        obj=board,
+        data={"run": run.pk, "judge": judge.pk, "seed": run.seed, "budget_calls": run.budget_calls, "via": via},
+    )
+    attribute_run_task.delay(run.pk, organization_id=board.organization_id)
+    return run
+
+
+def _judge_pair_orders(
+    run: AttributeRun, judge: Judge, pairs: list[tuple[AttributeEntity, AttributeEntity]]
+) -> list[RatioCall]:
+    """Both orders of every pair, concurrently: [p0 (a, b), p0 (b, a), p1 (a, b), ...]."""
+    spec = judge.endpoint.spec()
+    rubric = run.judge.rubric
+    attribute = run.attribute
+    jobs = [(x, y) for a, b in pairs for x, y in ((a, b), (b, a))]
+
+    def call(job: tuple[AttributeEntity, AttributeEntity]) -> RatioCall:
+        first, second = job
+        return ratio_judge_call(
+            spec,
+            attribute=attribute,
+            question=rubric.question,
+            instructions=rubric.instructions,
+            first=first.text,
+            second=second.text,
+            max_tokens=judge.max_tokens,
+            seed=run.seed,
+            temperature=judge.temperature,
+        )
+
+    with ThreadPoolExecutor(max_workers=JUDGE_CONCURRENCY) as pool:
+        return list(pool.map(call, jobs))
+
+
+# The run's counter for each outcome of a call.
+_COUNTER_OF = {"accepted": "accepted", "refused": "refused", "malformed": "malformed", "error": "call_errors"}
+
+
+def _dominant_error(run_id: int) -> str:
+    counts = Counter(
+        (status, reason if status == AttributeJudgement.Status.ERROR else "")
+        for status, reason in AttributeJudgement.objects.filter(run_id=run_id)
+        .exclude(status=AttributeJudgement.Status.ACCEPTED)
+        .values_list("status", "reason")
+    )
+    total = AttributeJudgement.objects.filter(run_id=run_id).count()
+    if not counts:
+        return "no judge call was made"
+    (status, reason), count = counts.most_common(1)[0]
+    what = {"error": f"call error: {reason}", "refused": "the judge refused", "malformed": "malformed replies"}[status]
+    return f"No judgement was accepted ({total} calls); the dominant failure: {what} ({count} of {total} calls)."
+
+
+def attribute_run_execute(*, run_id: int) -> AttributeRun:
+    """Run a queued run to its end (the worker's body; the module section's design, issue 12):
+
+    batches from the adaptive design (``propose_batch``), each pair judged in both orders, the
+    judgements appended to the ledger (one transaction per batch), the fit refreshed, and the
+    stopping rule looked at before each batch: the run stops early only when the critical top-k pair
+    separates under inflated bounds on two consecutive looks of a non-degraded solve, otherwise it
+    spends its budget (or runs out of unjudged pairs: "exhausted"). A pair with any refusal,
+    malformed reply or failed call is never proposed again, and neither of its orders reaches the
+    estimator. A run that accepted nothing ends failed, naming the dominant failure; it writes no
+    scores (a flat board would read as a tie of everything). Exactly one worker executes a run: the
+    claim is a conditional update."""
+    claimed = AttributeRun.objects.filter(pk=run_id, status=AttributeRun.Status.QUEUED).update(
+        status=AttributeRun.Status.RUNNING, started_at=timezone.now()
+    )
+    run = AttributeRun.objects.select_related("board", "judge__rubric", "judge__endpoint").get(pk=run_id)
+    if claimed != 1:
+        return run
+    try:
+        return _attribute_run_body(run)
+    except Exception as exc:
+        logger.exception("attribute run %s failed", run_id)
+        AttributeRun.objects.filter(pk=run_id).update(
+            status=AttributeRun.Status.FAILED,
+            failure_reason=f"The run stopped on an internal error ({type(exc).__name__}).",
+            finished_at=timezone.now(),
+        )
+        run.refresh_from_db()
+        return run
+
+
+@shared_task(base=TenantTask, acks_late=True, name="ranking.tasks.attribute_run_task")
+def attribute_run_task(run_id: int, *, organization_id: int) -> str:
+    """Execute one attribute-board run (its claim makes a redelivery a no-op); returns its status."""
+    return attribute_run_execute(run_id=run_id).status
+
+
+def _attribute_run_body(run: AttributeRun) -> AttributeRun:
+    entities = list(AttributeEntity.objects.filter(board=run.board, position__lt=run.entities).order_by("position"))
+    n = len(entities)
+    index = {e.pk: k for k, e in enumerate(entities)}
+    top_k = min(run.top_k, n - 1)
+    ii: list[int] = []
+    jj: list[int] = []
+    rr: list[float] = []
+    cc: list[float] = []
+    banned: set[tuple[int, int]] = set()
+    consecutive = 0
+    fit = fit_ratio(n, ii, jj, rr, seed=run.seed)
+    stop_reason = ""
+    batch = 0
+    while True:
+        run.checks += 1
+        look = check_stop(fit, top_k=top_k, spent=run.calls, budget=run.budget_calls, consecutive=consecutive)
+        if look.stop:
+            stop_reason = look.reason
+            break
+        consecutive = look.consecutive
+        size = min(run.batch_size, max((run.budget_calls - run.calls) // 2, 1))
+        proposal = propose_batch(fit, top_k=top_k, batch_size=size, refused=banned, seed=run.seed + run.checks)
+        if proposal.pairs.shape[0] == 0:
+            stop_reason = "exhausted"
+            break
+        batch += 1
+        pairs = [(entities[a], entities[b]) for a, b in proposal.pairs.tolist()]
+        calls = _judge_pair_orders(run, run.judge, pairs)
+        rows: list[AttributeJudgement] = []
+        for p, (a, b) in enumerate(pairs):
+            both = calls[2 * p : 2 * p + 2]
+            used = all(c.verdict.accepted for c in both)
+            if not used:
+                banned.add((min(index[a.pk], index[b.pk]), max(index[a.pk], index[b.pk])))
+                run.pairs_refused += 1
+            run.pairs += 1
+            for order, (first, second), c in ((1, (a, b), both[0]), (2, (b, a), both[1])):
+                v = c.verdict
+                rows.append(
+                    AttributeJudgement(
+                        organization_id=run.organization_id,
+                        run=run,
+                        first=first,
+                        second=second,
+                        order=order,
+                        batch=batch,
+                        status=v.status,
+                        raw_reply=c.reply,
+                        more=v.more,
+                        ratio=v.ratio,
+                        log_ratio=v.log_ratio,
+                        confidence=v.confidence,
+                        used=used,
+                        reason=v.reason,
+                        output_tokens=c.output_tokens,
+                        latency_s=c.latency_s,
+                    )
+                )
+                run.calls += 1
+                run.output_tokens += c.output_tokens
+                run.call_seconds += c.latency_s
+                counter = _COUNTER_OF[v.status]
+                setattr(run, counter, getattr(run, counter) + 1)
+                if used:
+                    assert v.log_ratio is not None
+                    ii.append(index[first.pk])
+                    jj.append(index[second.pk])
+                    rr.append(v.log_ratio)
+                    cc.append(np.nan if v.confidence is None else v.confidence)
+        with transaction.atomic():
+            AttributeJudgement.objects.bulk_create(rows)
+            run.save(update_fields=_RUN_COUNTERS)
+        if run.accepted == 0 and run.call_errors == run.calls:
+            # The judge answers nothing at all (down, not served, refusing the address): spending the
+            # rest of the budget on it would only repeat the same error.
+            stop_reason = "failed"
+            break
+        fit = fit_ratio(n, ii, jj, rr, cc, seed=run.seed)
+    return _attribute_run_finish(run, fit, entities, top_k=top_k, stop_reason=stop_reason)
+
+
+_RUN_COUNTERS = [
+    "calls",
+    "accepted",
+    "refused",
+    "malformed",
+    "call_errors",
+    "pairs",
+    "pairs_refused",
+    "checks",
+    "output_tokens",
+    "call_seconds",
+]
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+@transaction.atomic
+def _attribute_run_finish(
+    run: AttributeRun, fit: RatioFit, entities: list[AttributeEntity], *, top_k: int, stop_reason: str
+) -> AttributeRun:
+    run.finished_at = timezone.now()
+    run.degraded = fit.degraded
+    run.solve = {
+        "hash": selectors.attribute_fit_hash(fit),
+        "observations": int(fit.edges.n_obs.sum()) if fit.edges.n_obs.size else 0,
+        "edges": int(fit.edges.lo.size),
+        "components": int(fit.n_components),
+        "dispersion": _finite(fit.dispersion),
+        "scale": _finite(fit.scale),
+        "cyclic_share": _finite(fit.cyclic_share),
+        "overridden": int(fit.overridden.sum()),
+        "iterations": int(fit.iterations),
+        "converged": bool(fit.converged),
+        "degraded_reasons": list(fit.degraded_reasons),
+        "std_method": fit.std_method,
+        "method": {k: v for k, v in fit.method.items() if isinstance(v, (str, int, float, bool))},
+    }
+    if fit.edges.lo.size == 0:
+        run.status = AttributeRun.Status.FAILED
+        run.stop_reason = "failed"
+        run.failure_reason = _dominant_error(run.pk)
+        run.save(
+            update_fields=[
+                *_RUN_COUNTERS,
+                "status",
+                "stop_reason",
+                "failure_reason",
+                "finished_at",
+                "degraded",
+                "solve",
+            ]
+        )
+        return run
+    run.status = AttributeRun.Status.DONE
+    run.stop_reason = stop_reason
+    AttributeScore.objects.bulk_create(
+        [
+            AttributeScore(
+                organization_id=run.organization_id,
+                run=run,
+                entity=entities[row.entity],
+                rank=row.rank,
+                score=row.score,
+                std=_finite(row.std),
+                z_score=_finite(row.z_score),
+                percentile=row.percentile,
+                lower=_finite(row.lower),
+                upper=_finite(row.upper),
+                in_top_k=row.in_top_k,
+                comparisons=int(fit.n_comparisons[row.entity]),
+                stop_reason=stop_reason,
+            )
+            for row in score_rows(fit, top_k=top_k, stop_reason=stop_reason)
+        ]
+    )
+    run.save(
+        update_fields=[*_RUN_COUNTERS, "status", "stop_reason", "failure_reason", "finished_at", "degraded", "solve"]
+    )
+    return run

@@ -1,0 +1,267 @@
+"""Recompute every leaderboard of a campaign from its vote log, and schedule it: debounced after votes,
+at once for a manager, and beat's safety net over the open campaigns (self-healing marks and leases)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import Max
+
+from arena.celery import TransactionAwareTask
+from battles.models import Campaign, Competitor, Vote
+from raters.models import WebhookEvent
+from raters.services import webhook_event_emit
+from raters.tenancy import TenantTask, organization_scope, scopes_disabled
+
+from .. import selectors
+from ..compute import Method, board_compute, elo_compute
+from ..models import LeaderboardSnapshot
+from ._common import _organization_of
+from .rater_figures import _rater_figures_warm
+from .rater_flags import rater_flags_check_task
+
+logger = logging.getLogger(__name__)
+
+
+def method_for(campaign: Campaign) -> Method:
+    return Method(
+        both_bad="tie" if campaign.both_bad_as_tie else "drop",
+        rounds=campaign.ranking_bootstrap_rounds,
+        seed=0,
+        min_votes=campaign.ranking_min_votes,
+        interval=campaign.ranking_interval,  # type: ignore[arg-type]
+        style_interval=campaign.ranking_style_interval,  # type: ignore[arg-type]
+        anchor=campaign.ranking_anchor_id,
+        ties=campaign.ranking_ties,  # type: ignore[arg-type]
+    )
+
+
+def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
+    """One new version of every snapshot of the campaign: overall and per category, raw,
+    style-controlled and reliability-weighted, under the campaign's exclusion policy. Computed outside
+    any transaction and written in one, so readers see all of a version or none of it."""
+    started = time.perf_counter()
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:  # deleted while the task waited in the queue
+        return []
+    votes = selectors.vote_arrays(campaign_id=campaign.pk)
+    policy = selectors.exclusion_policy_for(campaign)
+    keep, excluded = policy.apply(votes)
+    excluded_in = policy.counts_by_category(votes)
+    kept = votes.subset(keep)
+    # Never the gold pseudo-competitors (their votes are not in the arrays either).
+    competitors = list(
+        Competitor.objects.filter(campaign=campaign, gold=False).select_related("endpoint").order_by("id")
+    )
+    competitor_ids = np.array([c.pk for c in competitors], dtype=np.int64)
+    labels = {c.pk: f"{c.model_name} {c.version_label}" for c in competitors}
+    method = method_for(campaign)
+    last_vote_id = int(votes.vote_id.max()) if len(votes) else 0
+
+    drafts = []
+    totals = np.bincount(votes.category, minlength=len(votes.categories))
+    selections: list[tuple[str, np.ndarray, int]] = [("", np.ones(len(kept), dtype=bool), len(votes))]
+    selections += [(name, kept.category == code, int(totals[code])) for code, name in enumerate(kept.categories)]
+    for category, mask, total in selections:
+        subset = kept.subset(mask)
+        for view in LeaderboardSnapshot.View:
+            t0 = time.perf_counter()
+            # A View member is the str its Literal names ("raw", "style", "reliability"); mypy cannot relate a
+            # TextChoices member to a Literal, as with the campaign's interval choices above.
+            board = board_compute(subset, competitor_ids, labels, method, view=view)  # type: ignore[arg-type]
+            extra = dict(board.extra)
+            if category == "" and view == LeaderboardSnapshot.View.RAW:
+                extra["elo"] = elo_compute(kept, competitor_ids, labels, method)
+            drafts.append(
+                LeaderboardSnapshot(
+                    organization_id=campaign.organization_id,
+                    campaign=campaign,
+                    category=category,
+                    view=view,
+                    last_vote_id=last_vote_id,
+                    votes_total=total,
+                    votes_used=len(subset),
+                    method=method.as_dict(view=view),
+                    policy=policy.as_dict(),
+                    excluded=excluded_in[category] if category else excluded,
+                    rows=board.rows,
+                    pairwise=board.pairwise,
+                    extra=extra,
+                    compute_seconds=round(time.perf_counter() - t0, 4),
+                )
+            )
+    with transaction.atomic():
+        # The campaign row lock orders concurrent recomputes; versions never collide or interleave.
+        Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
+        newest = (
+            LeaderboardSnapshot.objects.filter(campaign=campaign, category="")
+            .order_by("-version")
+            .values_list("last_vote_id", "votes_total")
+            .first()
+        )
+        if newest is not None and tuple(newest) > (last_vote_id, len(votes)):
+            # A recompute that read the log later committed first: this one is out of date. (The count
+            # catches a vote with a lower id that committed after this recompute read the log.)
+            logger.info(
+                "campaign %s: recompute over %s votes up to id %s dropped; a newer one exists",
+                campaign.pk,
+                len(votes),
+                last_vote_id,
+            )
+            return []
+        version = (LeaderboardSnapshot.objects.filter(campaign=campaign).aggregate(v=Max("version"))["v"] or 0) + 1
+        for draft in drafts:
+            draft.version = version
+        snapshots = LeaderboardSnapshot.objects.bulk_create(drafts)
+        if campaign.outlier_alpha is not None or campaign.gold_min_accuracy is not None:
+            organization_id = campaign.organization_id
+            transaction.on_commit(lambda: rater_flags_check_task.delay(campaign.pk, organization_id=organization_id))
+        webhook_event_emit(
+            organization_id=campaign.organization_id,
+            event=WebhookEvent.LEADERBOARD_UPDATED,
+            payload={
+                "campaign_id": campaign.pk,
+                "version": version,
+                "categories": sorted({draft.category for draft in drafts}),
+                "views": sorted({draft.view for draft in drafts}),
+                "votes_total": len(votes),
+                "votes_used": len(kept),
+                "last_vote_id": last_vote_id,
+            },
+        )
+    logger.info(
+        "campaign %s: leaderboards v%s from %s votes (%s kept) in %.2f s",
+        campaign.pk,
+        version,
+        len(votes),
+        len(kept),
+        time.perf_counter() - started,
+    )
+    return snapshots
+
+
+# Scheduling is self-healing: no mark outlives the work it stands for by more than ARENA_RANKING_LEASE_S.
+#
+# - "pending" says a recompute is queued: set by the first new vote, for the debounce plus one lease. A
+#   worker that dies holding the delayed task cannot hold the mark longer; the next vote, or beat, then
+#   schedules again.
+# - "running" says a recompute is computing: set by the task for one lease and renewed by a heartbeat
+#   thread while it computes. Beat leaves a campaign alone while its heartbeat beats, and takes over
+#   within one lease when the worker died mid-computation.
+# The broker's visibility timeout (settings) is the last resort: an unacknowledged task of a killed worker
+# is delivered again; recomputes are idempotent (a second one over the same votes changes nothing).
+
+
+def _pending_key(campaign_id: int) -> str:
+    return f"ranking:recompute-pending:{campaign_id}"
+
+
+def _running_key(campaign_id: int) -> str:
+    return f"ranking:recompute-running:{campaign_id}"
+
+
+def leaderboards_schedule(
+    *, campaign_id: int, countdown: int | None = None, organization_id: int | None = None
+) -> bool:
+    """Debounced: the first new vote after a recompute schedules one ``ARENA_RANKING_DEBOUNCE_S`` later
+    (or ``countdown`` seconds); votes arriving meanwhile ride along. Returns whether a recompute was
+    scheduled. Call it after the change has committed (the receivers run on commit): the pending mark
+    is set at once. Raises if the broker refuses the task, after clearing the mark so the next vote
+    retries. ``organization_id``: the campaign's, when the caller has it (else it is looked up)."""
+    delay = settings.ARENA_RANKING_DEBOUNCE_S if countdown is None else countdown
+    if not cache.add(_pending_key(campaign_id), time.time(), timeout=delay + settings.ARENA_RANKING_LEASE_S):
+        return False
+    try:
+        leaderboards_recompute_task.apply_async(
+            args=[campaign_id],
+            kwargs={"organization_id": organization_id or _organization_of(campaign_id)},
+            countdown=delay,
+        )
+    except Exception:
+        cache.delete(_pending_key(campaign_id))
+        raise
+    return True
+
+
+@contextmanager
+def _running_lease(campaign_id: int) -> Iterator[None]:
+    """Hold the "running" mark while the body runs, renewing it every third of a lease; a killed worker
+    stops renewing, and the mark is gone one lease later."""
+    lease = settings.ARENA_RANKING_LEASE_S
+    key = _running_key(campaign_id)
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(lease / 3):
+            try:
+                cache.set(key, time.time(), timeout=lease)
+            except Exception:  # a cache outage must not kill the recompute it guards
+                logger.warning("campaign %s: could not renew the recompute lease", campaign_id, exc_info=True)
+
+    cache.set(key, time.time(), timeout=lease)
+    heartbeat = threading.Thread(target=renew, name=f"ranking-lease-{campaign_id}", daemon=True)
+    heartbeat.start()
+    try:
+        yield
+    finally:
+        done.set()
+        heartbeat.join()
+        cache.delete(key)
+
+
+def leaderboards_recompute_pending(*, campaign_id: int) -> list[LeaderboardSnapshot]:
+    """What the scheduled task runs: clear the pending mark first, so votes that arrive during the
+    computation schedule the next one, and hold the running lease while computing. Then the per-rater
+    figures are refreshed too (``_rater_figures_warm``): the log that grew the boards grew them."""
+    cache.delete(_pending_key(campaign_id))
+    logger.info("campaign %s: recompute started", campaign_id)
+    with _running_lease(campaign_id):
+        snapshots = leaderboards_recompute(campaign_id=campaign_id)
+    _rater_figures_warm(campaign_id)
+    return snapshots
+
+
+@shared_task(base=TenantTask, acks_late=True, name="ranking.tasks.leaderboards_recompute_task")
+def leaderboards_recompute_task(campaign_id: int, *, organization_id: int) -> int:
+    """Runs inside ``organization_id``'s scope (TenantTask, which is transaction-aware as well)."""
+    return len(leaderboards_recompute_pending(campaign_id=campaign_id))
+
+
+def leaderboards_schedule_open_campaigns() -> int:
+    """Periodic safety net (celery beat): recompute now every open campaign with votes newer than its
+    latest snapshot, unless a recompute is queued (pending mark) or computing (live lease). This is what
+    takes over after a worker died, or after the broker was down when votes came in."""
+    count = 0
+    with scopes_disabled():  # the one listing across organisations; each campaign then in its own scope
+        open_campaigns = list(Campaign.objects.filter(status=Campaign.Status.OPEN).values_list("pk", "organization_id"))
+    for campaign_id, organization_id in open_campaigns:
+        with organization_scope(organization_id):
+            newest = Vote.objects.filter(campaign_id=campaign_id).aggregate(v=Max("id"))["v"]
+            snapshots = LeaderboardSnapshot.objects.filter(campaign_id=campaign_id)
+            seen = snapshots.aggregate(v=Max("last_vote_id"))["v"] or 0
+            if not newest or newest <= seen or cache.get(_running_key(campaign_id)) is not None:
+                continue
+            if leaderboards_schedule(campaign_id=campaign_id, countdown=0, organization_id=organization_id):
+                count += 1
+    return count
+
+
+@shared_task(base=TransactionAwareTask, name="ranking.tasks.leaderboards_recompute_open_task")
+def leaderboards_recompute_open_task() -> int:
+    """Beat's safety net, across organisations: the service opens each campaign's own scope."""
+    return leaderboards_schedule_open_campaigns()
+
+
+def leaderboards_recompute_soon(*, campaign_id: int) -> None:
+    """A manager asked for fresh leaderboards: queue a recompute now, past the debounce (sent when the
+    surrounding transaction commits: the task base is transaction-aware)."""
+    leaderboards_recompute_task.delay(campaign_id, organization_id=_organization_of(campaign_id))
