@@ -3,7 +3,7 @@
 allauth keys its login throttle on the client address ("10 failed logins a minute per address") and on
 the account ("5 failed logins in 5 minutes per e-mail"). Behind a TLS proxy every request comes from
 the proxy's address, so without this one throttle was shared by everybody: ten failed logins for random
-e-mails locked every other user out. ``arena.http.client_ip`` reads X-Forwarded-For at the configured
+e-mails locked every other user out. ``core.http.client_ip`` reads X-Forwarded-For at the configured
 depth only."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from allauth.account.adapter import DefaultAccountAdapter
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
-from arena.http import client_ip
+from core.http import client_ip
 
 
 class AccountAdapter(DefaultAccountAdapter):  # type: ignore[misc]  # allauth ships no types

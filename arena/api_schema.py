@@ -8,7 +8,7 @@ from typing import Any, Literal
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 
-from .api import ErrorOutput
+from core.api import ErrorOutput
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]

@@ -3,7 +3,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from arena.api import api_not_found
+from core.api import api_not_found
 
 # The API's schema and its interactive page. SpectacularSwaggerSplitView serves the page's set-up as a
 # script file, so the page runs under the site's Content-Security-Policy (no inline script).

@@ -16,9 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from celery import current_app as app
 from django.conf import settings
-
-from arena.celery import app
 
 from .services import GENERATION_QUEUE
 

@@ -18,8 +18,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.decorators import ratelimit
 
-from arena.http import AuthenticatedHttpRequest, error_response
-from raters.errors import DomainError
+from core.errors import DomainError
+from core.http import AuthenticatedHttpRequest, error_response
 from raters.selectors import user_manages_anything
 from raters.tenancy import organization_scope
 
@@ -74,7 +74,7 @@ def _battle_rate(group: str, request: HttpRequest) -> str:
     return settings.ARENA_BATTLE_RATE
 
 
-# Per network address (``arena.http.client_ip``, RATELIMIT_IP_META_KEY: the trusted-proxy depth
+# Per network address (``core.http.client_ip``, RATELIMIT_IP_META_KEY: the trusted-proxy depth
 # applies), counted over every account behind it; None (an empty setting) is no limit.
 def _vote_ip_rate(group: str, request: HttpRequest) -> str | None:
     return settings.ARENA_VOTE_IP_RATE or None

@@ -14,10 +14,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from arena.admin_site import admin_user
-from arena.http import AuthenticatedHttpRequest
+from core.errors import DomainError
+from core.http import AuthenticatedHttpRequest, admin_user
 from raters.admin import ReadOnlyTenantAdmin, TenantAdmin
-from raters.errors import DomainError
 
 from . import selectors, services
 from .models import (

@@ -16,9 +16,9 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
-from arena.http import AuthenticatedHttpRequest
 from battles.models import Campaign, Competitor
 from battles.selectors import campaign_viewable_by, campaigns_managed_by, competitors_unavailable
+from core.http import AuthenticatedHttpRequest
 from raters.models import FLAG_IN_FORCE, RaterFlag
 from raters.tenancy import organization_scope
 

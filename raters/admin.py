@@ -10,11 +10,10 @@ from django.contrib.auth.models import User
 from django.db import models, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from arena.admin_site import admin_user
-from arena.http import AuthenticatedHttpRequest
+from core.errors import DomainError
+from core.http import AuthenticatedHttpRequest, admin_user
 
 from . import services
-from .errors import DomainError
 from .models import (
     ApiKey,
     AuditEvent,
@@ -166,7 +165,7 @@ class TenantAdmin(TenantScopedChoices, _ModelAdmin):
             for obj in queryset:
                 self.delete_model(request, obj)
 
-    # --- Services' refusals (raters.errors), mapped once for the whole console ----------------------
+    # --- Services' refusals (core.errors), mapped once for the whole console ----------------------
     # On a form, a refusal is shown as form errors: the admin's transaction has rolled back, and the
     # same POST is processed again with the refusal attached to the form (``get_form``), so the
     # manager keeps what they typed. Elsewhere (deletes, actions) it is an error message.

@@ -17,11 +17,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import CursorPage, ErrorOutput
+from core.api import CursorPage, ErrorOutput
+from core.errors import NotFound, PermissionDenied
 
 from . import selectors, services
 from .authentication import ApiKeyPrincipal
-from .errors import NotFound, PermissionDenied
 from .models import Organization, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 SUBSCRIBABLE = [value for value in WebhookEvent.values if value != WebhookEvent.PING]

@@ -1,18 +1,27 @@
-"""API-key authentication for DRF: ``Authorization: Api-Key arena_<prefix>_<secret>``."""
+"""API keys at the REST API's edge: authentication (``Authorization: Api-Key arena_<prefix>_<secret>``),
+scoped access (a read key only reads) and the rate per key; DRF's settings name these classes."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework import authentication, exceptions
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
 
 from .models import ApiKey, api_key_hash
 from .tenancy import scopes_disabled
+
+if TYPE_CHECKING:
+    # Only a type here: importing DRF's views at run time would build APIView, whose class attributes read
+    # the settings that name this module's classes (an import cycle).
+    from rest_framework.views import APIView
 
 KEYWORD = "Api-Key"
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -85,3 +94,54 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return KEYWORD
+
+
+def principal_can_write(user: Any) -> bool:
+    """A read-write key, or a signed-in person (whose role the selectors check per object)."""
+    if isinstance(user, ApiKeyPrincipal):
+        return user.api_key.scope == ApiKey.Scope.WRITE
+    return bool(getattr(user, "is_authenticated", False))
+
+
+class ScopedAccess(BasePermission):
+    """Authenticated (API key or session); a read-only key may only read. A view that takes a POST which
+    changes nothing of the organisation's data (requesting an export, say) sets ``read_key_may_post``."""
+
+    message = "This API key is read-only; writes need a read-write key."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        if not getattr(user, "is_authenticated", False):
+            return False
+        if request.method in SAFE_METHODS:
+            return True
+        if request.method == "POST" and getattr(view, "read_key_may_post", False):
+            return True
+        return principal_can_write(user)
+
+
+class ApiKeyThrottle(SimpleRateThrottle):
+    """Requests per API key: the key's own ``rate_limit`` or ``ARENA_API_KEY_RATE`` (e.g. ``1200/m``).
+    Sessions are people in a browser; their writes have the rater limits of the services."""
+
+    scope = "api_key"
+
+    def get_rate(self) -> str | None:
+        return str(settings.ARENA_API_KEY_RATE) or None
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        if not isinstance(user, ApiKeyPrincipal):
+            return True
+        rate = user.api_key.rate_limit or self.get_rate()
+        if not rate:
+            return True
+        self.rate = rate
+        self.num_requests, self.duration = self.parse_rate(rate)
+        return super().allow_request(request, view)
+
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
+        user = request.user
+        if not isinstance(user, ApiKeyPrincipal):
+            return None
+        return f"throttle_api_key_{user.api_key.pk}"

@@ -16,8 +16,9 @@ from django.contrib.auth.signals import user_logged_in
 from django.dispatch import receiver
 from django.http import HttpRequest
 
+from core.errors import DomainError
+
 from . import selectors, services
-from .errors import DomainError
 from .tenancy import organization_scope
 
 PENDING_INVITATION_SESSION_KEY = "arena.invitation_token"

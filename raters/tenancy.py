@@ -28,7 +28,7 @@ from django.db import models
 from django_scopes import ScopeError, get_scope, scope, scopes_disabled
 from django_scopes.manager import DisabledQuerySet
 
-from arena.celery import TransactionAwareTask
+from core.tasks import TransactionAwareTask
 
 __all__ = [
     "ScopeError",

@@ -9,10 +9,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from arena.http import AuthenticatedHttpRequest, error_response
+from core.errors import DomainError
+from core.http import AuthenticatedHttpRequest, error_response
 
 from . import selectors, services
-from .errors import DomainError
 from .models import Invitation
 from .signals import PENDING_INVITATION_SESSION_KEY
 from .tenancy import organization_scope

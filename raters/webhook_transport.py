@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from arena.outbound import AddressRefused, AllowEntry, Resolver, allow_list_parse, url_check
+from core.outbound import AddressRefused, AllowEntry, Resolver, allow_list_parse, url_check
 
 __all__ = ["PostResult", "Target", "webhook_post", "webhook_target", "webhook_url_check"]
 

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from arena.admin_site import admin_user
+from core.http import admin_user
 from raters.admin import TenantAdmin
 
 from . import selectors, services

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
-from arena.outbound import AddressRefused, AllowEntry, address_check, allow_list_parse, host_port_split
+from core.outbound import AddressRefused, AllowEntry, address_check, allow_list_parse, host_port_split
 from raters.models import Organization
 from raters.tenancy import TenantManager
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
-from raters.errors import Conflict
+from core.errors import Conflict
 from raters.models import AuditAction
 from raters.services import audit_record
 from raters.tenancy import scopes_disabled

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from arena.celery import TransactionAwareTask
+from core.tasks import TransactionAwareTask
 from raters.tenancy import TenantTask
 
 from . import services

@@ -1,4 +1,4 @@
-"""Services' refusals (raters.errors) are mapped once per edge: HTML views, the REST API, the console."""
+"""Services' refusals (core.errors) are mapped once per edge: HTML views, the REST API, the console."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from django.test import RequestFactory
 from rest_framework.test import APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
-from arena.http import error_response, status_for
-from raters.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
+from core.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
+from core.http import error_response, status_for
 
 
 @pytest.mark.parametrize(

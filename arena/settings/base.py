@@ -48,7 +48,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "arena.csp.ContentSecurityPolicyMiddleware",
-    "arena.api.ApiBodyLimitMiddleware",
+    "core.api.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -289,14 +289,14 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     # Authenticated; a read-only key may only read (arena/api.py).
-    "DEFAULT_PERMISSION_CLASSES": ["arena.api.ScopedAccess"],
+    "DEFAULT_PERMISSION_CLASSES": ["raters.authentication.ScopedAccess"],
     # Every refusal in one body, {"error": {"code", "message", "fields"}}; services' domain errors
-    # (raters.errors) get their status from arena.http's one table.
-    "EXCEPTION_HANDLER": "arena.http.api_exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "arena.api.CursorPage",
+    # (core.errors) get their status from core.http's one table.
+    "EXCEPTION_HANDLER": "core.http.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "core.api.CursorPage",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_THROTTLE_CLASSES": ["arena.api.ApiKeyThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["raters.authentication.ApiKeyThrottle"],
     "DEFAULT_SCHEMA_CLASS": "arena.api_schema.ArenaAutoSchema",
     # JSON only: the interactive page is the schema's Swagger UI (/api/v1/docs/), which runs under the
     # site's Content-Security-Policy; DRF's browsable pages carry inline scripts that it would block.
@@ -400,10 +400,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # How many proxies of our own stand in front of the app (the TLS proxy: 1). The client address is read
-# from X-Forwarded-For at that depth only (arena.http.client_ip), for the login throttle and rate
+# from X-Forwarded-For at that depth only (core.http.client_ip), for the login throttle and rate
 # limits; 0 trusts no header and uses the connecting address.
 ARENA_TRUSTED_PROXY_COUNT = env_int("ARENA_TRUSTED_PROXY_COUNT", 0, minimum=0)
-RATELIMIT_IP_META_KEY = "arena.http.client_ip"
+RATELIMIT_IP_META_KEY = "core.http.client_ip"
 # HTTPS only in production (DEBUG off): redirect plain HTTP and send HSTS for a year, unless turned off
 # explicitly (a plain-HTTP trial on localhost: SECURE_SSL_REDIRECT=false SECURE_HSTS_SECONDS=0).
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from arena.outbound import allow_list_parse
+from core.outbound import allow_list_parse
 
 
 class ImproperEnvironment(RuntimeError):

@@ -15,10 +15,9 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from arena.admin_site import admin_user
-from arena.http import AuthenticatedHttpRequest
+from core.errors import DomainError
+from core.http import AuthenticatedHttpRequest, admin_user
 from raters.admin import TenantAdmin
-from raters.errors import DomainError
 from serving.selectors import endpoints_not_ready
 
 from .. import prompt_import, selectors, services

@@ -12,9 +12,9 @@ from django.db import models, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from arena.admin_site import admin_user
+from core.errors import DomainError
+from core.http import admin_user
 from raters.admin import TenantAdmin, TenantInlineMixin
-from raters.errors import DomainError
 from serving.selectors import endpoint_health_line
 
 from .. import selectors, services

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from arena.admin_site import admin_user
+from core.http import admin_user
 from raters.admin import TenantAdmin, TenantInlineMixin
 
 from .. import selectors, services

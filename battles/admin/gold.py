@@ -9,7 +9,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from arena.admin_site import admin_user
+from core.http import admin_user
 from raters.admin import ReadOnlyTenantAdmin, TenantAdmin
 
 from .. import services

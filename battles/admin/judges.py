@@ -7,9 +7,9 @@ from typing import Any
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
-from arena.admin_site import admin_user
+from core.errors import DomainError
+from core.http import admin_user
 from raters.admin import ReadOnlyTenantAdmin, TenantAdmin
-from raters.errors import DomainError
 
 from .. import services
 from ..models import Judge, JudgeRun, JudgeVerdict, Rubric

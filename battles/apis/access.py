@@ -8,8 +8,8 @@ from django.http import Http404
 from rest_framework.exceptions import NotFound as ApiNotFound
 from rest_framework.request import Request
 
+from core.errors import NotFound
 from raters.authentication import ApiKeyPrincipal
-from raters.errors import NotFound
 
 from .. import selectors
 from ..models import Campaign

@@ -16,9 +16,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import CursorPage
+from core.api import CursorPage
+from core.errors import NotFound
 from raters.authentication import ApiKeyPrincipal
-from raters.errors import NotFound
 
 from .. import selectors
 from ..models import Campaign

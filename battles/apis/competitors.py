@@ -10,7 +10,7 @@ from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from arena.api import CursorPage
+from core.api import CursorPage
 
 from .. import selectors
 from ..models import Competitor

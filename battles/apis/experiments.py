@@ -15,8 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import CursorPage, ErrorOutput
-from raters.errors import Conflict, Invalid
+from core.api import CursorPage, ErrorOutput
+from core.errors import Conflict, Invalid
 
 from .. import selectors, services
 from ..models import Experiment

@@ -17,9 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import cursor_page, page_of
+from core.api import cursor_page, page_of
+from core.errors import Conflict
 from raters.authentication import ApiKeyPrincipal
-from raters.errors import Conflict
 
 from .. import selectors, services
 from ..models import ExportJob

@@ -22,9 +22,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import CursorPage, ErrorOutput, UtcIsoDateTimeFilter
+from core.api import CursorPage, ErrorOutput, UtcIsoDateTimeFilter
+from core.errors import Invalid, NotFound, PermissionDenied
 from raters.authentication import ApiKeyPrincipal
-from raters.errors import Invalid, NotFound, PermissionDenied
 
 from .. import prompt_import, selectors, services
 from ..models import Campaign, Prompt

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import ErrorOutput
+from core.api import ErrorOutput
 
 from .. import selectors, services
 from ..models import Battle, Competitor

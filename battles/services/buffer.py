@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.db import models, transaction
 from django.utils import timezone
 
-from arena.celery import TransactionAwareTask
+from core.tasks import TransactionAwareTask
 from raters.models import RaterPool
 from raters.tenancy import TenantTask, scopes_disabled
 

@@ -11,7 +11,7 @@ from django.db import models, transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.hooks import send_on_commit
 from raters.models import AuditAction, RaterPool, WebhookEvent
 from raters.services import audit_record, webhook_event_emit

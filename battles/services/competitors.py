@@ -8,7 +8,7 @@ from django.db import models, transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.models import AuditAction
 from raters.services import audit_record
 from serving.models import ModelEndpoint

@@ -1,11 +1,11 @@
-"""The domain errors of the battles app (``raters.errors`` subclasses): services raise them, the
+"""The domain errors of the battles app (``core.errors`` subclasses): services raise them, the
 edges (views, the API's exception handler, the admin) map them to pages and statuses."""
 
 from __future__ import annotations
 
-from raters.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
+from core.errors import Conflict, Invalid, LimitReached, NotFound, PermissionDenied
 
-# The refusals of this app, as domain errors (raters.errors): the edges map them to pages and statuses.
+# The refusals of this app, as domain errors (core.errors): the edges map them to pages and statuses.
 
 
 class NotAllowed(NotFound):

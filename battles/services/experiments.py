@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.models import AuditAction
 from raters.services import audit_record
 

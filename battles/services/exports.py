@@ -18,8 +18,8 @@ from django.contrib.auth.models import User
 from django.db import models, transaction
 from django.utils import timezone
 
-from arena.celery import TransactionAwareTask
-from raters.errors import Invalid
+from core.errors import Invalid
+from core.tasks import TransactionAwareTask
 from raters.hooks import send_on_commit
 from raters.models import ApiKey, WebhookEvent
 from raters.services import webhook_event_emit

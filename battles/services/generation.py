@@ -16,10 +16,10 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
-from raters.errors import Invalid
+from core.errors import Invalid
 from raters.tenancy import TenantTask
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
-from serving.triton.client import (
+from serving.triton import (
     EndpointSpec,
     GenerationResult,
     SamplingParams,
@@ -27,7 +27,7 @@ from serving.triton.client import (
     generate_pair,
     stream_pair,
 )
-from serving.triton.client import Prompt as ClientPrompt
+from serving.triton import Prompt as ClientPrompt
 
 from .. import selectors
 from ..live import LivePublisher

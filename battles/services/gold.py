@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.models import AuditAction, RaterFlag, RaterPool
 from raters.services import audit_record, rater_flag_raise
 from serving.analysis import answer_model_mentions, style_counts

@@ -16,13 +16,13 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from raters.errors import Invalid, NotFound
+from core.errors import Invalid, NotFound
 from raters.hooks import send_on_commit
 from raters.models import AuditAction
 from raters.services import audit_record
 from raters.tenancy import TenantTask
 from serving.models import ModelEndpoint
-from serving.triton.client import EndpointSpec, GenerationResult, SamplingParams, generate
+from serving.triton import EndpointSpec, GenerationResult, SamplingParams, generate
 
 from .. import hooks, judging
 from ..models import (

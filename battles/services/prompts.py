@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.models import AuditAction
 from raters.services import audit_record
 from serving.analysis import prompt_asks_identity

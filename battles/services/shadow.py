@@ -14,8 +14,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.errors import Conflict, Invalid
 from raters.authentication import ApiKeyPrincipal
-from raters.errors import Conflict, Invalid
 from raters.models import AuditAction
 from raters.services import audit_record
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts

@@ -12,9 +12,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from arena.celery import TransactionAwareTask
+from core.errors import Conflict, Invalid
+from core.tasks import TransactionAwareTask
 from raters.authentication import ApiKeyPrincipal
-from raters.errors import Conflict, Invalid
 from raters.models import AuditAction, RaterPool, Role
 from raters.services import audit_record, membership_set, pool_member_add
 from raters.tenancy import organization_scope, scopes_disabled

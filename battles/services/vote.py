@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from raters.errors import Invalid
+from core.errors import Invalid
 from raters.hooks import send_on_commit
 from raters.models import WebhookEvent
 from raters.services import webhook_event_emit

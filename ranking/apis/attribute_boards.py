@@ -13,9 +13,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import cursor_page, page_of
 from battles.apis import StrictCharField, StrictIntegerField
-from raters.errors import Invalid, PermissionDenied
+from core.api import cursor_page, page_of
+from core.errors import Invalid, PermissionDenied
 from raters.selectors import organizations_writable_by
 
 from .. import selectors, services

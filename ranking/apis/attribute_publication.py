@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import ErrorOutput, cursor_page, page_of
+from core.api import ErrorOutput, cursor_page, page_of
 from raters.tenancy import organization_scope
 
 from .. import selectors, services

@@ -11,8 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import ErrorOutput
 from battles.models import Campaign, Judge
+from core.api import ErrorOutput
 
 from .. import selectors
 from ..compute import GATE_ALONE, GATE_NEEDS_WORK

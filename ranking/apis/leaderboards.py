@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import CursorPage, UtcIsoDateTimeFilter
+from core.api import CursorPage, UtcIsoDateTimeFilter
 
 from .. import selectors
 from ..models import LeaderboardSnapshot

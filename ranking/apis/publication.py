@@ -16,9 +16,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import ErrorOutput
 from battles.models import Campaign
 from battles.selectors import campaign_writable_by
+from core.api import ErrorOutput
 from raters.authentication import ApiKeyPrincipal
 
 from .. import selectors, services

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from arena.api import CursorPage
+from core.api import CursorPage
 
 from .. import selectors, services
 from ..quality import quality_report

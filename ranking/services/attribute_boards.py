@@ -12,7 +12,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from battles.models import Judge, Rubric
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.models import AuditAction, Organization
 from raters.services import audit_record
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from battles.models import Judge
-from raters.errors import Invalid
+from core.errors import Invalid
 from raters.models import AuditAction
 from raters.services import audit_record
 from raters.tenancy import TenantTask

@@ -12,7 +12,7 @@ from django.db.models import Max
 
 from battles import services as battle_services
 from battles.models import Campaign, Competitor, Judge, JudgeRun, JudgeVerdict
-from raters.errors import Invalid
+from core.errors import Invalid
 from raters.tenancy import TenantTask
 
 from .. import selectors

@@ -16,8 +16,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Max
 
-from arena.celery import TransactionAwareTask
 from battles.models import Campaign, Competitor, Vote
+from core.tasks import TransactionAwareTask
 from raters.models import WebhookEvent
 from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled

@@ -9,7 +9,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
-from ..errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
+
 from ..models import AuditAction, AuditEvent, Organization
 
 

@@ -9,8 +9,9 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.errors import Invalid
+
 from .. import hooks
-from ..errors import Invalid
 from ..models import FLAG_IN_FORCE, AuditAction, Organization, RaterFlag
 from .audit import _full_clean, audit_record
 

@@ -7,7 +7,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
-from ..errors import Conflict, PermissionDenied
+from core.errors import Conflict, PermissionDenied
+
 from ..models import MANAGING_ROLES, AuditAction, Membership, Organization, RaterPool, Role
 from .audit import audit_record
 

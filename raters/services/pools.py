@@ -11,8 +11,9 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import models, transaction
 from django.utils import timezone
 
+from core.errors import Invalid
+
 from .. import selectors
-from ..errors import Invalid
 from ..models import AuditAction, Invitation, Membership, Organization, RaterPool, Role
 from .audit import _full_clean, audit_record, tenant_row_save
 

@@ -23,10 +23,10 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
-from arena.celery import TransactionAwareTask
-from arena.outbound import AddressRefused, Resolver
+from core.errors import Conflict
+from core.outbound import AddressRefused, Resolver
+from core.tasks import TransactionAwareTask
 
-from ..errors import Conflict
 from ..models import AuditAction, Organization, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from ..tenancy import TenantTask, organization_scope, scopes_disabled
 from ..webhook_signing import signature_header

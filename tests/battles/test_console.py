@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from battles import selectors, services
 from battles.models import Battle, Campaign, Competitor, Prompt
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.models import AuditAction, AuditEvent, Role
 from tests.conftest import endpoint_for, login, start_battle
 from tests.factories import MembershipFactory, ModelEndpointFactory, RaterPoolFactory, UserFactory

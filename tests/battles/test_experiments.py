@@ -12,7 +12,7 @@ from scipy.stats import chisquare
 from battles import selectors, services
 from battles.experimenting import unit_position, variant_index
 from battles.models import Experiment, Exposure, Variant
-from raters.errors import Conflict
+from core.errors import Conflict
 from tests.factories import CompetitorFactory
 
 pytestmark = [pytest.mark.django_db]

@@ -321,7 +321,7 @@ def test_an_export_abandoned_by_a_killed_worker_is_run_again(acme, alice, mixed,
 
 
 def test_preference_pairs_are_exported_as_jsonl_only(acme, alice):
-    from raters.errors import Invalid
+    from core.errors import Invalid
 
     with pytest.raises(Invalid):
         services.export_job_create(

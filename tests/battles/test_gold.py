@@ -16,9 +16,9 @@ from battles import selectors, services
 from battles.gold import Corruption, attention_answer_corrupt
 from battles.models import Battle, Choice, Competitor, GoldItem, Vote
 from battles.services import ShadowAnswer, ShadowBattleInput
+from core.errors import Conflict, Invalid
 from ranking.selectors import rater_quality, snapshot_latest
 from ranking.services import leaderboards_recompute
-from raters.errors import Conflict, Invalid
 from raters.models import AuditAction, AuditEvent, RaterFlag
 from tests.conftest import Tenant, api_client, login
 

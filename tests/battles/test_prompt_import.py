@@ -19,7 +19,7 @@ from battles.admin import PromptImportForm
 from battles.models import Campaign, Prompt
 from battles.prompt_import import CATEGORIES, PromptRow, format_for, language_normalise, parse_csv, parse_jsonl
 from battles.prompting import PROMPT_MAX_CHARS, prompt_hash
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.models import AuditAction, AuditEvent, Role
 from tests.conftest import api_client, login
 from tests.factories import MembershipFactory, UserFactory

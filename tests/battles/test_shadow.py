@@ -13,7 +13,7 @@ from django.utils import timezone
 from battles import selectors, services
 from battles.models import Battle, Campaign, Competitor, Experiment, Generation, Prompt, Variant, Vote
 from battles.services import IdempotencyConflict, ShadowAnswer, ShadowBattleInput
-from raters.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from raters.models import AuditAction, AuditEvent
 from serving.analysis import answer_model_mentions, style_counts
 from serving.models import Health

@@ -145,7 +145,7 @@ def test_closed_campaign_gives_no_new_battles(acme, bob_client):
 @pytest.mark.triton
 def test_a_competitor_with_battles_cannot_change_model_or_version(acme, bob_client, triton_server):
     from battles.services import competitor_save
-    from raters.errors import Conflict
+    from core.errors import Conflict
 
     start_battle(bob_client, acme.campaign)
     acme.left.version_label = "2027-01"

@@ -11,9 +11,9 @@ import pytest
 from scipy.stats import spearmanr
 
 from battles.models import Judge, Rubric
+from core.errors import Invalid
 from ranking import selectors, services
 from ranking.models import AttributeJudgement, AttributeRun, AttributeScore, LedgerAppendOnlyError
-from raters.errors import Invalid
 from raters.models import AuditAction, AuditEvent
 from tests.conftest import Tenant
 from tests.factories import ModelEndpointFactory

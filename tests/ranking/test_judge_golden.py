@@ -14,11 +14,11 @@ from django.core.management.base import CommandError
 
 from battles.models import GoldenAnswer, JudgeRun, JudgeVerdict
 from battles.services import competitor_retire, judge_run_create
+from core.errors import Invalid
 from ranking import selectors
 from ranking.management.commands import judge_golden
 from ranking.services import golden_run_and_check
 from ranking.tasks import golden_run_task
-from raters.errors import Invalid
 from serving.triton.server import TritonServer
 
 from ..battles.judge_world import judge_make

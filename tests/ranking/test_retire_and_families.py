@@ -20,9 +20,9 @@ from django.utils import timezone
 
 from battles import selectors, services
 from battles.models import Battle, Campaign, Competitor, Prompt
+from core.errors import Conflict
 from ranking.selectors import family_disclosure
 from ranking.services import board_publish, leaderboards_recompute
-from raters.errors import Conflict
 from raters.models import AuditAction, AuditEvent
 from tests.conftest import Tenant, api_client
 from tests.factories import CompetitorFactory, ModelEndpointFactory

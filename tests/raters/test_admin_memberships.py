@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from core.errors import Conflict, PermissionDenied
 from raters import services
-from raters.errors import Conflict, PermissionDenied
 from raters.models import AuditEvent, Membership, Role
 from tests.factories import UserFactory
 

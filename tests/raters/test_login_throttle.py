@@ -13,7 +13,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client, RequestFactory
 
-from arena.http import client_ip
+from core.http import client_ip
 from tests.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db

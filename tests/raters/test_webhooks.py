@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from battles.models import Battle, Campaign
 from battles.services import battle_generations_record, battle_mark_shown, campaign_close, vote_submit
+from core.errors import Conflict, Invalid
 from ranking.services import leaderboards_recompute
 from raters import services, webhook_transport
-from raters.errors import Conflict, Invalid
 from raters.models import AuditAction, AuditEvent, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from raters.tasks import webhook_deliver_task
 from raters.webhook_signing import SignatureInvalid, signature_header, verify_signature

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from battles.models import Battle
+from core.errors import Conflict, Invalid
 from raters import services
-from raters.errors import Conflict, Invalid
 from raters.models import AuditAction, AuditEvent, Invitation, Membership, RaterPool, Role
 from tests.factories import UserFactory
 

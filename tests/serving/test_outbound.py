@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from arena.outbound import AddressRefused, address_check, allow_list_parse, url_check
 from battles.models import Battle, Generation
+from core.outbound import AddressRefused, address_check, allow_list_parse, url_check
 from serving.models import ModelEndpoint, endpoint_address_check
 from serving.triton.client import EndpointSpec, SamplingParams, generate
 from tests.conftest import endpoint_for, start_battle

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed, demo_seed_real_models
 from battles.generation_worker import generation_worker
-from serving.triton.server import TritonEnvironment, TritonEnvironmentError, TritonServer
+from serving.triton import TritonEnvironment, TritonEnvironmentError, TritonServer
 
 
 def real_models_check(environment: Path, repository: Path) -> None:

@@ -19,8 +19,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from battles.models import Campaign, Judge, JudgeRun
 from battles.services import judge_run_create
+from core.errors import DomainError
 from ranking.services import golden_check_validate, golden_run_and_check
-from raters.errors import DomainError
 from raters.tenancy import organization_scope, scopes_disabled
 
 EXIT_PASSED = 0

@@ -1,4 +1,4 @@
-"""The REST API's shared plumbing: one error body, cursor pages, scoped access, a throttle per key, the schema.
+"""The REST API's shared plumbing: one error body, cursor pages, filters, the body-size limit, the schema.
 
 Every app's ``apis.py`` builds on these, so that an external team meets one set of rules everywhere:
 
@@ -7,15 +7,18 @@ Every app's ``apis.py`` builds on these, so that an external team meets one set 
   program can switch on, ``message`` a sentence for a person, ``fields`` maps a field (``"answers.0.text"``,
   ``"row 4.category"``) to its messages and is empty when the error is not about fields.
 - **Cursor pages** (``?limit=&cursor=``): stable under concurrent inserts, unlike offsets, and cheap on big tables.
-- **Scoped access**: an API key reads its organisation; only a read-write key writes (a read key writing
-  gets 403). Which campaign a principal may see or change is the selectors' business (another
-  organisation's object is 404, never 403).
-- **A rate per key** (``ApiKey.rate_limit`` or ``ARENA_API_KEY_RATE``), counted in the shared cache.
+- **Scoped access** (``raters.authentication.ScopedAccess``): an API key reads its organisation; only a
+  read-write key writes (a read key writing gets 403). Which campaign a principal may see or change is the
+  selectors' business (another organisation's object is 404, never 403).
+- **A rate per key** (``raters.authentication.ApiKeyThrottle``: ``ApiKey.rate_limit`` or
+  ``ARENA_API_KEY_RATE``), counted in the shared cache.
 - **The schema**: drf-spectacular (``arena.api_schema``), with the error responses every operation can
-  give added once. The exception handler that writes the error body is ``arena.http.api_exception_handler``.
+  give added once. The exception handler that writes the error body is ``core.http.api_exception_handler``.
 
-It sits in the project package, next to ``arena.http`` (which maps the services' domain errors to statuses),
-because every app's API needs it and no app should depend on another for it."""
+It sits in ``core``, below every app, next to ``core.http`` (which maps the services' domain errors to
+statuses), because every app's API needs it and no app should depend on another, or on the project
+package, for it. What depends on API keys (scoped access, the throttle per key) is the raters app's:
+``raters.authentication``."""
 
 from __future__ import annotations
 
@@ -28,13 +31,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import CursorPagination
-from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
-from rest_framework.throttling import SimpleRateThrottle
 
-from raters.authentication import ApiKeyPrincipal
-from raters.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
-from raters.models import ApiKey
+from core.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
 
 if TYPE_CHECKING:
     # Only a type here: importing DRF's views at run time would build APIView, whose class attributes read
@@ -244,54 +243,3 @@ def cursor_page(
     paginator.ordering = ordering
     page: Any = paginator.paginate_queryset(queryset, request, view=view)
     return paginator.get_paginated_response(output(page, many=True).data)
-
-
-def principal_can_write(user: Any) -> bool:
-    """A read-write key, or a signed-in person (whose role the selectors check per object)."""
-    if isinstance(user, ApiKeyPrincipal):
-        return user.api_key.scope == ApiKey.Scope.WRITE
-    return bool(getattr(user, "is_authenticated", False))
-
-
-class ScopedAccess(BasePermission):
-    """Authenticated (API key or session); a read-only key may only read. A view that takes a POST which
-    changes nothing of the organisation's data (requesting an export, say) sets ``read_key_may_post``."""
-
-    message = "This API key is read-only; writes need a read-write key."
-
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        user = request.user
-        if not getattr(user, "is_authenticated", False):
-            return False
-        if request.method in SAFE_METHODS:
-            return True
-        if request.method == "POST" and getattr(view, "read_key_may_post", False):
-            return True
-        return principal_can_write(user)
-
-
-class ApiKeyThrottle(SimpleRateThrottle):
-    """Requests per API key: the key's own ``rate_limit`` or ``ARENA_API_KEY_RATE`` (e.g. ``1200/m``).
-    Sessions are people in a browser; their writes have the rater limits of the services."""
-
-    scope = "api_key"
-
-    def get_rate(self) -> str | None:
-        return str(settings.ARENA_API_KEY_RATE) or None
-
-    def allow_request(self, request: Request, view: APIView) -> bool:
-        user = request.user
-        if not isinstance(user, ApiKeyPrincipal):
-            return True
-        rate = user.api_key.rate_limit or self.get_rate()
-        if not rate:
-            return True
-        self.rate = rate
-        self.num_requests, self.duration = self.parse_rate(rate)
-        return super().allow_request(request, view)
-
-    def get_cache_key(self, request: Request, view: APIView) -> str | None:
-        user = request.user
-        if not isinstance(user, ApiKeyPrincipal):
-            return None
-        return f"throttle_api_key_{user.api_key.pk}"

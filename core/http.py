@@ -1,15 +1,15 @@
 """Request types shared by every app's views and admin, and the mapping of domain errors to HTTP.
 
-This sits in the project package, next to ``arena.admin_site``, rather than in one app: battles,
-raters and ranking all have views behind ``@login_required`` and admin actions behind
-``ArenaAdminSite.has_permission``, and each app should be able to import it without depending on
-another app for a type.
+This sits in ``core``, below every app, rather than in one app or in the project package (``arena``,
+which stands above the apps): battles, raters and ranking all have views behind ``@login_required`` and
+admin actions behind ``arena.admin_site.ArenaAdminSite.has_permission``, and each app imports it
+without depending on another app, or on the project, for a type.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -20,7 +20,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from raters.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
+from core.errors import Conflict, DomainError, Invalid, LimitReached, NotFound, PermissionDenied
 
 from .api import DOMAIN_CODES, DRF_CODES, error_body, flatten, too_large_message, validation_message
 
@@ -35,6 +35,19 @@ class AuthenticatedHttpRequest(HttpRequest):
     """
 
     user: User
+
+
+def admin_user(request: HttpRequest) -> User:
+    """The user behind a request that reached a ModelAdmin of this site: an authenticated manager.
+
+    ``AdminSite.admin_view`` runs ``arena.admin_site.ArenaAdminSite.has_permission``
+    (``user_manages_anything``: logged in, active, and a manager or superuser) before any admin view, so
+    every ModelAdmin method sees such a user. Those methods must keep Django's ``HttpRequest`` signature
+    (a narrower argument type would break the override), so this cast states the guarantee once; it
+    checks nothing at run time. Admin actions, which are not overrides, take ``AuthenticatedHttpRequest``
+    instead.
+    """
+    return cast(User, request.user)
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -66,8 +79,8 @@ def client_ip(request: HttpRequest) -> str:
 
 
 # --- Domain errors at the HTTP edges ---------------------------------------------------------------
-# The one table from the services' errors (``raters.errors``) to HTTP: used by the HTML views through
-# ``error_response`` and by the REST API through ``arena.http.api_exception_handler``.
+# The one table from the services' errors (``core.errors``) to HTTP: used by the HTML views through
+# ``error_response`` and by the REST API through ``core.http.api_exception_handler``.
 
 _STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (NotFound, 404),

@@ -1,9 +1,9 @@
 """Domain errors: what a service refuses, in words for the person, with no HTTP in sight.
 
-Services raise these; each edge maps them once: HTML views through ``arena.http.error_response``
-(the status from ``arena.http.status_for``; ``NotFound`` is the plain 404), the REST API through
-``arena.http.api_exception_handler`` (DRF's ``EXCEPTION_HANDLER``), and the console through
-``raters.admin.TenantAdmin`` (form errors and messages). They live in the lowest app so that every
+Services raise these; each edge maps them once: HTML views through ``core.http.error_response``
+(the status from ``core.http.status_for``; ``NotFound`` is the plain 404), the REST API through
+``core.http.api_exception_handler`` (DRF's ``EXCEPTION_HANDLER``), and the console through
+``raters.admin.TenantAdmin`` (form errors and messages). They live in ``core``, below every app, so that every
 app can raise them without importing another one."""
 
 from __future__ import annotations

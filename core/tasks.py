@@ -1,0 +1,31 @@
+"""The base of every Celery task of the platform.
+
+It lives at the bottom (``core``) so that every app's tasks can use it without importing the project
+package (``arena``), which stands above all the apps: ``arena.celery`` creates and configures the
+Celery application itself."""
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from celery import Task
+from django.db import transaction
+
+if TYPE_CHECKING:
+    _TaskBase = Task[Any, Any]  # celery-types' Task is generic; celery's own class is not subscriptable
+else:
+    _TaskBase = Task
+
+
+class TransactionAwareTask(_TaskBase):
+    """A task queued from inside a transaction is sent when that transaction commits, not before
+    (pretix's ``TransactionAwareTask``): a worker never starts on rows it cannot see yet, and a
+    rolled-back change queues nothing. Outside a transaction it is sent at once.
+
+    The base of every task of the platform (``@shared_task(base=TransactionAwareTask)``), so callers
+    just call ``.delay()`` / ``.apply_async()`` and never write ``on_commit`` themselves."""
+
+    def apply_async(self, *args: Any, **kwargs: Any) -> Any:
+        if transaction.get_connection().in_atomic_block:
+            transaction.on_commit(functools.partial(super().apply_async, *args, **kwargs))
+            return None
+        return super().apply_async(*args, **kwargs)
