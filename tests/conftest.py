@@ -58,6 +58,8 @@ MODEL_SERVER_URL = "127.0.0.1:9"
 TRITON_FIXTURE = "triton_server"
 LLM_TRITON_FIXTURE = "llm_triton_server"
 # The real models and the prompt format their endpoints need (the client applies the template).
+# Fixtures that start a web server: a test using one is marked `server` or `browser` (checked at collection).
+SERVER_FIXTURES = {"live_server", "asgi_live_server"}
 REAL_LLM_MODELS = {"smollm2-135m-instruct": "chatml", "gemma3-270m": "raw"}
 
 
@@ -78,6 +80,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             f"these tests use the real-LLM Triton server (fixture {LLM_TRITON_FIXTURE!r}) but lack the `triton` "
             "and `real_llm` markers, so a deselecting `-m` would still start it:\n  " + "\n  ".join(unmarked_llm)
+        )
+    # The tiers of scripts/test select by marker: a test that serves pages to a browser or to itself over
+    # a socket (a web server in a thread) belongs to the system tier, never to the fast one.
+    unmarked_server = [
+        item.nodeid
+        for item in items
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
+        and item.get_closest_marker("server") is None
+        and item.get_closest_marker("browser") is None
+    ]
+    unmarked_browser = [
+        item.nodeid
+        for item in items
+        if "chromium" in getattr(item, "fixturenames", ()) and item.get_closest_marker("browser") is None
+    ]
+    if unmarked_browser:
+        raise pytest.UsageError(
+            "these tests drive Chromium (fixture 'chromium') but lack the `browser` marker:\n  "
+            + "\n  ".join(unmarked_browser)
+        )
+    if unmarked_server:
+        raise pytest.UsageError(
+            f"these tests start a web server (fixtures {sorted(SERVER_FIXTURES)}) but lack the `server` or `browser` "
+            "marker, so the fast tier would run them:\n  " + "\n  ".join(unmarked_server)
         )
     if unmarked:
         raise pytest.UsageError(

@@ -80,6 +80,7 @@ def test_no_template_has_an_inline_script_or_style_block():
         assert "<style" not in text.lower(), template
 
 
+@pytest.mark.server
 def test_production_defaults_are_https_only_and_pass_check_deploy():
     code = (
         "import django; django.setup(); from django.conf import settings as s; "

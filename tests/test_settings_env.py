@@ -54,6 +54,7 @@ def _settings_in_subprocess(module: str = "arena.settings.local", **env: str) ->
     )
 
 
+@pytest.mark.server
 def test_defaults_are_a_working_local_platform():
     result = _settings_in_subprocess()
     assert result.returncode == 0, result.stderr
@@ -65,6 +66,7 @@ def test_defaults_are_a_working_local_platform():
     ]
 
 
+@pytest.mark.server
 def test_redis_url_switches_to_real_broker_and_cache():
     result = _settings_in_subprocess(
         REDIS_URL="redis://127.0.0.1:6379/3", DATABASE_URL="postgres://postgres@127.0.0.1:5432/x"
@@ -73,12 +75,14 @@ def test_redis_url_switches_to_real_broker_and_cache():
     assert result.stdout.split() == ["django.db.backends.postgresql", "False", "arena.cache.FailoverRedisCache", "True"]
 
 
+@pytest.mark.server
 def test_production_without_secret_key_refuses_to_start():
     result = _settings_in_subprocess(DEBUG="false")
     assert result.returncode != 0
     assert "SECRET_KEY must be set" in result.stderr
 
 
+@pytest.mark.server
 def test_production_settings_fail_closed():
     """What a WSGI server imports: DEBUG is off unless asked for, and then a SECRET_KEY is required."""
     result = _settings_in_subprocess("arena.settings.base")
@@ -94,6 +98,7 @@ def test_entry_points_default_to_the_right_settings():
     assert "arena.settings.local" in (ROOT / "manage.py").read_text()
 
 
+@pytest.mark.server
 def test_malformed_debug_refuses_to_start():
     result = _settings_in_subprocess(DEBUG="maybe")
     assert result.returncode != 0
@@ -119,6 +124,7 @@ def _pool_settings(**env: str) -> subprocess.CompletedProcess[str]:
     return _database_settings("[o.get('pool'), d['CONN_HEALTH_CHECKS'], d['CONN_MAX_AGE']]", **env)
 
 
+@pytest.mark.server
 def test_a_connection_pool_is_asked_for_by_its_size_and_checks_what_it_hands_out():
     import json
 
@@ -138,6 +144,7 @@ def _binding_settings(**env: str) -> subprocess.CompletedProcess[str]:
     return _database_settings("[o.get('server_side_binding'), o.get('prepare_threshold')]", **env)
 
 
+@pytest.mark.server
 def test_server_side_binding_is_asked_for_on_postgresql_only():
     import json
 

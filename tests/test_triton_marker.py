@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parents[1]
 NO_TRITON = "/nonexistent/arena-triton-env"
 

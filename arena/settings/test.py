@@ -1,6 +1,40 @@
-"""Test settings: the same platform, faster hashing, and rate limits off unless a test turns them on."""
+"""Test settings: the same platform, faster hashing, and rate limits off unless a test turns them on.
 
-from .local import *  # noqa: F403
+Under pytest-xdist (scripts/test runs the suite on every core) each worker process is its own world:
+pytest-django gives it its own test database (``test_<name>_gw<N>``), and this module gives it its own
+Redis database (the cache, rate limits and the Celery broker: worker N uses REDIS_URL's database minus N,
+so two workers never consume each other's tasks or flush each other's keys) and its own export folder.
+These are set in the environment before the base settings read it, so the processes a test starts (a
+Celery worker, a web server) inherit the same isolation."""
+
+import os
+import re
+from pathlib import Path
+
+from .env import ImproperEnvironment
+
+
+def _worker_index() -> int | None:
+    """The xdist worker's number (``gw3`` -> 3), or None outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if re.fullmatch(r"gw\d+", worker) else None
+
+
+_WORKER = _worker_index()
+if _WORKER is not None and not os.environ.get("ARENA_TEST_WORKER_ISOLATED"):
+    os.environ["ARENA_TEST_WORKER_ISOLATED"] = "1"  # once: a child process inherits the result
+    _redis = os.environ.get("REDIS_URL", "")
+    _match = re.fullmatch(r"(redis://[^/]+)/(\d+)", _redis)
+    if _redis and not _match:
+        raise ImproperEnvironment(f"REDIS_URL={_redis!r}: parallel tests need a redis://host:port/<db> URL")
+    if _match:
+        _db = int(_match.group(2)) - _WORKER
+        if _db < 0:
+            raise ImproperEnvironment(f"REDIS_URL={_redis!r}: too few Redis databases below it for worker {_WORKER}")
+        os.environ["REDIS_URL"] = f"{_match.group(1)}/{_db}"
+    os.environ.setdefault("ARENA_EXPORT_ROOT", str(Path(__file__).resolve().parents[2] / "var" / f"exports-gw{_WORKER}"))
+
+from .local import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 RATELIMIT_ENABLE = False

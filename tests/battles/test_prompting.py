@@ -206,6 +206,7 @@ def test_classify_is_total_and_deterministic(text: str) -> None:
     assert prompt_classify(text) == (category, language)
 
 
+@pytest.mark.server
 def test_classify_and_hash_do_not_depend_on_the_process_hash_seed() -> None:
     texts = [t for ts in CATEGORY_EXAMPLES.values() for t in ts] + list(LANGUAGE_EXAMPLES.values())
     script = (

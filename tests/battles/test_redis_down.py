@@ -23,6 +23,8 @@ from battles.models import Vote
 from tests.conftest import start_battle
 from tests.factories import PASSWORD
 
+pytestmark = pytest.mark.server
+
 
 class RedisServer:
     def __init__(self) -> None:

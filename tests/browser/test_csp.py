@@ -15,6 +15,7 @@ from tests.conftest import Tenant, start_battle
 from .conftest import log_in
 
 
+@pytest.mark.browser
 @pytest.mark.triton
 def test_pages_work_under_the_policy_and_inline_script_is_blocked(
     vote_log_purge: None,

@@ -21,6 +21,8 @@ from battles.models import Battle, Campaign, Prompt
 from ranking.models import LeaderboardSnapshot
 from tests.conftest import start_battle
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

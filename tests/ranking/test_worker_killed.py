@@ -30,6 +30,8 @@ from ranking.models import LeaderboardSnapshot
 from tests.conftest import start_battle
 from tests.db_roles import app_role_url
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_S = 5
 SCHEDULE_S = 5

@@ -24,6 +24,8 @@ from raters.tasks import webhook_deliveries_due_task
 
 from .webhook_receiver import Receiver, receiver_running
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -504,6 +504,7 @@ def test_an_endpoint_deleted_while_it_was_checked_is_no_error(acme: Tenant) -> N
     assert not EndpointOutage.objects.exists()
 
 
+@pytest.mark.server
 def test_a_real_worker_runs_the_beat_tick_and_the_rounds_through_redis(worker, acme: Tenant, globex: Tenant) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     """As beat sends it: the tick goes through Redis, the worker lists the organisations and queues each
     its round (keyword organization_id, JSON, an expiry), and the rounds record their checks."""

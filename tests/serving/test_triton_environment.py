@@ -99,6 +99,7 @@ def test_an_environment_without_the_wheel_fails_with_a_clear_message(tmp_path):
         TritonEnvironment.locate(tmp_path / "bare")
 
 
+@pytest.mark.server
 def test_triton_serve_says_where_it_looked_when_the_environment_is_missing(tmp_path):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "arena.settings.local", TRITON_ENV_VARIABLE: str(tmp_path / "gone")}
     result = subprocess.run(
@@ -123,6 +124,7 @@ def test_models_run_on_the_triton_environments_interpreter_and_numpy(triton_serv
 
 
 @pytest.mark.triton
+@pytest.mark.server
 def test_the_triton_environment_alone_runs_the_server_on_every_interface_as_its_container_does(tmp_path):
     """docker/Dockerfile.triton: the Triton environment's own interpreter runs `serving.triton.server`
     (standard library only) with `--address 0.0.0.0`."""

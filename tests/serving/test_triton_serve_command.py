@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 # It starts a real Triton (its own, not the session's): a `triton` test like those that use the fixture.
-pytestmark = pytest.mark.triton
+pytestmark = [pytest.mark.server, pytest.mark.triton]
 
 ROOT = Path(__file__).resolve().parents[2]
 
