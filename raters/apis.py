@@ -1,4 +1,4 @@
-"""REST endpoints for an organisation's webhooks (README, "Webhooks").
+"""REST endpoints for an organisation's webhooks (docs/api/webhooks.md).
 
 Reads: any key of the organisation, or an owner's session. Writes: a read-write key of the organisation,
 or an owner. Someone else's webhook is 404 (a read key writing is refused with 403 by ``ScopedAccess``

@@ -355,7 +355,7 @@ class ApiKey(models.Model):
 
 
 class WebhookEvent(models.TextChoices):
-    """What an organisation can subscribe to (README, "Webhooks")."""
+    """What an organisation can subscribe to (docs/api/webhooks.md)."""
 
     LEADERBOARD_UPDATED = "leaderboard.updated", "Leaderboards recomputed"
     EXPORT_READY = "export.ready", "Export ready"

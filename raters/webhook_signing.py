@@ -6,7 +6,7 @@ it with its endpoint's secret, compares in constant time, and refuses a timestam
 than a few minutes, so a captured request cannot be replayed later. Several ``v1=`` values may appear
 (one per secret while a secret is being replaced); any one matching is enough.
 
-Pure Python, no Django: receivers may copy this file as it is (README, "Webhooks").
+Pure Python, no Django: receivers may copy this file as it is (docs/api/webhooks.md).
 """
 
 from __future__ import annotations

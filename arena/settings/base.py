@@ -90,7 +90,7 @@ DATABASES = {"default": dj_database_url.parse(DATABASE_URL or "", conn_max_age=e
 # A pool of PostgreSQL connections per process (psycopg_pool, Django's "pool" option), DB_POOL_MAX_SIZE
 # connections at most: what the ASGI deployment needs, whose requests run in threads of their own and so
 # cannot keep a connection (DB_CONN_MAX_AGE is for sync workers); a fresh connection per request cost the
-# load run more than half its throughput (README, Reliability). Each connection is checked as it is taken
+# load run more than half its throughput (docs/reliability/load.md). Each connection is checked as it is taken
 # (a restarted server's dead ones are replaced). 0: no pool, a connection per request.
 DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 0, minimum=0)
 if DB_POOL_MAX_SIZE and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
@@ -107,10 +107,10 @@ if DB_POOL_MAX_SIZE and DATABASES["default"]["ENGINE"] == "django.db.backends.po
 # Server-side parameter binding and prepared statements (Django's "server_side_binding" and psycopg 3's
 # "prepare_threshold", which Django otherwise sets to None): the parameters travel apart from the SQL, and
 # a statement sent five times on a connection is prepared, so PostgreSQL plans it once, not on every
-# execution. Planning was three quarters of PostgreSQL's CPU on the load run's vote path (README,
-# Reliability). Only worth it where connections live across requests (the pool, or DB_CONN_MAX_AGE): a
-# prepared statement dies with its connection. Not behind a transaction-mode PgBouncer (it cannot keep a
-# session's prepared statements). Off by default, as in Django.
+# execution. Planning was three quarters of PostgreSQL's CPU on the load run's vote path
+# (docs/reliability/load.md). Only worth it where connections live across requests (the pool, or
+# DB_CONN_MAX_AGE): a prepared statement dies with its connection. Not behind a transaction-mode PgBouncer
+# (it cannot keep a session's prepared statements). Off by default, as in Django.
 DB_SERVER_SIDE_BINDING = env_bool("DB_SERVER_SIDE_BINDING", False)
 if DB_SERVER_SIDE_BINDING and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
@@ -118,7 +118,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Votes are written from concurrent requests; wait for the lock instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
-# Two PostgreSQL roles (README, "The vote log"): DATABASE_URL is the application's (no superuser, owns
+# Two PostgreSQL roles (docs/deployment/index.md): DATABASE_URL is the application's (no superuser, owns
 # nothing; SELECT and INSERT only on the vote log), DATABASE_MIGRATE_URL the owner's, which runs
 # `manage.py migrate --database migrate` and `manage.py db_grants --database migrate`. Tests use the
 # default database for it (MIRROR): the alias adds no test database.
@@ -232,7 +232,7 @@ CELERY_BEAT_SCHEDULE["exports-purge"] = {
     "schedule": 3600.0,
     "options": {"expires": 3600.0},
 }
-# Rater-typed prompts streamed live (see README, "Fair dual streaming"): a generation worker streams both
+# Rater-typed prompts streamed live (see docs/serving/streaming.md): a generation worker streams both
 # sides into the battle's live channel while the page reads it. On by default with Redis (the channel
 # between worker and web); without it tasks run eagerly, so typed prompts are generated like pool
 # battles unless a generation worker shares this process (manage.py demo, battles/generation_worker.py).
@@ -365,7 +365,7 @@ ARENA_TRITON_ENV = Path(env_str("ARENA_TRITON_ENV", "") or BASE_DIR / ".venv-tri
 ARENA_MODEL_HOSTS = env_hosts("ARENA_MODEL_HOSTS", [])
 # The same rule for webhook URLs (raters/webhook_transport.py); a listed host may also be plain http://.
 ARENA_WEBHOOK_HOSTS = env_hosts("ARENA_WEBHOOK_HOSTS", [])
-# Webhook deliveries (README, "Webhooks"): each POST's socket timeout and how much of the answer is read;
+# Webhook deliveries (docs/api/webhooks.md): each POST's socket timeout and how much of the answer is read;
 # failed attempts are retried after base * 4^(n-1) seconds (capped, with +-20% jitter) up to the maximum
 # number of attempts; an endpoint whose attempts have all failed for at least DISABLE_AFTER_S and at
 # least DISABLE_AFTER_FAILURES times in a row is disabled. Beat sends what is due every SWEEP_S.

@@ -32,7 +32,8 @@ if _WORKER is not None and not os.environ.get("ARENA_TEST_WORKER_ISOLATED"):
         if _db < 0:
             raise ImproperEnvironment(f"REDIS_URL={_redis!r}: too few Redis databases below it for worker {_WORKER}")
         os.environ["REDIS_URL"] = f"{_match.group(1)}/{_db}"
-    os.environ.setdefault("ARENA_EXPORT_ROOT", str(Path(__file__).resolve().parents[2] / "var" / f"exports-gw{_WORKER}"))
+    _exports = Path(__file__).resolve().parents[2] / "var" / f"exports-gw{_WORKER}"
+    os.environ.setdefault("ARENA_EXPORT_ROOT", str(_exports))
 
 from .local import *  # noqa: E402, F403
 

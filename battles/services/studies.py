@@ -25,7 +25,7 @@ from .campaigns import _open_battles_void
 from .errors import ParticipantInAnotherStudy
 from .shadow import _shadow_audit_actor
 
-# --- Crowd studies (README, "Crowd studies") --------------------------------------------------------
+# --- Crowd studies (docs/managers/crowd-studies.md) --------------------------------------------------------
 
 STUDY_TIMEOUT_REASON = (
     "The participant's study time ran out before they voted. Their answers were seen, so the battle is voided "
@@ -181,7 +181,7 @@ def participants_time_out_task() -> int:
     return participants_time_out_due()
 
 
-# --- Crowd studies over the API (README, "Crowd studies" and "REST API") ----------------------------
+# --- Crowd studies over the API (docs/api/campaigns.md) ----------------------------
 
 STUDY_FIELDS = (
     "name",

@@ -36,7 +36,7 @@ from .audit import _full_clean, audit_record
 logger = logging.getLogger(__name__)
 
 
-# --- Webhooks (README, "Webhooks") -----------------------------------------------------------------
+# --- Webhooks (docs/api/webhooks.md) -----------------------------------------------------------------
 
 
 def _webhook_audit(

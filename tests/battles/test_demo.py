@@ -1,4 +1,4 @@
-"""The README's demo: the seed gives a working campaign on the real local models, and is idempotent."""
+"""The demo (the README's first command): the seed gives a working campaign on the local models, and is idempotent."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_interval_coverage_on_honest_campaigns() -> None:
     campaigns: 0.93). 40 x 30 is what two shared cores allow in a test; with 240 intervals and 30
     rounds the estimate itself is noisy (a standard error near 0.015), hence the wide band. With only
     12 raters the rater bootstrap undercovers more (0.86): few clusters make a cluster bootstrap
-    optimistic, stated in the README."""
+    optimistic, stated in docs/statistics/reliability-weighted.md."""
     theta = np.linspace(-0.6, 0.6, 6)
     truth = 400 / np.log(10) * (theta - theta.mean()) + 1000
     hits = []

@@ -39,7 +39,7 @@ def _delivery(endpoint: WebhookEndpoint, status: str, *, age_days: float) -> Web
 
 
 def test_the_default_keeps_30_days():
-    # What the README's settings table states (the variable is unset in the test environment).
+    # What docs/deployment/configuration.md states (the variable is unset in the test environment).
     assert django_settings.ARENA_WEBHOOK_DELIVERY_RETENTION_DAYS == 30
 
 

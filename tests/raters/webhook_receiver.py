@@ -1,5 +1,5 @@
 """A real HTTP receiver for webhook tests: a server on 127.0.0.1 in a thread that checks each request's
-signature with the secret it is given, as a customer's receiver would (README, "Webhooks")."""
+signature with the secret it is given, as a customer's receiver would (docs/api/webhooks.md)."""
 
 from __future__ import annotations
 

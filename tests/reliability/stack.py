@@ -185,7 +185,7 @@ PRODUCTION_ENV = {
     "SECRET_KEY": "reliability-only-secret-key-reliability-only-secret-key",
     "DEBUG": "false",
     "ALLOWED_HOSTS": "*",
-    # Plain HTTP on loopback (README, Deployment: a trial on localhost).
+    # Plain HTTP on loopback (docs/deployment/index.md: a trial on localhost).
     "SECURE_SSL_REDIRECT": "false",
     "SECURE_HSTS_SECONDS": "0",
     "SESSION_COOKIE_SECURE": "false",
@@ -198,8 +198,8 @@ PRODUCTION_ENV = {
     # And per address: every driver comes from loopback (the default 120/m is 2 a second for all of them).
     "ARENA_VOTE_IP_RATE": "100000/m",
     "ARENA_BATTLE_IP_RATE": "100000/m",
-    # No connection pool (the compose file's default; README: DB_POOL_MAX_SIZE): with psycopg_pool, requests
-    # failed for a while after a PostgreSQL restart (fault tests, CI), so the pool is opt-in.
+    # No connection pool (the compose file's default; docs/deployment/configuration.md, DB_POOL_MAX_SIZE): with
+    # psycopg_pool, requests failed for a while after a PostgreSQL restart (fault tests, CI), so the pool is opt-in.
     "ARENA_RANKING_DEBOUNCE_S": "2",
     "ARENA_RANKING_LEASE_S": "5",
     "ARENA_RANKING_SCHEDULE_S": "5",

@@ -46,7 +46,7 @@ class Command(BaseCommand):
             if role == current:
                 raise CommandError(
                     f"{role} is the role running this command (the tables' owner): the application "
-                    "must connect as another role; see README, 'The vote log'"
+                    "must connect as another role; see docs/deployment/index.md"
                 )
             cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [role])
             row = cursor.fetchone()
