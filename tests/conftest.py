@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,9 +375,16 @@ def start_battle(client: Client, campaign: Campaign):  # type: ignore[no-untyped
     response = client.post(reverse("battles:next", args=[campaign.pk]))
     assert response.status_code == 302, response.content.decode()[:2000]
     generation_worker_run()
+    battle_id = resolve(response["Location"]).kwargs["battle_id"]
+    # Where a real worker runs beside the test (a live server's), it may have taken the battle first: wait
+    # for its generation to end, or the page would be the "preparing" one and nothing would be shown.
+    deadline = time.monotonic() + 60
+    with scopes_disabled():
+        generating = Battle.objects.filter(pk=battle_id, status=Battle.Status.GENERATING)
+        while generating.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
     page = client.get(response["Location"])
     assert page.status_code == 200
-    battle_id = resolve(response["Location"]).kwargs["battle_id"]
     with scopes_disabled():
         return Battle.objects.get(pk=battle_id), page
 

@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "arena" / "settings"
 CONFIGURATION = ROOT / "docs" / "deployment" / "configuration.md"
 TABLE_HEADING = "## Every variable the settings read"
+# arena/settings/test.py is the suite's own: what it reads belongs in the table of the tests' variables.
+TEST_SETTINGS = SETTINGS / "test.py"
+TESTS_TABLE_HEADING = "## Variables of the scripts, the Compose file and the tests"
 README = ROOT / "README.md"
 README_MAX_LINES = 250
 # The typed readers of arena/settings/env.py; each takes the variable's name first.
@@ -71,7 +74,7 @@ def variables_read(source: str) -> set[str]:
 def settings_variables() -> set[str]:
     names: set[str] = set()
     for path in sorted(SETTINGS.glob("*.py")):
-        if path.name != "env.py":  # the helpers themselves read the name they are given
+        if path.name != "env.py" and path != TEST_SETTINGS:  # env.py: the helpers read the name they are given
             names |= variables_read(path.read_text())
     return names
 
@@ -107,6 +110,17 @@ def test_every_settings_variable_is_in_the_configuration_table() -> None:
     missing = sorted(settings_variables() - documented)
     assert not missing, (
         f"read by arena/settings but missing from the table under {TABLE_HEADING!r} in "
+        f"{CONFIGURATION.relative_to(ROOT)}: {', '.join(missing)}"
+    )
+
+
+def test_every_test_settings_variable_is_in_the_tests_table() -> None:
+    documented = table_variables(CONFIGURATION.read_text(), TESTS_TABLE_HEADING)
+    own = variables_read(TEST_SETTINGS.read_text()) - settings_variables()
+    assert own, "the parser found nothing in arena/settings/test.py"
+    missing = sorted(own - documented)
+    assert not missing, (
+        f"read by arena/settings/test.py but missing from the table under {TESTS_TABLE_HEADING!r} in "
         f"{CONFIGURATION.relative_to(ROOT)}: {', '.join(missing)}"
     )
 
