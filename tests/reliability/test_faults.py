@@ -240,8 +240,10 @@ def test_a_celery_worker_killed_mid_recompute_loses_no_vote_and_the_board_catche
     # worker has started count: a battle whose task was lost while Redis was down (the first test of this
     # module) never starts, and waits for the stale sweep whatever this worker does.
     wait_until(
-        lambda: not pg.query(
-            "SELECT 1 FROM battles_battle WHERE status = 'generating' AND generation_started_at IS NOT NULL LIMIT 1"
+        lambda: (
+            not pg.query(
+                "SELECT 1 FROM battles_battle WHERE status = 'generating' AND generation_started_at IS NOT NULL LIMIT 1"
+            )
         ),
         60,
         "the buffer's generations to finish",
