@@ -46,6 +46,7 @@ from .campaigns import (
     CategoryCounts,
     campaign_consent_due,
     campaign_for_rater,
+    campaign_organization_id,
     campaign_viewable_by,
     campaign_writable_by,
     campaigns_for_rater,
@@ -96,6 +97,7 @@ from .studies import (
 )
 
 __all__ = [
+    "campaign_organization_id",
     "BUFFER_PROMPT_CHOICES",
     "CategoryCounts",
     "CompetitorExposure",

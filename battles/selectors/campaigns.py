@@ -167,3 +167,8 @@ def campaign_consent_due(*, campaign: Campaign, user: User) -> bool:
     return not RaterConsent.objects.filter(
         campaign=campaign, rater=user, text_hash=consent_hash(campaign.consent_text)
     ).exists()
+
+
+def campaign_organization_id(campaign_id: int) -> int:
+    """The organisation a campaign belongs to: the tenant scope a task queued for it runs in."""
+    return Campaign.objects.values_list("organization_id", flat=True).get(pk=campaign_id)

@@ -9,7 +9,6 @@ module per concern, each with the Celery tasks that run its services (named ``ra
 - ``attribute_boards``: attribute boards (ratio judgements): create, entities, settings, publication, delete.
 - ``attribute_runs``: an attribute board's runs: queued, then executed on a worker.
 - ``rater_flags``: rater flags stored from the quality checks (outliers, gold accuracy).
-- ``_common``: the two small helpers two of these share.
 """
 
 from __future__ import annotations

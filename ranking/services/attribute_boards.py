@@ -17,7 +17,7 @@ from raters.models import AuditAction, Organization
 from raters.services import audit_record
 
 from ..models import AttributeBoard, AttributeEntity, AttributeRun
-from ._common import _board_slug
+from .publication import board_slug_new
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def attribute_board_publish(*, board: AttributeBoard, actor: User | None, via: s
     locked = AttributeBoard.objects.select_for_update().get(pk=board.pk)
     created = locked.public_slug is None
     if created:
-        locked.public_slug = _board_slug()
+        locked.public_slug = board_slug_new()
         locked.published_at = timezone.now()
         locked.save(update_fields=["public_slug", "published_at"])
     board.public_slug, board.published_at = locked.public_slug, locked.published_at

@@ -3,6 +3,8 @@ take it off again. Audited."""
 
 from __future__ import annotations
 
+import secrets
+
 from django.contrib.auth.models import User
 from django.db import transaction
 
@@ -11,7 +13,12 @@ from raters.models import AuditAction
 from raters.services import audit_record
 
 from ..models import BoardPublication
-from ._common import _board_slug
+
+
+def board_slug_new() -> str:
+    """A published board's address: 96 random bits, the only secret an unpublished-but-bookmarked board
+    relies on (leaderboards here, attribute boards in ``attribute_boards``)."""
+    return secrets.token_urlsafe(12)
 
 
 @transaction.atomic
@@ -29,7 +36,7 @@ def board_publish(
         publication = BoardPublication.objects.create(
             organization_id=campaign.organization_id,
             campaign=campaign,
-            slug=_board_slug(),
+            slug=board_slug_new(),
             published_by=actor,
             show_prompts=show_prompts,
         )

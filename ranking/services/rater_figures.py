@@ -16,10 +16,10 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
 from battles.models import Campaign
+from battles.selectors import campaign_organization_id
 from raters.tenancy import TenantTask
 
 from .. import selectors
-from ._common import _organization_of
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,9 @@ def rater_figures_refresh_schedule(*, campaign_id: int, organization_id: int | N
     if not cache.add(_rater_refresh_key(campaign_id), time.time(), timeout=RATER_REFRESH_LOCK_S):
         return False
     try:
-        rater_figures_refresh_task.delay(campaign_id, organization_id=organization_id or _organization_of(campaign_id))
+        rater_figures_refresh_task.delay(
+            campaign_id, organization_id=organization_id or campaign_organization_id(campaign_id)
+        )
     except Exception:
         cache.delete(_rater_refresh_key(campaign_id))
         raise

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from battles.models import Campaign, Competitor, Vote
+from battles.selectors import campaign_organization_id
 from core.tasks import TransactionAwareTask
 from raters.models import WebhookEvent
 from raters.services import webhook_event_emit
@@ -25,7 +26,6 @@ from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 from .. import selectors
 from ..compute import Method, board_compute, elo_compute
 from ..models import LeaderboardSnapshot
-from ._common import _organization_of
 from .rater_figures import _rater_figures_warm
 from .rater_flags import rater_flags_check_task
 
@@ -183,7 +183,7 @@ def leaderboards_schedule(
     try:
         leaderboards_recompute_task.apply_async(
             args=[campaign_id],
-            kwargs={"organization_id": organization_id or _organization_of(campaign_id)},
+            kwargs={"organization_id": organization_id or campaign_organization_id(campaign_id)},
             countdown=delay,
         )
     except Exception:
@@ -264,4 +264,4 @@ def leaderboards_recompute_open_task() -> int:
 def leaderboards_recompute_soon(*, campaign_id: int) -> None:
     """A manager asked for fresh leaderboards: queue a recompute now, past the debounce (sent when the
     surrounding transaction commits: the task base is transaction-aware)."""
-    leaderboards_recompute_task.delay(campaign_id, organization_id=_organization_of(campaign_id))
+    leaderboards_recompute_task.delay(campaign_id, organization_id=campaign_organization_id(campaign_id))
