@@ -1,0 +1,89 @@
+"""The house's rules that a reviewer should not have to remember (docs/architecture/index.md):
+
+- rooms of a readable size: no module of the app code over 800 lines (migrations and the Python-backend
+  model repositories aside), so a concern that grows becomes a package of modules;
+- every package inside an app is reached through its face: its ``__init__.py`` names what it offers in
+  ``__all__`` (import-linter's protected contracts keep other apps out of the modules behind it);
+- import-linter's contracts (``pyproject.toml``, run by scripts/test) cover every first-party package: a
+  new app or a new top-level package must take its place in the layers, or the layers would not hold it.
+
+Reads files only: no database, no server."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PACKAGES = [pattern.rstrip("*") for pattern in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]]
+MAX_LINES = 800
+# Folders Django finds by convention, not faces: management commands, the settings modules.
+CONVENTIONAL = ("management", "commands", "settings")
+# Not app code: generated migrations, and the models Triton runs on its own interpreter.
+OUTSIDE = ("migrations", "model_repository", "standin_repository", "llm_model_repository")
+
+
+def app_modules() -> list[Path]:
+    return [
+        path
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not any(part in OUTSIDE for part in path.relative_to(ROOT).parts)
+    ]
+
+
+def test_the_rules_see_the_code() -> None:
+    modules = app_modules()
+    assert {"arena", "core", "raters", "serving", "battles", "ranking"} <= set(PACKAGES)
+    assert len(modules) > 150
+    assert ROOT / "battles" / "services" / "vote.py" in modules
+
+
+def test_no_module_is_over_800_lines() -> None:
+    too_long = {
+        str(path.relative_to(ROOT)): lines
+        for path in app_modules()
+        if (lines := path.read_text().count("\n")) > MAX_LINES
+    }
+    assert not too_long, f"split these by concern into a package (DESIGN.md section 8): {too_long}"
+
+
+def test_every_package_inside_an_app_has_a_face() -> None:
+    faceless = []
+    for package in PACKAGES:
+        for init in sorted((ROOT / package).rglob("__init__.py")):
+            folder = init.parent
+            depth = len(folder.relative_to(ROOT).parts)
+            if depth < 2 or any(
+                part in OUTSIDE or part in ("management", "commands", "settings") for part in folder.parts
+            ):
+                continue  # the app itself, and folders Django finds by convention
+            if not any(p.suffix == ".py" and p.name != "__init__.py" for p in folder.iterdir()):
+                continue
+            tree = ast.parse(init.read_text())
+            names = {
+                target.id
+                for node in tree.body
+                if isinstance(node, ast.Assign | ast.AnnAssign)
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(target, ast.Name)
+            }
+            if "__all__" not in names:
+                faceless.append(str(init.relative_to(ROOT)))
+    assert not faceless, f"these packages name nothing in __all__ (their face): {faceless}"
+
+
+def test_the_import_contracts_cover_every_package() -> None:
+    linter = PYPROJECT["tool"]["importlinter"]
+    assert sorted(linter["root_packages"]) == sorted(PACKAGES)
+    contracts = {contract["id"]: contract for contract in linter["contracts"]}
+    assert sorted(contracts["layers"]["layers"]) == sorted(PACKAGES), "each package takes one place in the layers"
+    assert contracts["layers"]["layers"][0] == "arena" and contracts["layers"]["layers"][-1] == "core"
+    apps = [package for package in PACKAGES if (ROOT / package / "apps.py").exists() and package != "arena"]
+    for app in apps:
+        protected = contracts[f"faces-{app}"]
+        assert protected["type"] == "protected" and protected["protected_modules"] == [f"{app}.*.*"]
+        assert protected["allowed_importers"] == [app]
+    assert {"django", "rest_framework", "celery"} <= set(contracts["pure"]["forbidden_modules"])
