@@ -58,10 +58,21 @@ TEST_MODEL_REPOSITORY = Path(__file__).parent / "serving" / "model_repository"
 MODEL_SERVER_URL = "127.0.0.1:9"
 TRITON_FIXTURE = "triton_server"
 LLM_TRITON_FIXTURE = "llm_triton_server"
-# The real models and the prompt format their endpoints need (the client applies the template).
 # Fixtures that start a web server: a test using one is marked `server` or `browser` (checked at collection).
 SERVER_FIXTURES = {"live_server", "asgi_live_server"}
+# The real models and the prompt format their endpoints need (the client applies the template).
 REAL_LLM_MODELS = {"smollm2-135m-instruct": "chatml", "gemma3-270m": "raw"}
+
+
+# The order tests start in, heaviest first, so that pytest-xdist's scheduler (scripts/test's system tier
+# runs `--dist loadgroup`: the longest jobs first, then the rest as workers free up) does not leave one
+# worker on a minute-long fault test while the other idles at the end. Stable: within a weight, the
+# collection order (and so each module's tests together, for module-scoped fixtures) is kept.
+WEIGHTS = (("reliability", 4), ("server", 3), ("browser", 2), ("real_llm", 2), ("triton", 1))
+
+
+def _weight(item: pytest.Item) -> int:
+    return max((weight for marker, weight in WEIGHTS if item.get_closest_marker(marker) is not None), default=0)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects anything: every collected test is checked
@@ -112,6 +123,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             'so `-m "not triton"` would start Triton; add @pytest.mark.triton (or pytestmark):\n  '
             + "\n  ".join(unmarked)
         )
+    items.sort(key=_weight, reverse=True)
 
 
 @pytest.fixture(autouse=True)
