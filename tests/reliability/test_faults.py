@@ -105,9 +105,7 @@ def await_votes(ledger: Ledger, count: int, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def run_around(
-    stack: Stack, raters: list[Rater], fault: Callable[[Ledger], None]
-) -> tuple[Ledger, dict[str, Rater]]:
+def run_around(stack: Stack, raters: list[Rater], fault: Callable[[Ledger], None]) -> tuple[Ledger, dict[str, Rater]]:
     """The raters vote; the fault strikes once as many votes as raters were taken (the flow runs: their
     requests are in flight), and they go on until as many more were taken after it (the site serves them
     again), rather than for a fixed time on either side. Then they stop and are awaited."""
