@@ -218,7 +218,7 @@ def test_triton_stopped_mid_battle_voids_it_tells_the_rater_and_logs_nothing(sta
             break
         except Refused as exc:
             assert exc.status == 409 and time.monotonic() < deadline, exc
-            time.sleep(1)
+            time.sleep(0.25)
     assert acknowledged
 
 
