@@ -32,10 +32,15 @@ def prepared(rater: Rater, ledger: Ledger | None = None) -> str:
 def settle_failures(rater_of: dict[str, Rater], ledger: Ledger, settle_s: float = 10.0) -> dict[str, int]:
     """Retry every vote whose answer was an error or was lost, as a client does (the site's error page
     again, within ``settle_s`` of the first retry, is retried after a pause: a server just restarted
-    may fail a request while its connections are re-made); how the retries were finally answered."""
+    may fail a request while its connections are re-made); how the retries were finally answered.
+
+    "Already voted" is the site's word that the failed attempt was stored: where that attempt's answer was
+    lost (none came, or a server error), the vote counts as acknowledged from then on (it must be stored,
+    and once: ``assert_counts``); a vote refused outright (a 4xx) and stored all the same is not, and fails
+    the counts."""
     outcomes = {"stored now": 0, "stored before": 0}
     deadline = time.monotonic() + settle_s
-    for battle, _why in list(ledger.failed):
+    for battle, why in list(ledger.failed):
         rater = rater_of[battle]
         response = rater._post(f"/b/{battle}/vote/", {"choice": "left"})
         while response.status_code == 500 and time.monotonic() < deadline:
@@ -47,6 +52,9 @@ def settle_failures(rater_of: dict[str, Rater], ledger: Ledger, settle_s: float 
         else:
             assert "already been voted on" in response.text, (battle, response.status_code, response.text[:300])
             outcomes["stored before"] += 1
+            # (Unless the rater's vote on it was taken meanwhile: the page again, the vote again.)
+            if not (why.isdigit() and int(why) < 500) and battle not in ledger.acknowledged:
+                ledger.acknowledged.append(battle)
     return outcomes
 
 
