@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,15 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, inter
             return
         time.sleep(interval_s)
     raise TimeoutError(f"{what} not within {timeout_s} s")
+
+
+def together(*calls: Callable[[], None]) -> None:
+    """Run the calls at once, each in a thread (stopping a process is mostly waiting for it to exit), and
+    return when all have returned; the first exception is raised then."""
+    if calls:
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            for _ in pool.map(lambda call: call(), calls):
+                pass
 
 
 class Child:
@@ -419,13 +429,6 @@ class Stack:
     def stop(self) -> None:
         # Each part stops on its own (SIGTERM, its grace, SIGKILL): the application's processes together, then
         # the servers they use together (stopped first, Redis or Triton would keep a worker waiting on them).
-        def together(*stops: Callable[[], None]) -> None:
-            threads = [threading.Thread(target=stop) for stop in stops]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-
         together(*(child.stop for child in (self.beat, self.worker, self.web) if child is not None))
         together(
             self.stop_triton,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 import requests
 
-from .stack import Ledger, Rater, Refused, Stack, wait_until
+from .stack import Ledger, Rater, Refused, Stack, together, wait_until
 
 pytestmark = [pytest.mark.triton, pytest.mark.reliability]
 
@@ -307,7 +307,5 @@ def test_a_celery_worker_killed_mid_recompute_loses_no_vote_and_the_board_catche
         print(f"fresh snapshot {time.monotonic() - killed:.1f} s after the kill")
         assert_counts(stack, ledger)
     finally:
-        for child in (fresh, generation, slow):
-            if child is not None:
-                child.stop()
+        together(*(child.stop for child in (fresh, generation, slow) if child is not None))
         stack.start_worker()
