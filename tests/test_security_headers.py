@@ -82,31 +82,26 @@ def test_no_template_has_an_inline_script_or_style_block():
 
 @pytest.mark.server
 def test_production_defaults_are_https_only_and_pass_check_deploy():
+    # One process per environment: the settings it loads, then `manage.py check --deploy` on them, as
+    # manage.py runs it (execute_from_command_line), rather than a process for each.
     code = (
         "import django; django.setup(); from django.conf import settings as s; "
         "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SECURE_HSTS_INCLUDE_SUBDOMAINS, "
         "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.ACCOUNT_EMAIL_VERIFICATION, "
-        "s.ACCOUNT_PREVENT_ENUMERATION)"
+        "s.ACCOUNT_PREVENT_ENUMERATION, flush=True); "
+        "from django.core.management import execute_from_command_line; "
+        "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])"
     )
     result = _production("-c", code)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True", "31536000", "True", "True", "True", "mandatory", "True"]
-    # Off only when said so.
-    result = _production("-c", code, SECURE_SSL_REDIRECT="false", SECURE_HSTS_SECONDS="0")
-    assert result.stdout.split()[:2] == ["False", "0"], result.stderr
-    check = _production("manage.py", "check", "--deploy", "--fail-level", "WARNING")
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert "no issues" in check.stdout
-    # ... and the check notices a deployment that switched the protections off.
+    assert result.returncode == 0, result.stdout + result.stderr
+    printed, *check = result.stdout.splitlines()
+    assert printed.split() == ["True", "31536000", "True", "True", "True", "mandatory", "True"]
+    assert "no issues" in "\n".join(check)
+    # Off only when said so ... and the check notices a deployment that switched the protections off.
     weak = _production(
-        "manage.py",
-        "check",
-        "--deploy",
-        "--fail-level",
-        "WARNING",
-        SECURE_SSL_REDIRECT="false",
-        ACCOUNT_EMAIL_VERIFICATION="none",
+        "-c", code, SECURE_SSL_REDIRECT="false", SECURE_HSTS_SECONDS="0", ACCOUNT_EMAIL_VERIFICATION="none"
     )
+    assert weak.stdout.split()[:2] == ["False", "0"], weak.stderr
     assert weak.returncode != 0 and "security.W008" in weak.stderr and "arena.W001" in weak.stderr
 
 

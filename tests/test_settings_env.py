@@ -36,7 +36,16 @@ def test_typed_readers(monkeypatch):
     assert env_url("X_URL", None, schemes=("redis",)) is None
 
 
-def _settings_in_subprocess(module: str = "arena.settings.local", **env: str) -> subprocess.CompletedProcess[str]:
+# The settings module is what reads the environment and refuses a malformed one: a child process that only
+# loads it (Django's lazy settings, on first use) shows what it made of an environment in a fraction of a
+# second. ``django.setup()`` (the apps, and all they import: about 2 s a process) is run where a test says that
+# a process starts with those settings.
+SETUP = "django.setup(); "
+
+
+def _settings_in_subprocess(
+    module: str = "arena.settings.local", *, apps: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
     environment = {
         k: v
         for k, v in os.environ.items()
@@ -44,7 +53,7 @@ def _settings_in_subprocess(module: str = "arena.settings.local", **env: str) ->
     }
     environment.update(env)
     code = (
-        f"import django, os; os.environ['DJANGO_SETTINGS_MODULE']='{module}'; django.setup(); "
+        f"import django, os; os.environ['DJANGO_SETTINGS_MODULE']='{module}'; {SETUP if apps else ''}"
         "from django.conf import settings as s; "
         "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.CACHES['default']['BACKEND'], "
         "s.DEBUG)"
@@ -56,7 +65,7 @@ def _settings_in_subprocess(module: str = "arena.settings.local", **env: str) ->
 
 @pytest.mark.server
 def test_defaults_are_a_working_local_platform():
-    result = _settings_in_subprocess()
+    result = _settings_in_subprocess(apps=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [
         "django.db.backends.sqlite3",
@@ -87,7 +96,7 @@ def test_production_settings_fail_closed():
     """What a WSGI server imports: DEBUG is off unless asked for, and then a SECRET_KEY is required."""
     result = _settings_in_subprocess("arena.settings.base")
     assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
-    result = _settings_in_subprocess("arena.settings.base", SECRET_KEY="k" * 50)
+    result = _settings_in_subprocess("arena.settings.base", apps=True, SECRET_KEY="k" * 50)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == "False"
 
@@ -111,7 +120,7 @@ def _database_settings(printed: str, **env: str) -> subprocess.CompletedProcess[
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "DB_", "DJANGO_"))}
     environment.update({"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x", **env})
     code = (
-        "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE']='arena.settings.local'; django.setup(); "
+        "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE']='arena.settings.local'; "
         "from django.conf import settings as s; d = s.DATABASES['default']; o = d.get('OPTIONS', {}); "
         f"print(json.dumps({printed}))"
     )

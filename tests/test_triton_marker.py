@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,10 @@ MIXED = ["tests/raters/test_tenancy.py", "tests/battles/test_caps.py", "tests/se
 
 
 def test_not_triton_runs_the_base_world_without_starting_triton(tmp_path):
-    result = _pytest(tmp_path, "-m", "not triton", *MIXED)
+    # The sub-session's database made from the models (--nomigrations: under a second, where the migrations
+    # take seconds): what it proves is which tests ran and that nothing started Triton, not the migrations,
+    # which every other session of the suite runs.
+    result = _pytest(tmp_path, "-m", "not triton", "--nomigrations", *MIXED)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = result.stdout.strip().splitlines()[-1]
     assert " passed" in summary and " deselected" in summary, summary
@@ -69,21 +73,30 @@ def test_a_triton_test_in_the_same_run_would_have_tried_to_start_it(tmp_path):
 
 
 def test_using_the_triton_server_without_the_marker_fails_collection(tmp_path):
-    (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
-    (tmp_path / "test_probe.py").write_text(
+    def probe(name: str, source: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
+        (folder / "test_probe.py").write_text(source)
+        return folder / "test_probe.py"
+
+    mixed = probe(
+        "mixed",
         "import pytest\n\n"
         "def test_unmarked(triton_server):\n    pass\n\n"
         "@pytest.mark.triton\n"
-        "def test_marked(triton_server):\n    pass\n"
+        "def test_marked(triton_server):\n    pass\n",
     )
-    # Even when the unmarked test would be deselected: the check sees every collected test.
-    result = _pytest(tmp_path, "--collect-only", "-m", "not triton", str(tmp_path / "test_probe.py"))
+    marked = probe("marked", "import pytest\n\n@pytest.mark.triton\ndef test_marked(triton_server):\n    pass\n")
+    # The two sub-sessions are independent (a folder each): they run at once.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # Even when the unmarked test would be deselected: the check sees every collected test.
+        refused = pool.submit(_pytest, mixed.parent, "--collect-only", "-m", "not triton", str(mixed))
+        accepted = pool.submit(_pytest, marked.parent, "--collect-only", str(marked))
+    result = refused.result()
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "lack the `triton` marker" in result.stderr and "test_unmarked" in result.stderr
     assert "test_marked" not in result.stderr
 
-    (tmp_path / "test_probe.py").write_text(
-        "import pytest\n\n@pytest.mark.triton\ndef test_marked(triton_server):\n    pass\n"
-    )
-    result = _pytest(tmp_path, "--collect-only", str(tmp_path / "test_probe.py"))
+    result = accepted.result()
     assert result.returncode == 0, result.stdout + result.stderr

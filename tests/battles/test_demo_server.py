@@ -65,7 +65,8 @@ class Demo:
             assert response.url.rstrip("/") == self.url, response.url
 
 
-def _start(tmp_path: Path, *args: str) -> Iterator[Demo]:
+def _start(tmp_path: Path, *args: str) -> Iterator[str]:
+    """The demo running (its URL) until the generator is closed, then stopped with Ctrl-C."""
     web, http_port, grpc_port = _free_ports(3)
     env = {
         **os.environ,
@@ -99,8 +100,7 @@ def _start(tmp_path: Path, *args: str) -> Iterator[Demo]:
         else:
             process.kill()
             pytest.fail(f"the demo did not come up; output:\n{process.communicate()[0][-3000:]}")
-        jar = http.cookiejar.CookieJar()
-        yield Demo(url, urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar)))
+        yield url
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)  # Ctrl-C, as a person stops it
@@ -111,14 +111,28 @@ def _start(tmp_path: Path, *args: str) -> Iterator[Demo]:
                 process.wait()
 
 
+def _browser(url: str) -> Demo:
+    """A visitor of its own: a fresh cookie jar (no session, no CSRF cookie of another test)."""
+    return Demo(url, urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())))
+
+
+@pytest.fixture(scope="module")
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One demo (DEBUG off) for the module's tests that use it: each reads pages as a visitor of its own and
+    what one writes (the streaming test's battle, as a rater) is not what the other reads (the error
+    pages, the stylesheet, a leaderboard that does not exist), so they need no fresh process each."""
+    yield from _start(tmp_path_factory.mktemp("demo"))
+
+
 @pytest.fixture
-def demo(tmp_path: Path) -> Iterator[Demo]:
-    yield from _start(tmp_path)
+def demo(demo_url: str) -> Demo:
+    return _browser(demo_url)
 
 
 @pytest.fixture
 def demo_debug(tmp_path: Path) -> Iterator[Demo]:
-    yield from _start(tmp_path, "--debug")
+    for url in _start(tmp_path, "--debug"):
+        yield _browser(url)
 
 
 def test_demo_runs_with_debug_off_shows_the_sites_error_pages_and_serves_static_files(demo: Demo) -> None:

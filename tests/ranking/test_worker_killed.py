@@ -33,8 +33,13 @@ from tests.db_roles import app_role_url
 pytestmark = pytest.mark.server
 
 ROOT = Path(__file__).resolve().parents[2]
-LEASE_S = 5
-SCHEDULE_S = 5
+# The marks' lease (production: 10 s): a killed worker's mark is gone this long after it stopped renewing it
+# (every third of it). A renewal late by more than two seconds would let beat queue a second recompute while
+# the slow one computes: harmless here (it waits behind the slow worker's, which computes nothing).
+LEASE_S = 3
+# Beat's safety net ticks every 2 s (production: 15): it is what takes over once a killed worker's mark
+# has expired, so the test waits for a tick after the lease rather than for a long interval.
+SCHEDULE_S = 2
 
 
 class Process:
@@ -141,6 +146,9 @@ def test_a_killed_worker_does_not_freeze_the_leaderboards(
     celery_env, triton_server, acme, bob_client, settings, tmp_path
 ):
     campaign = acme.campaign
+    # The test's process casts the votes, so it sets the pending mark (debounce + lease): with the workers'
+    # and beat's lease, as one deployment's processes share their settings.
+    settings.ARENA_RANKING_LEASE_S = LEASE_S
     for key in (f"ranking:recompute-pending:{campaign.pk}", f"ranking:recompute-running:{campaign.pk}"):
         cache.delete(key)
     beat = Process(
@@ -159,8 +167,9 @@ def test_a_killed_worker_does_not_freeze_the_leaderboards(
     )
     started: list[Process] = [beat]
     try:
-        # 1. Killed while holding the delayed task (the vote's debounce has not run out yet).
-        settings.ARENA_RANKING_DEBOUNCE_S = debounce = 8
+        # 1. Killed while holding the delayed task (the vote's debounce has not run out yet: the kill follows
+        # the worker's "received" line within a fraction of a second).
+        settings.ARENA_RANKING_DEBOUNCE_S = debounce = 6
         first = _worker(celery_env)
         started.append(first)
         vote = _vote(bob_client, campaign)
@@ -172,12 +181,15 @@ def test_a_killed_worker_does_not_freeze_the_leaderboards(
         started.append(second)
         took = _fresh_snapshot_within(campaign.pk, vote, killed, debounce + 30, started)
         print(f"killed holding the task: fresh snapshot {took:.1f} s after the kill")
-        second.stop()
+        # Told to stop (it takes no new task from then on), it shuts down while the slow worker boots; it is
+        # gone before the vote whose recompute the slow one must take.
+        second.popen.terminate()
 
         # 2. Killed in the middle of the recompute.
         settings.ARENA_RANKING_DEBOUNCE_S = debounce = 1
         slow = _worker(celery_env, slow=True)
         started.append(slow)
+        second.stop()
         vote = _vote(bob_client, campaign)
         slow.wait_for("recompute started", timeout=30)
         slow.kill()

@@ -1,7 +1,8 @@
 """Seed a stack's own database (``python -m tests.reliability.seed``, DATABASE_URL pointing at it): one
-organisation, raters with the factories' password, a campaign between two models on the stack's Triton.
-Prints the ids the drivers need as one JSON line. Run as a child process: the suite's own Django is
-bound to the suite's test database, the stack's database is another cluster."""
+organisation, raters with the factories' password, a campaign between two models on the stack's Triton
+(with ``--migrate``, the migrations first, as ``manage.py migrate`` runs them). Prints the ids the
+drivers need as one JSON line. Run as a child process: the suite's own Django is bound to the suite's
+test database, the stack's database is another cluster."""
 
 from __future__ import annotations
 
@@ -19,9 +20,14 @@ def main() -> None:
     parser.add_argument("--models", default="zen-bigram,stdlib-trigram")
     parser.add_argument("--prompts", type=int, default=200)
     parser.add_argument("--timeout-s", type=float, default=20.0)
+    parser.add_argument("--migrate", action="store_true", help="run the migrations first, in this same process")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings.local")
     django.setup()
+    if args.migrate:
+        from django.core.management import call_command
+
+        call_command("migrate", interactive=False, verbosity=0)
 
     from raters.models import Role
     from raters.tenancy import scopes_disabled

@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from serving.triton.server import TritonServer
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_REPOSITORIES = [ROOT / "serving" / "model_repository", ROOT / "tests" / "serving" / "model_repository"]
+# The slow campaign's models (tests/reliability/seed.py), served beside the main campaign's.
+SLOW_MODELS = ("delay-slow", "delay-fast")
 PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1] if Path("/usr/lib/postgresql").is_dir() else None
 
 
@@ -52,6 +55,15 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, inter
             return
         time.sleep(interval_s)
     raise TimeoutError(f"{what} not within {timeout_s} s")
+
+
+def together(*calls: Callable[[], None]) -> None:
+    """Run the calls at once, each in a thread (stopping a process is mostly waiting for it to exit), and
+    return when all have returned; the first exception is raised then."""
+    if calls:
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            for _ in pool.map(lambda call: call(), calls):
+                pass
 
 
 class Child:
@@ -257,6 +269,27 @@ class Stack:
         env.update(self.extra_env)
         return env
 
+    def model_repository(self) -> Path:
+        """The models the seeded campaigns use, copied from MODEL_REPOSITORIES (with the repositories'
+        top-level modules, which the models load by path) into a repository of the stack's own: Triton
+        loads every model of a repository at start, and the suite's test models (a dozen Python-backend
+        stubs this stack never calls) would triple its start, which the Triton fault test pays twice."""
+        repository = self.folder / "models"
+        if repository.is_dir():
+            return repository
+        wanted = {*self.models, *SLOW_MODELS}
+        repository.mkdir(parents=True)
+        for source in MODEL_REPOSITORIES:
+            for entry in sorted(source.iterdir()):
+                if entry.is_file() and entry.suffix == ".py":
+                    shutil.copy2(entry, repository / entry.name)
+                elif entry.name in wanted:
+                    shutil.copytree(entry, repository / entry.name, ignore=shutil.ignore_patterns("__pycache__"))
+                    wanted.discard(entry.name)
+        if wanted:
+            raise RuntimeError(f"models {sorted(wanted)} are in none of {MODEL_REPOSITORIES}")
+        return repository
+
     def triton_url(self) -> str:
         if self.triton is not None:
             return self.triton.grpc_url
@@ -276,18 +309,24 @@ class Stack:
         self.redis = RedisServer(self.folder / "redis", bind=self.host("redis"))
         self.redis.start(self.prefixes.get("redis", []))
 
+    def triton_prepare(self) -> None:
+        """Fix Triton's address before it starts (``triton_url``), so the seed can write it meanwhile."""
+        if "triton" in self.prefixes:
+            self.triton_grpc_port, self.triton_http_port = 8001, 8000
+        elif self.triton is None:
+            self.triton = TritonServer(model_repositories=[self.model_repository()], grpc_port=free_port())
+
     def start_triton(self) -> None:
         """In process (TritonServer) on loopback; in a namespace, ``python -m serving.triton.server`` there."""
         if "triton" not in self.prefixes:
-            if self.triton is None:
-                self.triton = TritonServer(model_repositories=MODEL_REPOSITORIES, grpc_port=free_port())
+            self.triton_prepare()
+            assert self.triton is not None
             self.triton.start()
             return
-        self.triton_grpc_port, self.triton_http_port = 8001, 8000
+        self.triton_prepare()
         args = [str(ROOT / ".venv-triton" / "bin" / "python"), "-m", "serving.triton.server", "--address", "0.0.0.0",
-                "--grpc-port", str(self.triton_grpc_port), "--http-port", str(self.triton_http_port)]  # fmt: skip
-        for repository in MODEL_REPOSITORIES:
-            args += ["--model-repository", str(repository)]
+                "--grpc-port", str(self.triton_grpc_port), "--http-port", str(self.triton_http_port),
+                "--model-repository", str(self.model_repository())]  # fmt: skip
         self.triton_child = Child(args, dict(os.environ), self.folder / "triton.log", self.prefixes["triton"])
 
     def stop_triton(self) -> None:
@@ -296,17 +335,30 @@ class Stack:
         if self.triton_child is not None:
             self.triton_child.stop()
 
+    def seed_start(self) -> subprocess.Popen[bytes]:
+        """Migrate the stack's database and seed it, in one child process (one Django start, not two), which
+        needs only Triton's address: it runs while Triton loads its models (``seed_wait`` collects it)."""
+        self.triton_prepare()
+        args = [*self.prefixes.get("web", []), sys.executable, "-m", "tests.reliability.seed", "--migrate",
+                "--raters", str(self.raters), "--prompts", str(self.prompts), "--triton", self.triton_url(),
+                "--models", ",".join(self.models)]  # fmt: skip
+        with (self.folder / "seed.json").open("wb") as out, (self.folder / "seed.log").open("wb") as log:
+            return subprocess.Popen(args, cwd=ROOT, env=self.env(), stdout=out, stderr=log)
+
+    def seed_wait(self, child: subprocess.Popen[bytes], timeout_s: float = 600.0) -> None:
+        try:
+            code = child.wait(timeout=timeout_s)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        if code != 0:
+            log = (self.folder / "seed.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"migrating and seeding the stack's database exited {code}:\n{log}")
+        self.seed = json.loads((self.folder / "seed.json").read_text().strip().splitlines()[-1])
+
     def migrate_and_seed(self) -> None:
-        env = self.env()
-        run = [*self.prefixes.get("web", []), sys.executable, "manage.py"]
-        subprocess.run([*run, "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
-        seeded = subprocess.run(
-            [*self.prefixes.get("web", []), sys.executable, "-m", "tests.reliability.seed", "--raters",
-             str(self.raters), "--prompts", str(self.prompts), "--triton", self.triton_url(), "--models",
-             ",".join(self.models)],
-            cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        self.seed = json.loads(seeded.stdout.strip().splitlines()[-1])
+        self.seed_wait(self.seed_start())
 
     def start_web(self) -> None:
         self.web_port = self.web_port or free_port()
@@ -360,21 +412,29 @@ class Stack:
     def start(self) -> None:
         self.start_database()
         self.start_redis()
-        self.start_triton()
-        self.migrate_and_seed()
-        self.start_web()
+        # The database is migrated and seeded while Triton loads its models (neither waits for the other).
+        seeding = self.seed_start()
+        try:
+            self.start_triton()
+        except BaseException:
+            seeding.kill()
+            seeding.wait()
+            raise
+        self.seed_wait(seeding)
+        # The worker and beat boot while the web server does: the web's wait then covers theirs.
         self.start_worker()
         self.start_beat()
+        self.start_web()
 
     def stop(self) -> None:
-        for child in (self.beat, self.worker, self.web):
-            if child is not None:
-                child.stop()
-        self.stop_triton()
-        if self.redis is not None:
-            self.redis.stop()
-        if self.pg is not None:
-            self.pg.remove()
+        # Each part stops on its own (SIGTERM, its grace, SIGKILL): the application's processes together, then
+        # the servers they use together (stopped first, Redis or Triton would keep a worker waiting on them).
+        together(*(child.stop for child in (self.beat, self.worker, self.web) if child is not None))
+        together(
+            self.stop_triton,
+            *([self.redis.stop] if self.redis is not None else []),
+            *([self.pg.remove] if self.pg is not None else []),
+        )
 
     def logs(self) -> str:
         children = [self.web, self.beat, *self.workers]
@@ -483,16 +543,20 @@ class Rater:
         status: str = response.json()["status"]
         return status
 
-    def wait_prepared(self, battle: str, timeout_s: float = 60.0) -> str:
+    def wait_prepared(self, battle: str, timeout_s: float = 60.0, stop: threading.Event | None = None) -> str:
         """Poll until the battle is ready (or void): at once, then after ``poll_s``, growing by a quarter
-        each time up to 4 s, as the preparing page's script does (static/arena/battle.js, from 1 s)."""
+        each time up to 4 s, as the preparing page's script does (static/arena/battle.js, from 1 s).
+        ``stop``: a driver that was told to stop leaves the page ("generating" then)."""
         deadline = time.monotonic() + timeout_s
         delay = self.poll_s
         while time.monotonic() < deadline:
             status = self.state(battle)
             if status != "generating":
                 return status
-            time.sleep(delay)
+            if stop is None:
+                time.sleep(delay)
+            elif stop.wait(delay):
+                return status
             delay = min(delay * 1.25, 4.0)
         raise TimeoutError(f"battle {battle} still generating after {timeout_s} s")
 

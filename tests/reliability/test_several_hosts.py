@@ -132,7 +132,8 @@ def test_a_battle_is_generated_and_voted_across_hosts(lan: Lan) -> None:
         try:
             stack.start_database()
             stack.start_redis()
-            stack.start_triton()
+            stack.start_triton()  # started in its namespace, not awaited: it loads its models meanwhile
+            stack.migrate_and_seed()
 
             def triton_ready() -> bool:
                 try:
@@ -141,10 +142,9 @@ def test_a_battle_is_generated_and_voted_across_hosts(lan: Lan) -> None:
                 except requests.RequestException:
                     return False
 
-            wait_until(triton_ready, 120, "Triton in its namespace", 0.5)
-            stack.migrate_and_seed()
+            stack.start_worker()  # boots while the web does, and Triton
             stack.start_web()
-            stack.start_worker()
+            wait_until(triton_ready, 120, "Triton in its namespace", 0.25)
             # Separate hosts indeed: from the web's namespace Triton is not on loopback, only at its address.
             assert not _reachable(lan.prefix("web"), "127.0.0.1", stack.triton_grpc_port)
             assert _reachable(lan.prefix("worker"), lan.addresses["triton"], stack.triton_grpc_port)
