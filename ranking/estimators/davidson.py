@@ -85,7 +85,8 @@ def _logsumexp_columns(z: NDArray[np.float64]) -> NDArray[np.float64]:
     likelihood's root finding evaluates it tens of thousands of times per board)."""
     top = z.max(axis=0)
     top = np.where(np.isfinite(top), top, 0.0)  # as scipy shifts: an infinite column stays infinite, not nan
-    return top + np.log(np.exp(z - top).sum(axis=0))
+    out: NDArray[np.float64] = top + np.log(np.exp(z - top).sum(axis=0))
+    return out
 
 
 @dataclass(frozen=True)
