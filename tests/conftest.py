@@ -29,9 +29,10 @@ from django.test import Client
 from django.urls import resolve, reverse
 from hypothesis import settings as hypothesis_settings
 
-from battles.models import Campaign, Competitor
+from battles.models import Campaign, Competitor, Prompt
 from raters.models import ApiKey, Organization, RaterPool, Role
 from raters.tenancy import organization_scope, scopes_disabled
+from serving.analysis import prompt_asks_identity
 from serving.models import ModelEndpoint
 from serving.triton.server import TritonServer
 
@@ -275,8 +276,11 @@ def make_tenant(
             organization=organization, name=f"{name}-{model}", url=model_server_url, model_name=model
         )
         competitors.append(CompetitorFactory.create(campaign=campaign, endpoint=endpoint, version_label="2026-11"))
-    for _ in range(prompts):
-        PromptFactory.create(campaign=campaign)
+    # One INSERT for the prompts (what Prompt.save would add, asks_identity, set here as bulk imports do).
+    batch = PromptFactory.build_batch(prompts, campaign=campaign)
+    for prompt in batch:
+        prompt.asks_identity = prompt_asks_identity(prompt.text)
+    Prompt.objects.bulk_create(batch)
     return Tenant(organization, pool, campaign, competitors[0], competitors[1])
 
 

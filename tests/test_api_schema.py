@@ -26,6 +26,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
+from pytest_django import DjangoDbBlocker
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -35,8 +36,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from raters.services import webhook_endpoint_create, webhook_event_emit
-from raters.tenancy import scopes_disabled
 from tests.conftest import api_client
+from tests.module_world import module_world
 
 EXAMPLES = int(os.environ.get("ARENA_SCHEMATHESIS_EXAMPLES", "8"))
 CHECKS = [
@@ -80,58 +81,85 @@ def wsgi_in_test_transaction() -> Iterator[None]:
         request_finished.connect(close_old_connections)
 
 
-@pytest.fixture
-def api_world(acme, globex, bob, wsgi_in_test_transaction):  # type: ignore[no-untyped-def]
-    """Acme with 40 votes in two categories and its leaderboards; keys of both scopes."""
+def _api_world_build() -> dict[str, Any]:
+    """Acme with 40 votes in two categories and its leaderboards, a webhook with a delivery, a judge run
+    with verdicts, and keys of both scopes (the base world's alice, bob, charlie, Acme and Globex)."""
     from battles.models import Prompt
     from battles.services import judge_run_create, judge_run_execute
     from ranking.services import leaderboards_recompute
     from tests.battles.judge_world import battle_plant, judge_make
-    from tests.conftest import MODEL_SERVER_URL
+    from tests.conftest import MODEL_SERVER_URL, make_tenant
+    from tests.factories import UserFactory
     from tests.ranking.synth import votes_write
 
-    with scopes_disabled():
-        votes_write(
-            campaign=acme.campaign,
-            pool=acme.pool,
-            raters=[bob],
-            prompts=list(Prompt.objects.filter(campaign=acme.campaign)),
-            competitors=[acme.left, acme.right],
-            strengths=(2.0, 1.0),
-            n=40,
-            categories=("coding", "writing"),
-        )
-        leaderboards_recompute(campaign_id=acme.campaign.pk)
-        webhook = webhook_endpoint_create(
-            organization=acme.organization, url="https://93.184.216.34/hook", events=["battle.rated"], actor=None
-        )
-        webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"n": 1})
-        # A judge run with verdicts (refusals: nothing answers at the base world's discard port).
-        for i in range(2):
-            battle_plant(acme, left=acme.left, right=acme.right, better="left", index=i)
-        judge = judge_make(acme, url=MODEL_SERVER_URL)
-        judge_run = judge_run_create(judge=judge, campaign=acme.campaign, actor=None, start=False)
-        judge_run_execute(run_id=judge_run.pk)
-    cache.clear()  # throttle counters of earlier tests
+    alice = UserFactory.create(email="alice@acme.test")
+    bob = UserFactory.create(email="bob@acme.test")
+    charlie = UserFactory.create(email="charlie@globex.test")
+    acme = make_tenant(owner=alice, rater=bob, model_server_url=MODEL_SERVER_URL, name="Acme")
+    make_tenant(owner=charlie, rater=charlie, model_server_url=MODEL_SERVER_URL, name="Globex")
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=list(Prompt.objects.filter(campaign=acme.campaign)),
+        competitors=[acme.left, acme.right],
+        strengths=(2.0, 1.0),
+        n=40,
+        categories=("coding", "writing"),
+    )
+    leaderboards_recompute(campaign_id=acme.campaign.pk)
+    webhook = webhook_endpoint_create(
+        organization=acme.organization, url="https://93.184.216.34/hook", events=["battle.rated"], actor=None
+    )
+    webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"n": 1})
+    # A judge run with verdicts (refusals: nothing answers at the base world's discard port).
+    for i in range(2):
+        battle_plant(acme, left=acme.left, right=acme.right, better="left", index=i)
+    judge = judge_make(acme, url=MODEL_SERVER_URL)
+    judge_run = judge_run_create(judge=judge, campaign=acme.campaign, actor=None, start=False)
+    judge_run_execute(run_id=judge_run.pk)
     return {
-        "campaign": acme.campaign,
-        "webhook": webhook,
-        "judge_run": judge_run,
+        "campaign_id": acme.campaign.pk,
+        "webhook_id": webhook.pk,
+        "run_id": judge_run.pk,
         "read": api_client(acme.organization, scope="read", rate_limit="100000/m").api_key_header,
         "write": api_client(acme.organization, scope="write", rate_limit="100000/m").api_key_header,
     }
 
 
+@pytest.fixture(scope="module")
+def api_world_rows(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[dict[str, Any]]:
+    """The world, built once for the module (tests/module_world.py): the tests only read it, and each
+    test's own writes (the drawn POSTs, PATCHes and DELETEs) are rolled back after it, so every test
+    starts from the same rows. The tests get ids and key headers only."""
+    yield from module_world(django_db_blocker, _api_world_build)
+
+
+@pytest.fixture
+def api_world(api_world_rows: dict[str, Any], db: None, wsgi_in_test_transaction: None) -> dict[str, Any]:
+    cache.clear()  # throttle counters of earlier tests
+    return dict(api_world_rows)
+
+
 def _aim(case: schemathesis.Case, world: dict[str, Any]) -> None:
     # A random id is nearly always another organisation's or nobody's: a 404 that tests little.
     # Only a well-formed id is replaced: a malformed one is a negative draw, to be refused as drawn.
-    for name, target in (("campaign_id", world["campaign"]), ("webhook_id", world["webhook"])):
+    for name in ("campaign_id", "webhook_id"):
         drawn = (case.path_parameters or {}).get(name)
         if isinstance(drawn, int) or (isinstance(drawn, str) and drawn.isdigit()):
-            case.path_parameters[name] = target.pk
+            case.path_parameters[name] = world[name]
     drawn = (case.path_parameters or {}).get("run_id")
     if "/judge-runs/" in case.path and (isinstance(drawn, int) or (isinstance(drawn, str) and drawn.isdigit())):
-        case.path_parameters["run_id"] = world["judge_run"].pk
+        case.path_parameters["run_id"] = world["run_id"]
+
+
+def _sent_blank(value: Any) -> bool:
+    """Whether the view reads this drawn query value as not given: "" and {} are sent as "limit=", []
+    not at all, and a list as the parameter repeated, of which Django reads the last (["5", ""] is
+    "limit=5&limit=", read as "limit="; [""] is "limit=")."""
+    if isinstance(value, list) and value:
+        return _sent_blank(value[-1])
+    return value in ("", {}, [])
 
 
 @pytest.mark.django_db
@@ -141,7 +169,7 @@ def _aim(case: schemathesis.Case, world: dict[str, Any]) -> None:
 def test_every_endpoint_keeps_to_its_schema(case: schemathesis.Case, api_world: dict[str, Any], scope: str) -> None:
     _aim(case, api_world)
     checks = CHECKS
-    if any(value in ("", {}, []) for value in (case.query or {}).values()):  # {} and [] are sent as "limit="
+    if any(_sent_blank(value) for value in (case.query or {}).values()):
         # An empty query parameter means "not given" (the web form's convention, read so by DRF and
         # django-filter alike), so a draw that only blanks one is not a violation to be refused.
         checks = [check for check in CHECKS if check is not negative_data_rejection]

@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import logsumexp
 from scipy.stats import norm
 
 from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, Cells, weighted_bincount
@@ -80,6 +79,16 @@ class DavidsonResult:
     likelihood: DavidsonLikelihood
 
 
+def _logsumexp_columns(z: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``scipy.special.logsumexp(z, axis=0)`` for the likelihood's finite ``(3, pairs)`` array: the same
+    max-shifted sum, without scipy's per-call overhead (about 150 us against 10 us here; the profile
+    likelihood's root finding evaluates it tens of thousands of times per board)."""
+    top = z.max(axis=0)
+    top = np.where(np.isfinite(top), top, 0.0)  # as scipy shifts: an infinite column stays infinite, not nan
+    out: NDArray[np.float64] = top + np.log(np.exp(z - top).sum(axis=0))
+    return out
+
+
 @dataclass(frozen=True)
 class DavidsonLikelihood:
     """Davidson's log-likelihood of ``x = (theta, eta = log nu)`` on unique pairs, with the virtual-tie
@@ -98,19 +107,23 @@ class DavidsonLikelihood:
         d = theta[self.lo] - theta[self.hi]
         return d, np.stack([0.5 * d, -0.5 * d, np.full_like(d, eta)])
 
-    def value(self, x: NDArray[np.float64]) -> float:
+    def _value(self, x: NDArray[np.float64], d: NDArray[np.float64], lse: NDArray[np.float64]) -> float:
         theta, eta = x[: self.n], float(x[self.n])
-        d, z = self._z(x)
         total = self.w_lo + self.w_hi + self.ties
-        out = float((self.w_lo - self.w_hi) @ (0.5 * d) + self.ties.sum() * eta - total @ logsumexp(z, axis=0))
+        out = float((self.w_lo - self.w_hi) @ (0.5 * d) + self.ties.sum() * eta - total @ lse)
         return out + self.prior * float((0.5 * theta - np.logaddexp(0.0, theta)).sum())
+
+    def value(self, x: NDArray[np.float64]) -> float:
+        d, z = self._z(x)
+        return self._value(x, d, _logsumexp_columns(z))
 
     def objective(self, x: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
         n, lo, hi = self.n, self.lo, self.hi
         theta = x[:n]
-        _, z = self._z(x)
+        d, z = self._z(x)
         total = self.w_lo + self.w_hi + self.ties
-        q = np.exp(z - logsumexp(z, axis=0))
+        lse = _logsumexp_columns(z)
+        q = np.exp(z - lse)
         diff = q[0] - q[1]
         g_d = 0.5 * (self.w_lo - self.w_hi) - 0.5 * total * diff
         g_eta = float(self.ties.sum() - total @ q[2])
@@ -127,7 +140,7 @@ class DavidsonLikelihood:
         g = np.concatenate(
             [np.bincount(lo, g_d, minlength=n) - np.bincount(hi, g_d, minlength=n) + self.prior * (0.5 - p0), [g_eta]]
         )
-        return self.value(x), g, h
+        return self._value(x, d, lse), g, h
 
 
 def _pair_counts(

@@ -27,7 +27,13 @@ from serving.triton.client import GenerationResult
 from tests.conftest import Tenant
 from tests.factories import MembershipFactory, PromptFactory, UserFactory
 
+# Transactional: in most tests another thread (a publisher, the generation task) records the battle over
+# its own connection, which sees only committed rows. A test where no other thread touches the database
+# is marked ``in_test_transaction`` instead (Django's rolled-back test transaction, no flush of every
+# table after it): the ASGI view's ORM calls run through ``sync_to_async``, thread-sensitive, so in the
+# test's own thread and its transaction.
 pytestmark = pytest.mark.django_db(transaction=True)
+in_test_transaction = pytest.mark.django_db
 
 
 @pytest.fixture(params=["redis", "memory"])
@@ -62,14 +68,25 @@ class Stream:
     events: list[tuple[str, dict[str, Any], float]] = field(default_factory=list)  # (event, data, when)
 
 
-def read_stream(user: User | None, battle: Battle, *, timeout_s: float = 30.0) -> Stream:
-    """GET the stream as ``user`` through the ASGI path, until it ends or a complete/void event."""
+def read_stream(
+    user: User | None,
+    battle: Battle,
+    *,
+    timeout_s: float = 30.0,
+    connected: threading.Event | None = None,
+    first_event: threading.Event | None = None,
+) -> Stream:
+    """GET the stream as ``user`` through the ASGI path, until it ends or a complete/void event.
+    For a thread that must act only after it: ``connected`` is set once the view has answered (its
+    stream about to be read), ``first_event`` once the first event has come."""
 
     async def run() -> Stream:
         client = AsyncClient()
         if user is not None:
             await client.aforce_login(user)
         response = await client.get(reverse("battles:stream", args=[battle.pk]))
+        if connected is not None:
+            connected.set()
         stream = Stream(response.status_code, {k: v for k, v in response.items()})
         if not getattr(response, "streaming", False):
             return stream
@@ -84,6 +101,8 @@ def read_stream(user: User | None, battle: Battle, *, timeout_s: float = 30.0) -
                 lines = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line and line[0] != ":")
                 if "event" in lines:
                     stream.events.append((lines["event"], json.loads(lines["data"]), time.monotonic()))
+                    if first_event is not None:
+                        first_event.set()
                     if lines["event"] in ("complete", "void"):
                         return stream
             assert time.monotonic() < deadline, "the stream did not end"
@@ -98,10 +117,17 @@ def steady(words: list[str], first: float, gap: float) -> SideTimeline:
 
 
 def publish_in_time(
-    battle: Battle, left: SideTimeline, right: SideTimeline, *, record: bool = True
+    battle: Battle,
+    left: SideTimeline,
+    right: SideTimeline,
+    *,
+    record: bool = True,
+    after: threading.Event | None = None,
 ) -> tuple[threading.Thread, dict[str, float]]:
     """Publish both timelines to the battle's channel in real time (the stored ``t`` exactly as given,
-    marks between arrivals as the worker's publisher does), then record the battle and publish its end."""
+    marks between arrivals as the worker's publisher does), then record the battle and publish its end.
+    ``after``: the timelines start once it is set (a reader connected: it watches them from their start,
+    however long a loaded machine took to connect it)."""
     channel = live.live_channel()
     items: list[tuple[float, int, str, bool]] = []
     for side, timeline in enumerate((left, right)):
@@ -112,6 +138,8 @@ def publish_in_time(
     seen: dict[str, float] = {}
 
     def run() -> None:
+        if after is not None:
+            after.wait(20)
         origin = time.monotonic()
         last = -1.0
         for t, side, delta, done in items:
@@ -174,9 +202,13 @@ def test_frames_follow_the_common_pace_and_the_vote_opens_only_at_the_end(
     channel_kind: str, acme: Tenant, bob: User
 ) -> None:
     battle = live_battle(acme, bob)
-    left, right = steady(FAST, 0.05, 0.02), steady(SLOW, 0.40, 0.08)  # left: fast and longer
-    thread, seen = publish_in_time(battle, left, right)
-    stream = read_stream(bob, battle)
+    # Left: fast and longer. The slow side's pace sets the stream's length (the 24 words at one every
+    # 43 ms: about 1.2 s, 22 frames of the pacer's 50 ms; 43 ms, so that no word falls on a tick, where
+    # rounding would decide between two frames).
+    left, right = steady(FAST, 0.05, 0.02), steady(SLOW, 0.20, 0.043)
+    connected = threading.Event()
+    thread, seen = publish_in_time(battle, left, right, after=connected)
+    stream = read_stream(bob, battle, connected=connected)
     thread.join(10)
 
     assert stream.status == 200
@@ -205,13 +237,16 @@ def test_frames_follow_the_common_pace_and_the_vote_opens_only_at_the_end(
 
 
 def test_swapping_the_models_speeds_shows_the_same_timeline(channel_kind: str, acme: Tenant, bob: User) -> None:
-    fast, slow = (0.05, 0.02), (0.30, 0.07)
+    # The slow side sets each stream's length (about 1.1 s). No slow word falls on one of the pacer's
+    # 50 ms ticks (43 ms apart): there rounding, not the rule, would decide between two frames.
+    fast, slow = (0.05, 0.02), (0.15, 0.043)
     runs = []
     for left_speed, right_speed in ((fast, slow), (slow, fast)):
         battle = live_battle(acme, bob)
         left, right = steady(FAST, *left_speed), steady(SLOW, *right_speed)
-        thread, _ = publish_in_time(battle, left, right)
-        stream = read_stream(bob, battle)
+        connected = threading.Event()
+        thread, _ = publish_in_time(battle, left, right, after=connected)
+        stream = read_stream(bob, battle, connected=connected)
         thread.join(10)
         Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.VOID)  # one open battle per rater
         runs.append((stream, offline_states(left, right)))
@@ -234,7 +269,9 @@ def test_a_reader_that_comes_back_later_gets_the_same_texts_at_once(channel_kind
     channel = live.live_channel()
 
     def finish() -> None:
-        time.sleep(0.5)
+        # Recorded once the reader has had its frame from the stored arrivals (while "generating"); had
+        # it none by then, the frames asserted below are missing and the test fails there.
+        first_frame.wait(20)
         with scopes_disabled():
             recorded = services.battle_generations_record(
                 battle=Battle.objects.get(pk=battle.pk),
@@ -244,9 +281,10 @@ def test_a_reader_that_comes_back_later_gets_the_same_texts_at_once(channel_kind
         channel.publish(str(battle.pk), live.LiveItem(kind="end", t=10.0, status=recorded.status))
         connections.close_all()
 
+    first_frame = threading.Event()
     finisher = threading.Thread(target=finish, daemon=True)
     finisher.start()
-    stream = read_stream(bob, battle)
+    stream = read_stream(bob, battle, first_event=first_frame)
     finisher.join(10)
     frames = [data for event, data, _ in stream.events if event == "frame"]
     assert frames == [{"a": " ".join(FAST[:5]), "b": " ".join(SLOW[:4]), "reset": True}]
@@ -282,6 +320,7 @@ def test_a_voided_battle_ends_the_stream_with_the_reason_only(channel_kind: str,
     assert stream.events[0][1] == {"message": "One of the models could not be reached."}
 
 
+@in_test_transaction
 @pytest.mark.parametrize("who", ["other rater of the organisation", "owner of another organisation", "anonymous"])
 def test_only_the_battles_own_rater_can_read_its_stream(
     who: str, acme: Tenant, globex: Tenant, bob: User, charlie: User
@@ -301,6 +340,7 @@ def test_only_the_battles_own_rater_can_read_its_stream(
     assert stream.status == 404 and not stream.events
 
 
+@in_test_transaction
 def test_the_battle_page_streams_a_live_battle_with_the_vote_closed(acme: Tenant, bob: User) -> None:
     from django.test import Client
 
@@ -362,6 +402,7 @@ def test_a_real_task_streams_two_triton_models_and_records_their_timing(
         assert generation.text in (first[1]["a"], first[1]["b"])
 
 
+@in_test_transaction
 def test_a_reload_after_both_models_finished_keeps_the_pace(channel_kind: str, acme: Tenant, bob: User) -> None:
     """Both models are done and the battle recorded, but the fast model's longer answer is still being
     paced at the slow model's rate: a reload must not show it whole (that would tell which was faster)."""
@@ -402,6 +443,7 @@ def test_a_reload_after_both_models_finished_keeps_the_pace(channel_kind: str, a
     assert stream.events[-1][0] == "complete" and stream.events[-1][2] - started >= 1.5
 
 
+@in_test_transaction
 @pytest.mark.tenant_scoped
 def test_the_stream_runs_in_the_raters_tenant_scope(acme: Tenant, bob: User) -> None:
     """Without the suite's scopes_disabled(): the async view and its streamed body query the database

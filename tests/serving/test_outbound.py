@@ -234,7 +234,8 @@ def not_triton() -> Iterator[tuple[int, int]]:
             pass
 
     http = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
+    # Polled every 20 ms for the shutdown (serve_forever waits up to 0.5 s by default).
+    threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     raw = socket.socket()
     raw.bind(("127.0.0.1", 0))
     raw.listen()

@@ -31,7 +31,8 @@ class _Chatty(BaseHTTPRequestHandler):
 @pytest.fixture
 def chatty_server() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Chatty)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Polled every 20 ms for the shutdown (serve_forever waits up to 0.5 s by default).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}"
