@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -25,6 +28,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Viewp
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
 from tests.factories import PASSWORD  # noqa: E402
+from tests.fast_flush import delete_flush  # noqa: E402
 
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -49,6 +53,17 @@ def chromium_executable() -> str | None:
             raise pytest.UsageError(f"ARENA_CHROMIUM={override!r} is not a file")
         return override
     return str(SYSTEM_CHROMIUM) if SYSTEM_CHROMIUM.is_file() else None
+
+
+@pytest.fixture(scope="package", autouse=True)
+def flush_by_delete() -> Iterator[None]:
+    """Every test here is transactional (a live server reads committed rows), so Django flushes the
+    database after each: by DELETE instead of TRUNCATE while this folder's tests run (tests/fast_flush.py
+    says why that empties the same tables, and how much sooner). Package-scoped: pytest ends it before
+    any test outside this folder runs in the process (pytest-xdist interleaves them), so those get
+    Django's own flush."""
+    with delete_flush():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -91,12 +106,25 @@ def screenshot_dir() -> Path:
 
 
 def log_in(page: Page, base_url: str, *, email: str, password: str = PASSWORD) -> None:
-    """Log in through the allauth form, as a person does."""
+    """Log in through the allauth form, as a person does (for the tests of logging in, or that watch
+    every page the browser shows; the others use ``logged_in``)."""
     page.goto(base_url + reverse("account_login"))
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign In").click()
     page.wait_for_url(base_url + reverse("battles:campaigns"))
+
+
+def logged_in(context: BrowserContext, base_url: str, user: User) -> None:
+    """Give the browser profile a logged-in session of ``user`` without the form: Django's
+    ``force_login`` makes the session (committed: these tests are transactional, so the live server
+    sees it) and the profile gets its cookie, as the form's response would set it. Two page loads and a
+    password check fewer per test (about 0.7 s); the form itself is driven by ``log_in`` in
+    tests/browser/test_rater_flow.py, test_csp.py and test_dashboard.py."""
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": base_url, "httpOnly": True}])
 
 
 # A phone (390 px: the panes stack, the vote buttons wrap) and a desktop (1280 px: side by side).
