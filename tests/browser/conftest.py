@@ -13,10 +13,16 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pytest
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -25,6 +31,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Viewp
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
 from tests.factories import PASSWORD  # noqa: E402
+from tests.fast_flush import delete_flush  # noqa: E402
 
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -49,6 +56,17 @@ def chromium_executable() -> str | None:
             raise pytest.UsageError(f"ARENA_CHROMIUM={override!r} is not a file")
         return override
     return str(SYSTEM_CHROMIUM) if SYSTEM_CHROMIUM.is_file() else None
+
+
+@pytest.fixture(scope="package", autouse=True)
+def flush_by_delete() -> Iterator[None]:
+    """Every test here is transactional (a live server reads committed rows), so Django flushes the
+    database after each: by DELETE instead of TRUNCATE while this folder's tests run (tests/fast_flush.py
+    says why that empties the same tables, and how much sooner). Package-scoped: pytest ends it before
+    any test outside this folder runs in the process (pytest-xdist interleaves them), so those get
+    Django's own flush."""
+    with delete_flush():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -91,12 +109,25 @@ def screenshot_dir() -> Path:
 
 
 def log_in(page: Page, base_url: str, *, email: str, password: str = PASSWORD) -> None:
-    """Log in through the allauth form, as a person does."""
+    """Log in through the allauth form, as a person does (for the tests of logging in, or that watch
+    every page the browser shows; the others use ``logged_in``)."""
     page.goto(base_url + reverse("account_login"))
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign In").click()
     page.wait_for_url(base_url + reverse("battles:campaigns"))
+
+
+def logged_in(context: BrowserContext, base_url: str, user: AbstractBaseUser) -> None:
+    """Give the browser profile a logged-in session of ``user`` without the form: Django's
+    ``force_login`` makes the session (committed: these tests are transactional, so the live server
+    sees it) and the profile gets its cookie, as the form's response would set it. Two page loads and a
+    password check fewer per test (about 0.7 s); the form itself is driven by ``log_in`` in
+    tests/browser/test_rater_flow.py, test_csp.py and test_dashboard.py."""
+    client = Client()
+    client.force_login(cast(User, user))  # the suite's users are auth's User
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": base_url, "httpOnly": True}])
 
 
 # A phone (390 px: the panes stack, the vote buttons wrap) and a desktop (1280 px: side by side).
@@ -112,6 +143,31 @@ def sized_context(request: pytest.FixtureRequest, chromium: Browser) -> Iterator
         yield context
     finally:
         context.close()
+
+
+# How long the in-process worker's consumer waits on Redis at a time (kombu's BRPOP timeout, 1 s unless
+# the transport's polling_interval sets it): stopping the worker waits for the BRPOP in flight.
+WORKER_POLL_S = 0.05
+
+
+@contextmanager
+def quick_generation_worker(*, streaming: bool) -> Iterator[None]:
+    """``battles.generation_worker.generation_worker`` (concurrency 2) for one test, its consumer polling
+    Redis every WORKER_POLL_S: stopping it at the test's end then takes milliseconds instead of up to a
+    second (an idle worker's stop measured 0.15-0.9 s, all of it the BRPOP's wait). The same broker,
+    queues and tasks; the option holds while the block runs, when the worker's consumer connects (a
+    publisher's connection made meanwhile never polls, so it changes nothing there)."""
+    from celery import current_app
+
+    from battles.generation_worker import generation_worker
+
+    previous = current_app.conf.broker_transport_options
+    current_app.conf.broker_transport_options = {**previous, "polling_interval": WORKER_POLL_S}
+    try:
+        with generation_worker(concurrency=2, streaming=streaming):
+            yield
+    finally:
+        current_app.conf.broker_transport_options = previous
 
 
 @dataclass
@@ -134,8 +190,6 @@ def asgi_live_server(transactional_db: None) -> Iterator[AsgiServer]:
     from django.core.asgi import get_asgi_application
     from django.db import connections
 
-    from battles.generation_worker import generation_worker
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -148,7 +202,7 @@ def asgi_live_server(transactional_db: None) -> Iterator[AsgiServer]:
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="arena-asgi-test-server", daemon=True)
-    with generation_worker(concurrency=2):
+    with quick_generation_worker(streaming=True):
         thread.start()
         deadline = time.monotonic() + 20
         while not server.started:
@@ -170,7 +224,5 @@ def generation_worker_for_live_server(request: pytest.FixtureRequest) -> Iterato
     if "live_server" not in request.fixturenames:
         yield
         return
-    from battles.generation_worker import generation_worker
-
-    with generation_worker(concurrency=2, streaming=False):
+    with quick_generation_worker(streaming=False):
         yield

@@ -17,7 +17,7 @@ from battles.models import Competitor
 from serving.models import ModelEndpoint
 from tests.conftest import Tenant
 
-from .conftest import log_in
+from .conftest import logged_in
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -29,9 +29,9 @@ def test_console_preselects_the_organisation_defaults_the_version_and_links_the_
     sized_context: BrowserContext,
     screenshot_dir: Path,
 ) -> None:
+    logged_in(sized_context, live_server.url, alice)
     page = sized_context.new_page()
     width = page.viewport_size["width"] if page.viewport_size else 0
-    log_in(page, live_server.url, email=alice.email)
 
     # A new endpoint: the only organisation alice manages is already chosen. Nothing listens at the
     # address, so the console warns in its own words after saving.

@@ -42,16 +42,17 @@ def test_pages_work_under_the_policy_and_inline_script_is_blocked(
             violations.append(message.text)
 
     page.on("console", on_console)
-    log_in(page, live_server.url, email=alice.email)
+    log_in(page, live_server.url, email=alice.email)  # the form: the pages of logging in are watched too
     page.goto(f"{live_server.url}/leaderboard/{acme.campaign.pk}/")
     bar = page.locator("span.bar").first
     expect(bar).to_be_visible()
     assert bar.evaluate("b => parseFloat(getComputedStyle(b).width)") > 0  # style attributes apply
     assert violations == []
 
-    # The policy is enforced, not only sent: an inline script does not run, and the browser says why.
-    page.evaluate("""() => { const s = document.createElement("script");
-                             s.textContent = "window.__inline_ran = true;"; document.body.appendChild(s); }""")
+    # The policy is enforced, not only sent: an inline script does not run, and the browser says why (its
+    # console message comes a moment later: waited for, instead of a fixed pause).
+    with page.expect_console_message(lambda message: "script-src" in message.text):
+        page.evaluate("""() => { const s = document.createElement("script");
+                                 s.textContent = "window.__inline_ran = true;"; document.body.appendChild(s); }""")
     assert page.evaluate("() => window.__inline_ran === true") is False
-    page.wait_for_timeout(200)
     assert any("script-src" in text for text in violations), violations

@@ -60,7 +60,7 @@ def test_a_manager_opens_the_dashboard_and_sees_the_charts(
 
     page.on("console", on_console)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    log_in(page, live_server.url, email=alice.email)
+    log_in(page, live_server.url, email=alice.email)  # the form: the pages of logging in are watched too
     page.goto(live_server.url + reverse("admin:battles_campaign_change", args=[acme.campaign.pk]))
     page.get_by_role("link", name="Dashboard").click()
     page.wait_for_url(live_server.url + reverse("ranking:campaign-dashboard", args=[acme.campaign.pk]))

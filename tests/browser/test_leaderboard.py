@@ -26,7 +26,7 @@ from tests.factories import (
 )
 from tests.ranking.synth import votes_write
 
-from .conftest import log_in
+from .conftest import logged_in
 
 pytestmark = [pytest.mark.browser]
 
@@ -68,9 +68,9 @@ def test_leaderboard_at_phone_and_laptop_width(
     board_campaign, browser_context: BrowserContext, live_server: LiveServer, width: int, screenshot_dir: Path
 ) -> None:
     owner, campaign = board_campaign
+    logged_in(browser_context, live_server.url, owner)
     page = browser_context.new_page()
     page.set_viewport_size({"width": width, "height": 900})
-    log_in(page, live_server.url, email=owner.email)
     page.goto(f"{live_server.url}/leaderboard/{campaign.pk}/")
     expect(page.get_by_role("heading", name="Board chat — leaderboard")).to_be_visible()
 

@@ -25,7 +25,7 @@ from serving.triton.client import GenerationResult
 from tests.conftest import Tenant, endpoint_for
 from tests.factories import CompetitorFactory
 
-from .conftest import AsgiServer, log_in
+from .conftest import AsgiServer, logged_in
 
 pytestmark = [pytest.mark.browser]
 
@@ -74,9 +74,9 @@ def test_a_typed_prompt_streams_both_answers_together_and_opens_the_vote_at_the_
     acme.campaign.save()
     _use_models(acme, triton_server.grpc_url, "delay-fast", "delay-lazy")  # 0.1 s and 1.5 s
     browser_context.add_init_script(OBSERVER)
-    page = browser_context.new_page()
     base = asgi_live_server.url
-    log_in(page, base, email=bob.email)
+    logged_in(browser_context, base, bob)
+    page = browser_context.new_page()
     page.goto(base + reverse("battles:campaign", args=[acme.campaign.pk]))
     page.get_by_label("Your prompt").fill("Explain what a hash table is.")
     page.get_by_role("button", name="Generate two answers").click()
@@ -154,8 +154,8 @@ def test_the_page_shows_both_answers_at_one_pace_in_plain_text_then_rendered(
     right = [(1.2 + 0.15 * i, w + ("" if i == len(right_words) - 1 else " ")) for i, w in enumerate(right_words)]
     texts = [" ".join(left_words), " ".join(right_words)]
     browser_context.add_init_script(OBSERVER)
+    logged_in(browser_context, asgi_live_server.url, bob)
     page = browser_context.new_page()
-    log_in(page, asgi_live_server.url, email=bob.email)
     page.goto(asgi_live_server.url + reverse("battles:battle", args=[battle.pk]))
     expect(page.locator(".battle[data-stream]")).to_have_count(1)
     started = page.evaluate("() => performance.now()")
@@ -196,9 +196,9 @@ def test_a_second_turn_streams_under_the_first_and_the_one_vote_comes_at_the_end
 
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True, max_turns=2, min_decision_ms=0)
     _use_models(acme, triton_server.grpc_url, "delay-fast", "delay-lazy")
-    page = browser_context.new_page()
     base = asgi_live_server.url
-    log_in(page, base, email=bob.email)
+    logged_in(browser_context, base, bob)
+    page = browser_context.new_page()
     page.goto(base + reverse("battles:campaign", args=[acme.campaign.pk]))
     page.get_by_label("Your prompt").fill("Name three sorting algorithms.")
     page.get_by_role("button", name="Generate two answers").click()

@@ -17,7 +17,7 @@ from pytest_django.live_server_helper import LiveServer
 from battles.models import Battle, Vote
 from tests.conftest import Tenant, endpoint_of
 
-from .conftest import log_in
+from .conftest import log_in, logged_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
@@ -115,8 +115,8 @@ def test_second_tab_cannot_vote_on_a_battle_already_voted_on(
     bob: AbstractUser,
     browser_context: BrowserContext,
 ) -> None:
+    logged_in(browser_context, live_server.url, bob)
     first = browser_context.new_page()
-    log_in(first, live_server.url, email=bob.email)
     url = _start_rating(first, live_server.url, acme)
     second = browser_context.new_page()  # same profile, so the same session: a second tab
     second.goto(url)

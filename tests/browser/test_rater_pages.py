@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import AbstractUser, User
+from django.urls import reverse
 from playwright.sync_api import BrowserContext, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
@@ -17,7 +18,7 @@ from battles.models import Battle, Campaign, Prompt, Vote
 from raters.services import invitation_create
 from tests.conftest import Tenant, endpoint_of
 
-from .conftest import log_in
+from .conftest import logged_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.triton]
 
@@ -52,8 +53,8 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     sized_context: BrowserContext,
     screenshot_dir: Path,
 ) -> None:
+    logged_in(sized_context, live_server.url, bob)
     page = sized_context.new_page()
-    log_in(page, live_server.url, email=bob.email)
     battle = _start(page, live_server.url, acme)
     # Markdown headings in an answer (models write them) must not enter the page outline.
     battle.generations.update(text="# Heading from a model\n\n## Another\n\nSome text.")
@@ -107,8 +108,8 @@ def test_after_the_session_cap_there_is_no_next_or_start_button(
     screenshot_dir: Path,
 ) -> None:
     Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=1)
+    logged_in(sized_context, live_server.url, bob)
     page = sized_context.new_page()
-    log_in(page, live_server.url, email=bob.email)
     _start(page, live_server.url, acme)
     expect(page.locator("#progress")).to_have_text("Battle 1 of 1 in this session")
     page.keyboard.press("3")
@@ -133,8 +134,8 @@ def test_a_prompt_typed_while_a_battle_is_pending_waits_prefilled_after_the_vote
     screenshot_dir: Path,
 ) -> None:
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
+    logged_in(sized_context, live_server.url, bob)
     older_tab = sized_context.new_page()
-    log_in(older_tab, live_server.url, email=bob.email)
     older_tab.goto(f"{live_server.url}/c/{acme.campaign.pk}/")
     box = older_tab.get_by_label("Your prompt")  # the box has a label
     expect(box).to_be_visible()
@@ -167,8 +168,9 @@ def test_managers_home_lists_their_campaigns_and_leaderboards(
     sized_context: BrowserContext,
     screenshot_dir: Path,
 ) -> None:
+    logged_in(sized_context, live_server.url, alice)
     page = sized_context.new_page()
-    log_in(page, live_server.url, email=alice.email)
+    page.goto(live_server.url + reverse("battles:campaigns"))
     expect(page.get_by_role("heading", name="Campaigns you manage")).to_be_visible()
     expect(page.get_by_text("No open campaign lists you as a rater")).to_have_count(0)
     _shot(page, screenshot_dir, "manager-home")

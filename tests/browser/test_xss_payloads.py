@@ -21,7 +21,7 @@ from battles.models import Battle, Campaign, Prompt
 from tests.conftest import Tenant
 from tests.html_safety import unsafe_markup
 
-from .conftest import log_in
+from .conftest import logged_in
 
 pytestmark = [pytest.mark.triton, pytest.mark.browser, pytest.mark.reliability]
 
@@ -78,10 +78,10 @@ def test_no_payload_runs_in_the_browser(
 ) -> None:
     Prompt.objects.filter(campaign=acme.campaign).update(text=JOINED)
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
+    logged_in(browser_context, live_server.url, bob)
     page = browser_context.new_page()
     fired: list[str] = []
     _watch(page, fired)
-    log_in(page, live_server.url, email=bob.email)
 
     # A pool prompt carrying the payloads: the battle page, its answers replaced by the payloads too.
     page.goto(f"{live_server.url}/c/{acme.campaign.pk}/")
@@ -109,9 +109,9 @@ def test_no_payload_runs_in_the_browser(
     # The manager's console: the prompts' list and a battle's page.
     assert browser_context.browser is not None
     manager = browser_context.browser.new_context()
+    logged_in(manager, live_server.url, alice)
     console = manager.new_page()
     _watch(console, fired)
-    log_in(console, live_server.url, email=alice.email)
     prompt = Prompt.objects.filter(campaign=acme.campaign).first()
     assert prompt is not None
     for path in (
