@@ -24,7 +24,7 @@ import pytest
 
 from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER
 
-pytestmark = [pytest.mark.server, pytest.mark.triton]
+pytestmark = [pytest.mark.xdist_group("demo-server"), pytest.mark.server, pytest.mark.triton]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBUG_PAGE_MARKERS = ("Traceback", "DEBUG = True", "Using the URLconf", "technical_404", "settings.py")

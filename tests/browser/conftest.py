@@ -31,7 +31,6 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Viewp
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
 from tests.factories import PASSWORD  # noqa: E402
-from tests.fast_flush import delete_flush  # noqa: E402
 
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -56,17 +55,6 @@ def chromium_executable() -> str | None:
             raise pytest.UsageError(f"ARENA_CHROMIUM={override!r} is not a file")
         return override
     return str(SYSTEM_CHROMIUM) if SYSTEM_CHROMIUM.is_file() else None
-
-
-@pytest.fixture(scope="package", autouse=True)
-def flush_by_delete() -> Iterator[None]:
-    """Every test here is transactional (a live server reads committed rows), so Django flushes the
-    database after each: by DELETE instead of TRUNCATE while this folder's tests run (tests/fast_flush.py
-    says why that empties the same tables, and how much sooner). Package-scoped: pytest ends it before
-    any test outside this folder runs in the process (pytest-xdist interleaves them), so those get
-    Django's own flush."""
-    with delete_flush():
-        yield
 
 
 @pytest.fixture(scope="session")

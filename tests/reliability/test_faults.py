@@ -18,7 +18,7 @@ import requests
 
 from .stack import Ledger, Rater, Refused, Stack, together, wait_until
 
-pytestmark = [pytest.mark.triton, pytest.mark.reliability]
+pytestmark = [pytest.mark.xdist_group("fault-stack"), pytest.mark.triton, pytest.mark.reliability]
 
 
 def prepared(rater: Rater, ledger: Ledger | None = None) -> str:
