@@ -122,7 +122,11 @@ def test_a_manager_configures_an_experiment_in_the_admin_audited(acme, alice_cli
         ("control", 1.0, acme.left.pk),
         ("treatment", 2.5, acme.right.pk),
     ]
-    actions = list(AuditEvent.objects.filter(object_id=str(experiment.pk)).values_list("action", flat=True))
+    actions = list(
+        AuditEvent.objects.filter(object_type=experiment._meta.label_lower, object_id=str(experiment.pk)).values_list(
+            "action", flat=True
+        )
+    )
     assert actions.count(AuditAction.EXPERIMENT_CREATED) == 1 and actions.count(AuditAction.EXPERIMENT_CHANGED) == 2
 
 

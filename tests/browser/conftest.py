@@ -57,13 +57,17 @@ def chromium_executable() -> str | None:
     return str(SYSTEM_CHROMIUM) if SYSTEM_CHROMIUM.is_file() else None
 
 
-@pytest.fixture(scope="session")
+# Package-scoped, not session-scoped: Playwright's sync API keeps an event loop running in the main thread
+# while it lives, and asgiref's async_to_sync refuses to run in such a thread. Under pytest-xdist a worker
+# runs tests of other folders between this folder's (the streaming tests use async_to_sync); pytest ends a
+# package's fixtures before it runs a test outside the package, so those tests find no loop.
+@pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def chromium(playwright_driver: Playwright) -> Iterator[Browser]:
     executable = chromium_executable()
     try:

@@ -17,6 +17,7 @@ from serving.triton.server import TritonServer
 
 from ..battles.judge_world import battle_plant, judge_make
 from ..conftest import MODEL_SERVER_URL, Tenant
+from ..factories import PromptFactory
 
 
 def _judge(judge: Judge, tenant: Tenant) -> JudgeRun:
@@ -61,12 +62,15 @@ def test_the_judge_board_ranks_the_judges_verdicts_and_never_the_human_votes(
 def test_calibration_measures_the_judges_set_accuracy_per_category(
     acme: Tenant, bob: Any, triton_server: TritonServer
 ) -> None:
-    # judge-sim-noisy is right on 80% of pairs (10% of its replies malformed); humans follow the truth.
+    # judge-sim-noisy is right on 80% of pairs (10% of its replies malformed); humans follow the truth. Its
+    # choices are a hash of the prompt: fixed texts make the draw the same in every run, whatever ran before
+    # (a factory's numbered texts depend on the order pytest-xdist gives the tests).
     for i in range(240):
         better = "left" if i % 3 else "right"
         category = "coding" if i % 2 else "writing"
+        prompt = PromptFactory.create(campaign=acme.campaign, text=f"Calibration question {i}.", category=category)
         battle_plant(
-            acme, left=acme.left, right=acme.right, better=better, index=i, vote=better, rater=bob, category=category
+            acme, left=acme.left, right=acme.right, better=better, index=i, vote=better, rater=bob, prompt=prompt
         )
     noisy = judge_make(acme, url=triton_server.grpc_url, model="judge-sim-noisy")
     _judge(noisy, acme)

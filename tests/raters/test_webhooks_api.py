@@ -172,7 +172,9 @@ def test_patch_changes_disables_and_re_enables(acme):
     body = json.loads(_patch(client, url, {"active": True}).content)
     assert body["active"] is True and body["consecutive_failures"] == 0 and body["disabled_at"] is None
     actions = list(
-        AuditEvent.objects.filter(object_id=str(endpoint.pk)).order_by("created_at").values_list("action", flat=True)
+        AuditEvent.objects.filter(object_type=endpoint._meta.label_lower, object_id=str(endpoint.pk))
+        .order_by("created_at")
+        .values_list("action", flat=True)
     )
     assert actions == [
         AuditAction.WEBHOOK_CREATED,

@@ -42,7 +42,11 @@ def test_pool_save_sets_members_and_audits_each_change(acme, alice, bob):
     services.pool_save(pool=pool, members=[alice, bob], actor=alice, changed=["name"])
     assert set(pool.members.all()) == {alice, bob}
     services.pool_save(pool=pool, members=[bob], actor=alice, changed=["members"])
-    events = list(AuditEvent.objects.filter(object_id=str(pool.pk)).order_by("id").values_list("action", "data"))
+    events = list(
+        AuditEvent.objects.filter(object_type=pool._meta.label_lower, object_id=str(pool.pk))
+        .order_by("id")
+        .values_list("action", "data")
+    )
     assert [a for a, _ in events] == [
         "pool.created",
         "pool.member_added",

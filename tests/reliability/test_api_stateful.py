@@ -28,7 +28,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.test_api_schema import api_world, wsgi_in_test_transaction  # noqa: F401  # the stateless run's world
+from tests.test_api_schema import api_world, api_world_rows, wsgi_in_test_transaction  # noqa: F401  # the stateless run's world
 
 pytestmark = [pytest.mark.django_db, pytest.mark.reliability]
 
