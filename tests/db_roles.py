@@ -6,8 +6,12 @@ privileges on the test database, exactly as a deployment does after `migrate`.""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,14 @@ def app_role_ready() -> dict[str, Any]:
     }
     if database.get("PASSWORD"):
         env["PGPASSWORD"] = database["PASSWORD"]
+    # The roles are the cluster's, shared by every pytest-xdist worker: two workers altering the same role at
+    # once fail with "tuple concurrently updated", so one worker at a time (a lock file on this machine).
+    with _cluster_lock(env["PGHOST"], env["PGPORT"]):
+        _roles_and_grants(env)
+    return {"host": env["PGHOST"], "port": env["PGPORT"], "user": APP_ROLE, "dbname": database["NAME"]}
+
+
+def _roles_and_grants(env: dict[str, str]) -> None:
     subprocess.run(
         [
             "psql",
@@ -51,7 +63,17 @@ def app_role_ready() -> dict[str, Any]:
         timeout=60,
     )
     call_command("db_grants", app_role=APP_ROLE, stdout=open(os.devnull, "w"))  # noqa: SIM115
-    return {"host": env["PGHOST"], "port": env["PGPORT"], "user": APP_ROLE, "dbname": database["NAME"]}
+
+
+@contextmanager
+def _cluster_lock(host: str, port: str) -> Iterator[None]:
+    path = Path(tempfile.gettempdir()) / f"arena-pg-roles-{host}-{port}.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def app_role_url() -> str:
