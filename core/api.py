@@ -1,6 +1,6 @@
 """The REST API's shared plumbing: one error body, cursor pages, filters, the body-size limit, the schema.
 
-Every app's ``apis.py`` builds on these, so that an external team meets one set of rules everywhere:
+Every app's API (``apis``) builds on these, so that an external team meets one set of rules everywhere:
 
 - **One error body.** Whatever goes wrong (a field, a parse, a key, a tenant, a rate, a size), the body is
   ``{"error": {"code": "...", "message": "...", "fields": {...}}}``: ``code`` is a stable snake_case word a

@@ -377,7 +377,7 @@ class WebhookEndpoint(models.Model):
 
     The secret is stored in plain text because signing needs it (HMAC); it is returned once, to whoever
     creates the endpoint, and is shown afterwards to the organisation's owners only (the console's
-    webhook pages are for owners). The URL is checked against the outbound rule (arena/outbound.py)
+    webhook pages are for owners). The URL is checked against the outbound rule (core/outbound.py)
     where it is entered and again before every send."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="webhooks")

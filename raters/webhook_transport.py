@@ -1,6 +1,6 @@
 """Where a webhook may be sent, and the one HTTP POST that sends it.
 
-The rule is the platform's outbound rule (arena/outbound.py) with ``settings.ARENA_WEBHOOK_HOSTS`` as the
+The rule is the platform's outbound rule (core/outbound.py) with ``settings.ARENA_WEBHOOK_HOSTS`` as the
 operator's allow-list: a URL whose host resolves to loopback, private, link-local or other internal
 addresses is refused unless the operator lists it. ``https://`` is required; plain ``http://`` is
 accepted only for hosts the operator lists (an internal receiver on a trusted network), since a

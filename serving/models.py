@@ -29,7 +29,7 @@ def _model_hosts(items: tuple[str, ...]) -> tuple[AllowEntry, ...]:
 
 def endpoint_address_check(url: str) -> None:
     """Raise ``AddressRefused`` unless a model server may be called at ``url`` (host:port): listed in
-    ``ARENA_MODEL_HOSTS``, or resolving to public addresses only (arena/outbound.py)."""
+    ``ARENA_MODEL_HOSTS``, or resolving to public addresses only (core/outbound.py)."""
     try:
         host, port = host_port_split(url)
     except ValueError:

@@ -288,7 +288,7 @@ REST_FRAMEWORK = {
         "raters.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Authenticated; a read-only key may only read (arena/api.py).
+    # Authenticated; a read-only key may only read (raters/authentication.py).
     "DEFAULT_PERMISSION_CLASSES": ["raters.authentication.ScopedAccess"],
     # Every refusal in one body, {"error": {"code", "message", "fields"}}; services' domain errors
     # (core.errors) get their status from core.http's one table.
@@ -359,7 +359,7 @@ ARENA_LLM_MODEL_REPOSITORY = BASE_DIR / "serving" / "llm_model_repository"
 ARENA_REAL_MODELS = env_bool("ARENA_REAL_MODELS", False)
 # The Triton server's own virtual environment (nvidia-pytriton, numpy<2), made by scripts/bootstrap.
 ARENA_TRITON_ENV = Path(env_str("ARENA_TRITON_ENV", "") or BASE_DIR / ".venv-triton").expanduser()
-# Which internal model servers a tenant's endpoint may name (arena/outbound.py): host names, addresses
+# Which internal model servers a tenant's endpoint may name (core/outbound.py): host names, addresses
 # or networks, each optionally with a port. Any other host must resolve to public addresses only, so a
 # manager cannot make the server call loopback, private ranges or link-local (metadata) addresses.
 ARENA_MODEL_HOSTS = env_hosts("ARENA_MODEL_HOSTS", [])

@@ -100,7 +100,7 @@ class EndpointSpec:
     model_version: str = ""
     timeout_s: float = 30.0
     # Called with `url` right before each connection; raises (with a message fit for managers) if the
-    # address may not be called. The platform passes its outbound-address rule (arena/outbound.py), so
+    # address may not be called. The platform passes its outbound-address rule (core/outbound.py), so
     # an address that was allowed when entered but resolves elsewhere now is refused at call time.
     guard: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     # The wire contract (see the module docstring) and how a conversation becomes `text_input`.
