@@ -87,3 +87,21 @@ def test_the_import_contracts_cover_every_package() -> None:
         assert protected["type"] == "protected" and protected["protected_modules"] == [f"{app}.*.*"]
         assert protected["allowed_importers"] == [app]
     assert {"django", "rest_framework", "celery"} <= set(contracts["pure"]["forbidden_modules"])
+
+
+def test_data_migrations_query_through_the_connection_they_are_given() -> None:
+    """``migrate --database migrate`` runs as the tables' owner while the default connection is the
+    application's role: a data migration that queried through a model's default manager ran as the
+    application (permission denied, then a lock between the two connections). Every migration that
+    loads a model from ``apps`` must route its queries with ``schema_editor.connection.alias``
+    (tests/test_deployment_migrate.py runs the whole path on an empty database)."""
+    unrouted = []
+    for path in sorted(ROOT.glob("*/migrations/0*.py")):
+        text = path.read_text()
+        if "apps.get_model(" not in text:
+            continue
+        queries = text.count(".objects.") + text.count("._base_manager.")
+        routed = text.count(".objects.using(") + text.count("._base_manager.using(")
+        if "schema_editor.connection.alias" not in text or routed < queries:
+            unrouted.append(f"{path.relative_to(ROOT)} ({queries - routed} of {queries} queries unrouted)")
+    assert not unrouted, "data migrations querying through the default connection: " + ", ".join(unrouted)

@@ -8,9 +8,10 @@ from serving.analysis import prompt_asks_identity
 def prompts_mark_identity(apps, schema_editor):  # type: ignore[no-untyped-def]
     """Mark the prompts already stored (the model's ``save`` keeps it up to date from here on)."""
     Prompt = apps.get_model("battles", "Prompt")
-    asking = [pk for pk, text in Prompt._base_manager.values_list("pk", "text").iterator() if prompt_asks_identity(text)]
+    db = schema_editor.connection.alias
+    asking = [pk for pk, text in Prompt._base_manager.using(db).values_list("pk", "text").iterator() if prompt_asks_identity(text)]
     for start in range(0, len(asking), 1000):
-        Prompt._base_manager.filter(pk__in=asking[start : start + 1000]).update(asks_identity=True)
+        Prompt._base_manager.using(db).filter(pk__in=asking[start : start + 1000]).update(asks_identity=True)
 
 
 class Migration(migrations.Migration):

@@ -15,10 +15,11 @@ def participants_fill(apps, schema_editor):  # type: ignore[no-untyped-def]
         schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     Participant = apps.get_model("battles", "Participant")
     Study = apps.get_model("battles", "Study")
-    for study in Study.objects.all().iterator():
-        Participant.objects.filter(study_id=study.pk).update(campaign_id=study.campaign_id, vendor=study.vendor)
+    db = schema_editor.connection.alias
+    for study in Study.objects.using(db).all().iterator():
+        Participant.objects.using(db).filter(study_id=study.pk).update(campaign_id=study.campaign_id, vendor=study.vendor)
     twice = (
-        Participant.objects.values("campaign_id", "vendor", "vendor_participant_id")
+        Participant.objects.using(db).values("campaign_id", "vendor", "vendor_participant_id")
         .annotate(n=models.Count("id"))
         .filter(n__gt=1)
     )

@@ -12,14 +12,16 @@ RENAMES = {
 
 def forward(apps, schema_editor):
     AuditEvent = apps.get_model("raters", "AuditEvent")
+    db = schema_editor.connection.alias
     for old, new in RENAMES.items():
-        AuditEvent.objects.filter(action=old).update(action=new)
+        AuditEvent.objects.using(db).filter(action=old).update(action=new)
 
 
 def backward(apps, schema_editor):
     AuditEvent = apps.get_model("raters", "AuditEvent")
+    db = schema_editor.connection.alias
     for old, new in RENAMES.items():
-        AuditEvent.objects.filter(action=new).update(action=old)
+        AuditEvent.objects.using(db).filter(action=new).update(action=old)
 
 
 class Migration(migrations.Migration):

@@ -9,7 +9,7 @@ def attention_flags_kind(apps, schema_editor):
     # Flags the attention-check block raised before flags had a kind: their reason says so, and the
     # block (battles.selectors.rater_blocked) now looks for that kind.
     RaterFlag = apps.get_model("raters", "RaterFlag")
-    RaterFlag._base_manager.filter(reason__contains="attention checks in campaign", created_by__isnull=True).update(
+    RaterFlag._base_manager.using(schema_editor.connection.alias).filter(reason__contains="attention checks in campaign", created_by__isnull=True).update(
         kind="attention"
     )
 
