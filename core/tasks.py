@@ -5,10 +5,15 @@ package (``arena``), which stands above all the apps: ``arena.celery`` creates a
 Celery application itself."""
 
 import functools
+import logging
 from typing import TYPE_CHECKING, Any
 
 from celery import Task
 from django.db import transaction
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     _TaskBase = Task[Any, Any]  # celery-types' Task is generic; celery's own class is not subscriptable
@@ -29,3 +34,16 @@ class TransactionAwareTask(_TaskBase):
             transaction.on_commit(functools.partial(super().apply_async, *args, **kwargs))
             return None
         return super().apply_async(*args, **kwargs)
+
+    def delay_or_log(self, *args: Any, **kwargs: Any) -> None:
+        """``delay`` for work that is a courtesy rather than the caller's business (a buffer refill, a
+        nudge that beat's safety net repeats): sent when the transaction commits, like ``delay``, but a
+        broker that cannot be reached is logged, never raised, so the request that asked still answers."""
+
+        def send() -> None:
+            try:
+                super(TransactionAwareTask, self).apply_async(args, kwargs)
+            except (KombuOperationalError, RedisError, OSError) as exc:
+                logger.error("task %s not queued: the broker is unreachable (%s)", self.name, exc)
+
+        transaction.on_commit(send)  # at once outside a transaction

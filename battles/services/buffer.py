@@ -34,10 +34,13 @@ def _buffer(campaign_id: int) -> models.QuerySet[Battle]:
 
 
 def buffer_refill_request(*, campaign: Campaign) -> None:
-    """Ask a generation worker to top the campaign's buffer up (cheap when it is full)."""
+    """Ask a generation worker to top the campaign's buffer up (cheap when it is full), when the current
+    transaction commits. A refill is a courtesy, never the rater's business: with the broker down the
+    request is logged and dropped (beat's maintenance of every open campaign's buffer asks again once the
+    broker is back), so the rater's next battle is still answered rather than failing with a 500."""
     if campaign.buffer_size == 0 or campaign.status != Campaign.Status.OPEN:
         return
-    buffer_fill_task.delay(campaign.pk, organization_id=campaign.organization_id)
+    buffer_fill_task.delay_or_log(campaign.pk, organization_id=campaign.organization_id)
 
 
 def buffer_fill(*, campaign_id: int) -> list[Battle]:

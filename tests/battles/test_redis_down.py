@@ -135,3 +135,33 @@ def test_votes_keep_landing_while_redis_restarts(
     assert bob_client.post(f"/c/{campaign.pk}/next/").status_code == 302
     keys: list[bytes] = redis.Redis(port=own_redis.port).keys("*")  # type: ignore[assignment]  # sync client
     assert any(b"rl:" in key for key in keys)
+
+
+def test_a_claimed_buffer_battle_is_answered_while_the_broker_is_down(
+    own_redis, acme, bob, bob_client, django_capture_on_commit_callbacks, caplog
+):
+    """The claim asks a worker to refill the buffer; with the broker down that request used to raise when
+    the transaction committed, and the rater's next battle answered 500. Now the rater gets the battle and
+    the log says the refill was not queued (beat's maintenance asks again)."""
+    from django.utils import timezone
+
+    from battles.models import Battle, Campaign, Prompt
+
+    Campaign.objects.filter(pk=acme.campaign.pk).update(buffer_size=2)
+    ready = Battle.objects.create(
+        organization=acme.organization,
+        campaign=acme.campaign,
+        prompt=Prompt.objects.filter(campaign=acme.campaign).earliest("pk"),
+        left=acme.left,
+        right=acme.right,
+        status=Battle.Status.READY,
+        ready_at=timezone.now(),
+    )
+    own_redis.stop()
+    caplog.set_level(logging.ERROR)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = bob_client.post(f"/c/{acme.campaign.pk}/next/")
+    assert response.status_code == 302 and response["Location"] == f"/b/{ready.pk}/"
+    assert Battle.objects.get(pk=ready.pk).rater == bob
+    assert callbacks  # the refill was asked for, on commit
+    assert "task battles.tasks.buffer_fill_task not queued: the broker is unreachable" in caplog.text
