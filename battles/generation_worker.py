@@ -1,4 +1,4 @@
-"""A Celery worker inside this process, in a thread, for both queues (``generation`` and the default).
+"""A Celery worker inside this process, in a thread, for every queue (``core.queues.ALL``).
 
 For ``manage.py demo`` (and the browser tests): without Redis, tasks would run eagerly, which would
 mean generating battles inside the rater's request (a live battle could then only show its finished
@@ -19,12 +19,12 @@ from typing import Any
 from celery import current_app as app
 from django.conf import settings
 
-from .services import GENERATION_QUEUE
+from core import queues
 
 
 @contextmanager
 def generation_worker(*, concurrency: int = 4, loglevel: str = "WARNING", streaming: bool = True) -> Iterator[Any]:
-    """Run a worker consuming both queues while the block runs, with tasks sent through the broker (not
+    """Run a worker consuming every queue while the block runs, with tasks sent through the broker (not
     eager) meanwhile; with ``streaming``, rater-typed prompts go to it as live battles
     (``ARENA_LIVE_STREAMING``)."""
     previous = settings.ARENA_LIVE_STREAMING
@@ -33,7 +33,7 @@ def generation_worker(*, concurrency: int = 4, loglevel: str = "WARNING", stream
         app=app,
         concurrency=concurrency,
         pool="threads",
-        queues=[GENERATION_QUEUE, app.conf.task_default_queue],
+        queues=list(queues.ALL),
         loglevel=loglevel,
         without_heartbeat=True,
         without_mingle=True,

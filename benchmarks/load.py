@@ -7,7 +7,7 @@ Starts the stack of tests/reliability/stack.py on loopback, all of its own (a Po
 initdb in a temporary folder, Redis, Triton with the fast test models zen-bigram and stdlib-trigram,
 gunicorn with uvicorn workers and production settings with the opt-in connection pool
 (DB_POOL_MAX_SIZE=20; ``--env DB_CONN_MAX_AGE=60`` instead, with ``--web wsgi``: persistent connections),
-a Celery worker on both queues), then in one run:
+the Celery workers as the compose file runs them, one per queue), then in one run:
 
   baseline   pgbench on the same cluster: clients inserting one row each transaction into a table shaped
              like the vote log's (what PostgreSQL alone takes: inserts/s)
@@ -366,19 +366,18 @@ def main() -> int:
             # The vote path: battles generated before the clock starts, the worker stopped meanwhile.
             generated = buffer_fill(stack, campaign_id, args.buffer)
             print(f"buffer: {args.buffer} battles ready, generated at {generated:.1f} battles/s", flush=True)
-            assert stack.worker is not None
-            stack.worker.stop()
+            stack.stop_workers()
             assert stack.web is not None
             cpu = CpuMeter(stack.web.pid, postmaster_pid(stack))
             ledger, elapsed = drive(raters, args.seconds, None, warm=True)
             phases["peak"] = summary("peak", ledger, elapsed, stack, cpu=cpu)
             rate = float(phases["peak"]["votes_per_s"])  # type: ignore[arg-type]
-            stack.start_worker()
+            stack.start_compose_workers()
             buffer_fill(stack, campaign_id, args.buffer)
-            stack.worker.stop()
+            stack.stop_workers()
             ledger, elapsed = drive(raters, args.seconds, args.raters / max(rate / 2, 0.01), warm=True)
             phases["half"] = summary("half", ledger, elapsed, stack)
-            stack.start_worker()
+            stack.start_compose_workers()
 
             if not args.skip_e2e:
                 # End to end: every battle generated when asked for (the seeded campaign's buffer).

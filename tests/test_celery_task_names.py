@@ -33,3 +33,31 @@ def test_the_battles_tasks_keep_their_names_and_their_face() -> None:
         task = getattr(battles.tasks, name)
         assert task.name == f"battles.tasks.{name}"
         assert task.name in registered
+
+
+def test_every_queue_has_its_own_worker_service_in_compose_and_no_task_is_left_on_the_default() -> None:
+    """docker/compose.yaml runs one worker per kind of work (core/queues.py): every queue a task is routed
+    to is consumed, by one service, and no tenant-facing work (a model call, a webhook, an export, a
+    recompute) falls back to the default queue of beat's sweeps."""
+    from pathlib import Path
+
+    import yaml
+
+    from core import queues
+
+    compose = yaml.safe_load((Path(settings.BASE_DIR) / "docker" / "compose.yaml").read_text())
+    consumed: dict[str, str] = {}
+    for name, service in compose["services"].items():
+        command = service.get("command") or []
+        if command[:4] == ["celery", "-A", "arena", "worker"]:
+            for queue in command[command.index("-Q") + 1].split(","):
+                assert queue not in consumed, f"{queue} consumed by {consumed[queue]} and {name}"
+                consumed[queue] = name
+    assert set(consumed) == set(queues.ALL)
+    routed = {route["queue"] for route in settings.CELERY_TASK_ROUTES.values()}
+    assert routed == set(queues.ALL) - {queues.DEFAULT}
+    default = _registered() - set(settings.CELERY_TASK_ROUTES)
+    for name in default:
+        assert not name.endswith(
+            ("_recompute_task", "_generate_task", "_generate_live_task", "_deliver_task", "_run_task")
+        ), f"{name} runs on the default queue"

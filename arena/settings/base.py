@@ -12,6 +12,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from core import queues
+
 from .env import ImproperEnvironment, env_bool, env_hosts, env_int, env_list, env_path, env_rate, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -203,15 +205,10 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": float(ARENA_HEALTH_INTERVAL_S)},
     },
 }
-# Model calls take seconds: they run on their own queue and workers (`celery worker -Q generation`), so
-# a crowd's battles never wait behind a leaderboard recompute, nor the other way round.
-CELERY_TASK_ROUTES = {
-    "battles.tasks.battle_generate_task": {"queue": "generation"},
-    "battles.tasks.buffer_fill_task": {"queue": "generation"},
-    "battles.tasks.buffer_maintain_task": {"queue": "generation"},
-    "battles.tasks.battle_generate_live_task": {"queue": "generation"},
-    "battles.tasks.judge_run_task": {"queue": "generation"},
-}
+# Each kind of background work has its own queue and workers (core/queues.py): leaderboards (recompute),
+# model calls (generation), webhooks (delivery), export files (exports), beat's sweeps (the default), so a
+# crowd's battles never wait behind a recompute, nor one tenant's board behind another's slow webhooks.
+CELERY_TASK_ROUTES = queues.ROUTES
 CELERY_BEAT_SCHEDULE["battle-buffers-maintain"] = {
     "task": "battles.tasks.buffer_maintain_open_task",
     "schedule": float(ARENA_BUFFER_SCHEDULE_S),
@@ -224,7 +221,7 @@ CELERY_BEAT_SCHEDULE["study-participants-time-out"] = {
 }
 # Asynchronous exports (POST /api/v1/campaigns/<id>/exports/): the worker writes each file under this
 # folder (one subfolder per organisation); beat deletes files older than the retention (days) and marks
-# their jobs expired. Export tasks run on the default queue, beside the leaderboards.
+# their jobs expired. Export tasks run on their own queue (exports).
 ARENA_EXPORT_ROOT = env_path("ARENA_EXPORT_ROOT", VAR_DIR / "exports")
 ARENA_EXPORT_RETENTION_DAYS = env_int("ARENA_EXPORT_RETENTION_DAYS", 7, minimum=1)
 CELERY_BEAT_SCHEDULE["exports-purge"] = {
@@ -377,6 +374,11 @@ ARENA_WEBHOOK_RETRY_MAX_S = env_int("ARENA_WEBHOOK_RETRY_MAX_S", 6 * 3600, minim
 ARENA_WEBHOOK_DISABLE_AFTER_FAILURES = env_int("ARENA_WEBHOOK_DISABLE_AFTER_FAILURES", 10, minimum=1)
 ARENA_WEBHOOK_DISABLE_AFTER_S = env_int("ARENA_WEBHOOK_DISABLE_AFTER_S", 24 * 3600, minimum=0)
 ARENA_WEBHOOK_SWEEP_S = env_int("ARENA_WEBHOOK_SWEEP_S", 30, minimum=1)
+# Per organisation, at most this many webhook sends at once across every delivery worker (core/slots.py):
+# one tenant's slow or flooded receiver holds that many worker threads, never the others' share. A slot
+# holder sends its organisation's due deliveries one after another for up to ARENA_WEBHOOK_DRAIN_S.
+ARENA_WEBHOOK_ORG_CONCURRENCY = env_int("ARENA_WEBHOOK_ORG_CONCURRENCY", 2, minimum=1)
+ARENA_WEBHOOK_DRAIN_S = env_int("ARENA_WEBHOOK_DRAIN_S", 30, minimum=1)
 # Certificates of https:// receivers are verified against the system's trust store, or against this PEM
 # bundle instead (receivers on an internal network with a private CA).
 ARENA_WEBHOOK_CA_FILE = env_str("ARENA_WEBHOOK_CA_FILE", "")

@@ -47,7 +47,7 @@ def export_job_create(
 ) -> ExportJob:
     """Queue an export of the campaign's data. Reading the data is all it does, so anyone who may read
     the campaign's vote log may ask (read-only API keys included). The job is sent to a worker when the
-    transaction commits (``export_job_run_task``, the default queue)."""
+    transaction commits (``export_job_run_task``, the ``exports`` queue)."""
     if kind not in ExportJob.Kind.values or (kind != ExportJob.Kind.VOTES and hooks.export_kind(kind) is None):
         raise Invalid(f"Unknown export kind {kind!r}.", field_errors={"kind": ["Unknown export kind."]})
     if kind == ExportJob.Kind.PREFERENCE_PAIRS and format != ExportJob.Format.JSONL:
@@ -211,8 +211,8 @@ def export_job_run(*, job_id: str) -> ExportJob | None:
     return job
 
 
-# Exports run on the default queue (no route in CELERY_TASK_ROUTES): reads of the log, beside the
-# leaderboards, never behind model calls.
+# Exports run on their own queue (core/queues.py: exports): long reads of the log, never in front of a
+# leaderboard or behind model calls.
 @shared_task(base=TenantTask, acks_late=True, name="battles.tasks.export_job_run_task")
 def export_job_run_task(job_id: str, *, organization_id: int) -> str:
     job = export_job_run(job_id=job_id)

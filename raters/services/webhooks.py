@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from core.errors import Conflict
 from core.outbound import AddressRefused, Resolver
+from core.slots import organization_slot
 from core.tasks import TransactionAwareTask
 
 from ..models import AuditAction, Organization, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -403,12 +404,55 @@ def webhook_deliveries_purge(*, now: datetime | None = None, batch_size: int = 1
 # raters/tasks.py (beat's schedule and messages in flight name them); raters/tasks.py re-exports them.
 
 
+def _webhook_due_next(*, organization_id: int) -> int | None:
+    """The organisation's delivery that has waited longest for its attempt, if one is due."""
+    return (
+        WebhookDelivery.objects.filter(
+            organization_id=organization_id, status__in=_WEBHOOK_OPEN, next_attempt_at__lte=timezone.now()
+        )
+        .order_by("next_attempt_at", "pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+def webhook_deliver_in_slot(*, delivery_id: int, organization_id: int) -> str:
+    """The delivery task's body: one attempt at ``delivery_id`` in one of the organisation's sending
+    slots (``ARENA_WEBHOOK_ORG_CONCURRENCY``), then the organisation's other due deliveries, one after
+    another, for up to ``ARENA_WEBHOOK_DRAIN_S``; what is still due then is queued again (so no slot is
+    held for ever) and beat's sweep remains the safety net.
+
+    With every slot taken, nothing is sent and nothing waits: the delivery stays due and a slot holder
+    of the same organisation sends it. So one organisation's slow or flooded receiver occupies at most
+    its slots' worth of delivery workers, and another organisation's deliveries go out meanwhile."""
+    timeout_s = settings.ARENA_WEBHOOK_TIMEOUT_S
+    drain_s = settings.ARENA_WEBHOOK_DRAIN_S
+    # A slot outlives the longest drain (each attempt starts before the deadline and lasts at most
+    # about two timeouts: connect, then read), so two holders never exceed the limit while both live.
+    lease_s = drain_s + 2 * timeout_s + 60
+    limit = settings.ARENA_WEBHOOK_ORG_CONCURRENCY
+    with organization_slot("webhooks", organization_id, limit=limit, lease_s=lease_s) as held:
+        if not held:
+            return "busy"
+        delivery = webhook_deliver(delivery_id=delivery_id)
+        deadline = time.monotonic() + drain_s
+        sent = 0
+        while (next_id := _webhook_due_next(organization_id=organization_id)) is not None:
+            if time.monotonic() >= deadline:
+                webhook_deliver_task.delay_or_log(next_id, organization_id=organization_id)
+                break
+            if webhook_deliver(delivery_id=next_id) is not None:
+                sent += 1
+    status = delivery.status if delivery is not None else "not due"
+    return f"{status} (+{sent} more)" if sent else status
+
+
 @shared_task(base=TenantTask, acks_late=True, name="raters.tasks.webhook_deliver_task")
 def webhook_deliver_task(delivery_id: int, *, organization_id: int) -> str:
-    """One attempt at one webhook delivery; a delivery that is not due (already sent, claimed by
-    another worker) is left alone."""
-    delivery = webhook_deliver(delivery_id=delivery_id)
-    return delivery.status if delivery is not None else "not due"
+    """One attempt at one webhook delivery, in one of its organisation's sending slots (then that
+    organisation's other due deliveries); a delivery that is not due (already sent, claimed by another
+    worker) is left alone, and one whose organisation has every slot busy is left to those slots."""
+    return webhook_deliver_in_slot(delivery_id=delivery_id, organization_id=organization_id)
 
 
 @shared_task(base=TransactionAwareTask, name="raters.tasks.webhook_deliveries_due_task")

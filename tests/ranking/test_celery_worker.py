@@ -19,6 +19,7 @@ from django.urls import reverse
 from battles import services
 from battles.models import Battle, Campaign, Prompt
 from ranking.models import LeaderboardSnapshot
+from tests.compose_workers import broker_purge
 from tests.conftest import start_battle
 
 pytestmark = pytest.mark.server
@@ -30,9 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def worker(vote_log_purge):  # type: ignore[no-untyped-def]
     if not settings.REDIS_URL:
         pytest.fail("the Celery worker test needs REDIS_URL (scripts/test sets it)")
-    from arena.celery import app
-
-    app.control.purge()  # nothing stale from earlier runs
+    broker_purge()  # nothing stale from earlier runs
     database = connection.settings_dict
     env = {
         **os.environ,
@@ -51,7 +50,7 @@ def worker(vote_log_purge):  # type: ignore[no-untyped-def]
             "arena",
             "worker",
             "--pool=solo",
-            "--queues=celery,generation",
+            "--queues=recompute,celery,generation",
             "--loglevel=INFO",
             "--without-gossip",
             "--without-mingle",

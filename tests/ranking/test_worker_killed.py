@@ -27,6 +27,7 @@ from django.core.cache import cache
 
 from battles.models import Vote
 from ranking.models import LeaderboardSnapshot
+from tests.compose_workers import broker_purge
 from tests.conftest import start_battle
 from tests.db_roles import app_role_url
 
@@ -90,9 +91,7 @@ class Process:
 def celery_env(vote_log_purge, tmp_path) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
     if not settings.REDIS_URL:
         pytest.fail("the worker tests need REDIS_URL (scripts/test sets it)")
-    from arena.celery import app
-
-    app.control.purge()
+    broker_purge()
     broker = redis.Redis.from_url(settings.REDIS_URL)
     env = {
         **os.environ,
@@ -104,13 +103,17 @@ def celery_env(vote_log_purge, tmp_path) -> Iterator[dict[str, str]]:  # type: i
         "PYTHONUNBUFFERED": "1",
     }
     yield env
-    app.control.purge()
+    broker_purge()
     # A killed worker's unacknowledged task would be delivered again to some later worker, after the
     # visibility timeout; it belongs to this test's database only.
     broker.delete("unacked", "unacked_index", "unacked_mutex")
 
 
-WORKER_ARGS = ["--pool=solo", "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+# The compose file's recompute worker's queues (docker/compose.yaml, service worker).
+WORKER_ARGS = [
+    *("-Q", "recompute,celery", "--pool=solo", "--loglevel=INFO"),
+    *("--without-gossip", "--without-mingle", "--without-heartbeat"),
+]
 
 
 def _worker(env: dict[str, str], *, slow: bool = False) -> Process:

@@ -20,6 +20,7 @@ from ranking.services import leaderboards_recompute
 from raters import services, webhook_transport
 from raters.models import AuditAction, AuditEvent, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from raters.tasks import webhook_deliver_task
+from raters.tenancy import scopes_disabled
 from raters.webhook_signing import SignatureInvalid, signature_header, verify_signature
 from serving.triton.client import GenerationResult
 from tests.conftest import Tenant
@@ -178,12 +179,14 @@ def test_failures_in_a_row_disable_the_endpoint_with_an_audit_row(acme, receiver
     settings.ARENA_WEBHOOK_DISABLE_AFTER_S = 0
     receiver.statuses = [503] * 10
     endpoint = _endpoint(acme, receiver)
-    first, second, third, waiting = (_emit(acme)[0] for _ in range(4))
-    for delivery in (first, second):
-        assert _deliver(delivery).status == WebhookDelivery.Status.FAILED
+    # Each sent as it is emitted (a slot holder sends every due delivery of its organisation).
+    for _ in range(2):
+        assert _deliver(_emit(acme)[0]).status == WebhookDelivery.Status.FAILED
     endpoint.refresh_from_db()
     assert endpoint.active and endpoint.consecutive_failures == 2
-    _deliver(third)
+    (waiting,) = _emit(acme)
+    WebhookDelivery.objects.filter(pk=waiting.pk).update(next_attempt_at=timezone.now() + timedelta(minutes=5))
+    _deliver(_emit(acme)[0])
     endpoint.refresh_from_db()
     assert not endpoint.active and endpoint.disabled_at is not None
     assert "3 failed attempts in a row" in endpoint.disabled_reason
@@ -260,6 +263,38 @@ def test_the_sweep_runs_without_a_scope_and_each_send_is_a_tenant_task(acme, glo
             _emit(tenant)
     assert isinstance(webhook_deliver_task._get_current_object(), TenantTask)  # type: ignore[attr-defined]
     assert webhook_deliveries_due_task() == 2  # no ScopeError: it lists across tenants on purpose
+
+
+def test_an_organisation_sends_in_at_most_its_slots_and_a_slot_holder_sends_the_rest(acme, globex, receiver, settings):
+    """One tenant's flood holds its own slots only: with every acme slot taken, acme's delivery is left
+    due (no attempt, no wait) while globex's goes out; a slot holder then sends all of acme's due ones."""
+    from core.slots import organization_slot
+
+    settings.ARENA_WEBHOOK_ORG_CONCURRENCY = 1
+    _endpoint(acme, receiver)
+    acme_deliveries = [_emit(acme)[0] for _ in range(3)]
+    with scopes_disabled():
+        _endpoint(globex, receiver)
+        (globex_delivery,) = _emit(globex)
+    lease = 60
+    with organization_slot("webhooks", acme.organization.pk, limit=1, lease_s=lease) as held:
+        assert held  # a worker of acme's is sending (its slot)
+        first = _deliver(acme_deliveries[0])
+        assert first.status == WebhookDelivery.Status.PENDING and first.attempts == 0  # left due, untouched
+        assert receiver.requests == []
+        with scopes_disabled():
+            other = _deliver(globex_delivery)
+        assert other.status == WebhookDelivery.Status.SUCCEEDED and len(receiver.requests) == 1
+    # The slot is free: the next task of acme's sends its delivery, then acme's other due ones, oldest first.
+    first = _deliver(acme_deliveries[0])
+    assert first.status == WebhookDelivery.Status.SUCCEEDED
+    assert set(WebhookDelivery.objects.filter(organization=acme.organization).values_list("status", flat=True)) == {
+        WebhookDelivery.Status.SUCCEEDED
+    }
+    assert len(receiver.requests) == 4
+    # Released: the slot can be taken again at once.
+    with organization_slot("webhooks", acme.organization.pk, limit=1, lease_s=lease) as held:
+        assert held
 
 
 # --- Emitting -----------------------------------------------------------------------------------------

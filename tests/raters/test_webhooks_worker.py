@@ -21,6 +21,7 @@ from battles.services import campaign_close
 from raters import services
 from raters.models import WebhookDelivery, WebhookEvent
 from raters.tasks import webhook_deliveries_due_task
+from tests.compose_workers import broker_purge
 
 from .webhook_receiver import Receiver, receiver_running
 
@@ -56,7 +57,7 @@ def _worker_start() -> subprocess.Popen[str]:
             "arena",
             "worker",
             "--pool=solo",
-            "--queues=celery",
+            "--queues=delivery",
             "--loglevel=INFO",
             "--without-gossip",
             "--without-mingle",
@@ -84,9 +85,7 @@ def broker(transactional_db: None) -> None:
         pytest.fail("the Celery worker test needs REDIS_URL (scripts/test sets it)")
     if connection.vendor != "postgresql":
         pytest.fail("the worker shares the test database: run on PostgreSQL (scripts/test)")
-    from arena.celery import app
-
-    app.control.purge()  # nothing stale from earlier runs
+    broker_purge()  # nothing stale from earlier runs
 
 
 @pytest.fixture

@@ -41,6 +41,9 @@ class Receiver:
     scheme: str = "http"
     # Seconds to wait before answering (a slow receiver; a sender killed while it waits).
     delay_s: float = 0.0
+    # Requests being answered now, and the most there ever were at once.
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     def url(self, path: str = "/hooks/arena", host: str = "127.0.0.1") -> str:
         return f"{self.scheme}://{host}:{self.port}{path}"
@@ -50,6 +53,7 @@ class Receiver:
 def receiver_running(*, tls: bool = False) -> Iterator[Receiver]:
     """A receiver on 127.0.0.1; with ``tls``, over HTTPS with the certificate for ``receiver.invalid``."""
     receiver = Receiver(scheme="https" if tls else "http")
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
@@ -62,8 +66,15 @@ def receiver_running(*, tls: bool = False) -> Iterator[Receiver]:
             except SignatureInvalid as exc:
                 refusal = str(exc)
             receiver.requests.append(Received(self.path, dict(self.headers.items()), body, verified, refusal))
-            if receiver.delay_s:
-                time.sleep(receiver.delay_s)
+            with lock:
+                receiver.in_flight += 1
+                receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
+            try:
+                if receiver.delay_s:
+                    time.sleep(receiver.delay_s)
+            finally:
+                with lock:
+                    receiver.in_flight -= 1
             status = receiver.statuses.pop(0) if receiver.statuses else 200
             self.send_response(status)
             for name, value in receiver.extra_headers.items():

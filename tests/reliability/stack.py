@@ -32,7 +32,9 @@ import psycopg
 import redis
 import requests
 
+from core import queues
 from serving.triton.server import TritonServer
+from tests.compose_workers import worker_argv, worker_services
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_REPOSITORIES = [ROOT / "serving" / "model_repository", ROOT / "tests" / "serving" / "model_repository"]
@@ -391,7 +393,29 @@ class Stack:
         master = self.web.pid
         return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
 
-    def start_worker(self, module: Sequence[str] = ("celery",), queues: str = "celery,generation") -> Child:
+    def start_compose_workers(self, services: Sequence[str] = ()) -> None:
+        """The Celery workers as docker/compose.yaml runs them, one service per queue (all of them, or
+        ``services``); ``worker`` (the recompute queue and beat's sweeps) becomes ``self.worker``."""
+        variables = {
+            "WORKER_CONCURRENCY": "1",  # one recompute at a time on this 2-core machine
+            "GENERATION_CONCURRENCY": str(self.worker_concurrency),
+            "DELIVERY_CONCURRENCY": "4",
+            "EXPORT_CONCURRENCY": "1",
+        }
+        for service in services or tuple(worker_services()):
+            args = worker_argv(service, variables, hostname=f"rel-{service}-{time.time_ns()}@%h")
+            log = self.folder / f"worker-{service}-{time.time_ns()}.log"
+            child = Child(args, self.env(), log, self.prefixes.get("worker", []))
+            self.workers.append(child)
+            if service == "worker":
+                self.worker = child
+
+    def stop_workers(self) -> None:
+        together(*(child.stop for child in self.workers))
+
+    def start_worker(self, module: Sequence[str] = ("celery",), queues: str = ",".join(queues.ALL)) -> Child:
+        """One worker of the stack's own making (every queue by default: one machine's worker, as the
+        several-hosts test has; tests.ranking.slow_worker for the recompute queue's attack)."""
         # tests.ranking.slow_worker adds the "worker" sub-command itself.
         head = ["-A", "arena", "worker"] if module[0] == "celery" else []
         args = [sys.executable, "-m", *module, *head,
@@ -421,15 +445,16 @@ class Stack:
             seeding.wait()
             raise
         self.seed_wait(seeding)
-        # The worker and beat boot while the web server does: the web's wait then covers theirs.
-        self.start_worker()
+        # The workers (as the compose file runs them) and beat boot while the web server does: the web's
+        # wait then covers theirs.
+        self.start_compose_workers()
         self.start_beat()
         self.start_web()
 
     def stop(self) -> None:
         # Each part stops on its own (SIGTERM, its grace, SIGKILL): the application's processes together, then
         # the servers they use together (stopped first, Redis or Triton would keep a worker waiting on them).
-        together(*(child.stop for child in (self.beat, self.worker, self.web) if child is not None))
+        together(*(child.stop for child in (self.beat, *self.workers, self.web) if child is not None))
         together(
             self.stop_triton,
             *([self.redis.stop] if self.redis is not None else []),

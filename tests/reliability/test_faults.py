@@ -259,25 +259,9 @@ def test_a_celery_worker_killed_mid_recompute_loses_no_vote_and_the_board_catche
     real task, a computation that never ends), a fresh one started; every vote taken is stored once, and
     a snapshot including the last vote appears within the debounce + 30 s."""
     assert stack.worker is not None and stack.pg is not None
-    pg = stack.pg
-    # The stack's worker is swapped for two (generation; the slow recompute) once it holds no generation:
-    # a task it were running when stopped would wait in the broker for the visibility timeout (minutes),
-    # and its battle with it (seen once in CI: a battle still generating after 60 s). Only generations a
-    # worker has started count: a battle whose task was lost while Redis was down (the first test of this
-    # module) never starts, and waits for the stale sweep whatever this worker does.
-    wait_until(
-        lambda: (
-            not pg.query(
-                "SELECT 1 FROM battles_battle WHERE status = 'generating' AND generation_started_at IS NOT NULL LIMIT 1"
-            )
-        ),
-        60,
-        "the buffer's generations to finish",
-        0.25,
-    )
+    # The compose file's recompute worker is swapped for the slow one (the generator keeps running).
     stack.worker.stop()
-    generation = stack.start_worker(queues="generation")
-    slow = stack.start_worker(module=("tests.ranking.slow_worker",), queues="celery")
+    slow = stack.start_worker(module=("tests.ranking.slow_worker",), queues="recompute,celery")
     fresh = None
     try:
         raters = [stack.rater(0), stack.rater(1)]
@@ -287,7 +271,7 @@ def test_a_celery_worker_killed_mid_recompute_loses_no_vote_and_the_board_catche
         wait_until(lambda: "recompute started" in slow.tail(20000), 60, "the slow worker's recompute")
         slow.stop(signal.SIGKILL)
         killed = time.monotonic()
-        fresh = stack.start_worker(queues="celery")  # the supervisor's restart
+        fresh = stack.start_worker(queues="recompute,celery")  # the supervisor's restart
         for rater in raters:  # votes go on meanwhile
             assert rater.battle_and_vote(ledger)[1]
         [(last,)] = stack.pg.query("SELECT max(id) FROM battles_vote")
@@ -307,5 +291,5 @@ def test_a_celery_worker_killed_mid_recompute_loses_no_vote_and_the_board_catche
         print(f"fresh snapshot {time.monotonic() - killed:.1f} s after the kill")
         assert_counts(stack, ledger)
     finally:
-        together(*(child.stop for child in (fresh, generation, slow) if child is not None))
-        stack.start_worker()
+        together(*(child.stop for child in (fresh, slow) if child is not None))
+        stack.start_compose_workers(["worker"])
