@@ -137,7 +137,7 @@ def judge_calibration_pairs(*, campaign_id: int, judge_id: int) -> CalibrationPa
     tally: dict[str, dict[str, Any]] = {}
 
     def count(category: str, outcome: str, hits: list[str]) -> None:
-        for name in ("", category):
+        for name in {"", category}:  # overall, and the category's own (a blank category is counted once)
             entry = tally.setdefault(
                 name, {"human_votes": 0, "used": 0, "refused": 0, "excluded": dict.fromkeys([*rules, "total"], 0)}
             )
