@@ -68,10 +68,44 @@ class BoardPublicationAdmin(TenantAdmin):
 # --- Judges' boards and calibrations (read-only: computed after every judge run) -----------------------
 
 
+# A calibration made before the interval rule (``est.GATE_RULE``) has no ``extra``: its gate was read from the
+# point estimate, over every non-gold human vote.
+OLD_GATE_RULE = (
+    "The point estimate of the agreement, over every non-gold human vote (a calibration made before the interval "
+    "rule; the judge's next run is calibrated under it)."
+)
+
+
+def _human_votes(row: JudgeCalibration) -> str:
+    """The human votes' account of a calibration row: used of all, and those left out by rule."""
+    account = (row.extra or {}).get("human_votes")
+    if not account:
+        return "-"
+    excluded = account["excluded"]
+    reasons = ", ".join(f"{n} {rule.replace('_', ' ')}" for rule, n in excluded.items() if rule != "total" and n)
+    text = f"{account['used']} used of {account['human_votes']}"
+    if account.get("refused"):
+        text += f"; {account['refused']} refused by the judge"
+    if excluded["total"]:
+        text += f"; {excluded['total']} excluded as on the board ({reasons})"
+    return text
+
+
+def _gate_rule(row: JudgeCalibration) -> str:
+    return str((row.extra or {}).get("gate_rule", "")) or OLD_GATE_RULE
+
+
+def _agreement_interval(row: JudgeCalibration) -> str:
+    if row.agreement is None:
+        return "-"
+    return f"{row.agreement:.2f} [{row.agreement_lower:.2f}, {row.agreement_upper:.2f}]"
+
+
 @admin.register(JudgeCalibration)
 class JudgeCalibrationAdmin(ReadOnlyTenantAdmin):
-    """A judge's agreement with the human votes, per category, attached to its rubric version: under 75%
-    the rubric needs work; from 90% the judge may run alone on that category."""
+    """A judge's agreement with the human votes, per category, attached to its rubric version, against
+    exactly the human votes the human board uses. A gate is passed only when the agreement's 95% interval
+    supports it (``estimators.GATE_RULE``, shown on each calibration's page)."""
 
     list_display = (
         "judge",
@@ -81,16 +115,49 @@ class JudgeCalibrationAdmin(ReadOnlyTenantAdmin):
         "category_name",
         "battles",
         "refused",
-        "agreement",
+        "agreement_interval",
         "kappa",
         "gate",
+        "human_votes",
         "created_at",
     )
     list_filter = ("gate",)
+    fields = (
+        "judge",
+        "rubric",
+        "campaign",
+        "version",
+        "run",
+        "category_name",
+        "battles",
+        "refused",
+        "agreement_interval",
+        "kappa",
+        "kappa_lower",
+        "kappa_upper",
+        "kappa_note",
+        "gate",
+        "gate_rule",
+        "human_votes",
+        "created_at",
+    )
+    readonly_fields = fields
 
     @admin.display(description="Category")
     def category_name(self, obj: JudgeCalibration) -> str:
         return obj.category or "all"
+
+    @admin.display(description="Agreement [95% interval]")
+    def agreement_interval(self, obj: JudgeCalibration) -> str:
+        return _agreement_interval(obj)
+
+    @admin.display(description="Human votes (the board's)")
+    def human_votes(self, obj: JudgeCalibration) -> str:
+        return _human_votes(obj)
+
+    @admin.display(description="Gate rule")
+    def gate_rule(self, obj: JudgeCalibration) -> str:
+        return _gate_rule(obj)
 
 
 @admin.register(JudgeBoard)
@@ -148,12 +215,24 @@ class JudgeBoardAdmin(ReadOnlyTenantAdmin):
             return "No battle has both a human vote and a verdict of this judge yet."
         body = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((row.category or "all", row.battles, row.agreement, row.kappa, row.get_gate_display()) for row in rows),
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    row.category or "all",
+                    row.battles,
+                    _agreement_interval(row),
+                    row.kappa,
+                    row.get_gate_display(),
+                    _human_votes(row),
+                )
+                for row in rows
+            ),
         )
         return format_html(
-            "<table><tr><th>Category</th><th>Battles</th><th>Agreement</th><th>Kappa</th><th>Gate</th></tr>{}</table>",
+            "<table><tr><th>Category</th><th>Battles</th><th>Agreement [95% interval]</th><th>Kappa</th>"
+            "<th>Gate</th><th>Human votes (the board's)</th></tr>{}</table><p>{}</p>",
             body,
+            _gate_rule(rows[0]),
         )
 
 

@@ -674,19 +674,6 @@ def elo_compute(
 # --- Judges: calibration against the human votes, and a golden run's candidate-against-baseline check ---
 
 CHOICE_CODES = ("left", "right", "tie", "both_bad")
-GATE_NEEDS_WORK = 0.75  # under this agreement with humans: the rubric needs work
-GATE_ALONE = 0.90  # at or above: the judge may run alone on that category
-MIN_CALIBRATION_BATTLES = 20  # fewer: no gate is claimed (a 95% interval would span about +- 20 points)
-
-
-def calibration_gate(agreement: float | None, battles: int) -> str:
-    if agreement is None or battles < MIN_CALIBRATION_BATTLES:
-        return "insufficient"
-    if agreement < GATE_NEEDS_WORK:
-        return "needs_work"
-    if agreement >= GATE_ALONE:
-        return "may_run_alone"
-    return "with_humans"
 
 
 def calibration_compute(
@@ -694,7 +681,7 @@ def calibration_compute(
 ) -> dict[str, Any]:
     """Agreement of a judge with the human votes on the same battles (codes 0..3 of CHOICE_CODES): raw
     agreement with its Wilson interval, Cohen's kappa (with the Fleiss-Cohen-Everitt interval) on the
-    4 x 4 table (rows human, columns judge) and the gate the agreement falls in."""
+    4 x 4 table (rows human, columns judge) and the gate its interval supports (``est.GATE_RULE``)."""
     n = int(human.shape[0])
     table = np.zeros((4, 4), dtype=np.float64)
     np.add.at(table, (human, judge), 1.0)
@@ -718,7 +705,7 @@ def calibration_compute(
             )
     else:
         out["kappa_note"] = "no battle has both a human vote and a verdict of this judge"
-    out["gate"] = calibration_gate(out["agreement"], n)
+    out["gate"] = est.calibration_gate(float(np.trace(table)), n)
     return out
 
 

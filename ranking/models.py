@@ -119,16 +119,20 @@ class JudgeBoard(models.Model):
 
 
 class CalibrationGate(models.TextChoices):
-    INSUFFICIENT = "insufficient", "Too few battles to say"
-    NEEDS_WORK = "needs_work", "Rubric needs work (agreement under 75%)"
-    WITH_HUMANS = "with_humans", "Use alongside human votes (75% to 90%)"
-    MAY_RUN_ALONE = "may_run_alone", "May run alone on this category (90% or more)"
+    """Read from the agreement's 95% Wilson interval, never its point estimate alone (``GATE_RULE``)."""
+
+    INSUFFICIENT = "insufficient", "Too few battles to tell (under 20, or the interval spans 75%)"
+    NEEDS_WORK = "needs_work", "Rubric needs work (the interval lies under 75%)"
+    WITH_HUMANS = "with_humans", "Use alongside human votes (the interval's lower end 75% or more)"
+    MAY_RUN_ALONE = "may_run_alone", "May run alone on this category (the interval's lower end 90% or more)"
 
 
 class JudgeCalibration(models.Model):
     """How well one judge (so one rubric version) agrees with the human votes of one campaign, overall
     (``category`` empty) and per category: one row per category per calibration; a new rubric version is
-    a new judge, hence a new calibration, and the old rows stay attached to the old version."""
+    a new judge, hence a new calibration, and the old rows stay attached to the old version. The human
+    votes are exactly those the human board uses (the campaign's exclusion policy); ``extra`` says how many
+    were used and how many were left out, by which rule."""
 
     Gate = CalibrationGate
 
@@ -151,6 +155,12 @@ class JudgeCalibration(models.Model):
     gate = models.CharField(max_length=16, choices=CalibrationGate.choices)
     table = models.JSONField(
         default=list, help_text="4 x 4 counts: rows human, columns judge (left, right, tie, both_bad)."
+    )
+    extra = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The human votes' account (human_votes, used, refused, excluded per rule of the board's "
+        "exclusion policy, the policy itself) and the gate rule the gate was read under.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -39,7 +39,9 @@ class JudgeOutput(serializers.Serializer[Any]):
     model = serializers.CharField(source="endpoint.model_name")
     model_version = serializers.CharField(source="endpoint.model_version")
     family = serializers.CharField()
-    excluded_families = serializers.SerializerMethodField()
+    excluded_families = serializers.SerializerMethodField(
+        help_text="Families it never judges: the configured ones and its own (its family, else its model names)."
+    )
     temperature = serializers.FloatField()
     max_tokens = serializers.IntegerField()
     active = serializers.BooleanField()

@@ -17,7 +17,7 @@ wherever it did (migrations included: they name ``battles.models._study_slug`` a
 """
 
 from .battles import Battle, BattleSource, Generation, GenerationManager, Side, Turn, TurnManager
-from .campaigns import Campaign, Competitor, Prompt, RaterConsent, consent_hash
+from .campaigns import Campaign, Competitor, Prompt, RaterConsent, consent_hash, model_family, name_in_family
 from .experiments import Experiment, Exposure, ExposureManager, Variant, VariantManager
 from .exports import ExportJob
 from .gold import GoldItem, Qualification
@@ -81,4 +81,6 @@ __all__ = [
     "_study_slug",
     "completion_url_validate",
     "consent_hash",
+    "model_family",
+    "name_in_family",
 ]

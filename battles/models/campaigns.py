@@ -257,6 +257,31 @@ class Campaign(models.Model):
         }
 
 
+def model_family(family: str, name: str) -> str:
+    """The family a model counts in: its ``family`` when one is set, else its own model ``name`` (lower case, so
+    "Llama" and "llama" are one family). The board's family disclosure groups competitors by it; a judge's own
+    family is its ``family``, else its model names (``Judge.families_own``)."""
+    return (family.strip() or name.strip()).lower()
+
+
+def name_in_family(name: str, family: str) -> bool:
+    """Whether a model ``name`` names a model of ``family`` (both compared in lower case): the name, or its last
+    path segment ("meta-llama/Llama-3-8B"), is the family or starts with it, followed by anything that does not
+    continue the family's last word: "Llama-3-8B", "llama3" and "llama 3" are in "llama", "gemma3-270m" is in
+    "gemma", "qwen2.5-7b" in "qwen" and in "qwen2"; "llamaguard" is not in "llama", nor "model-50" in "model-5"."""
+    family = family.strip().lower()
+    if not family:
+        return False
+    for candidate in {name.strip().lower(), name.strip().lower().rsplit("/", 1)[-1]}:
+        if candidate == family:
+            return True
+        if candidate.startswith(family):
+            after = candidate[len(family)]
+            if not after.isalnum() or (family[-1].isalpha() and after.isdigit()):
+                return True
+    return False
+
+
 class Competitor(models.Model):
     """A model at one version; a new version is a new competitor with its own rating.
 
@@ -322,9 +347,15 @@ class Competitor(models.Model):
 
     @property
     def family_name(self) -> str:
-        """The family the board's disclosure counts it in: its family, else its own model name (lower case,
-        so "Llama" and "llama" are one family)."""
-        return (self.family.strip() or self.model_name).lower()
+        """The family the board's disclosure counts it in: its family, else its own model name (``model_family``)."""
+        return model_family(self.family, self.model_name)
+
+    @property
+    def model_names(self) -> set[str]:
+        """Every name its model goes by, lower case: the public name and the served model's name (the endpoint's
+        ``model_name``); a judge matches its families against them (``Judge.may_judge``)."""
+        names = {self.model_name, self.endpoint.model_name if self.endpoint is not None else ""}
+        return {name.strip().lower() for name in names if name.strip()}
 
     @property
     def model_name(self) -> str:

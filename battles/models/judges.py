@@ -13,7 +13,7 @@ from raters.tenancy import TenantManager
 from serving.models import ModelEndpoint
 
 from .battles import Battle
-from .campaigns import Campaign, Competitor, Prompt
+from .campaigns import Campaign, Competitor, Prompt, model_family, name_in_family
 from .votes import AppendOnlyError
 
 # --- Judges: served models that vote, under a versioned rubric --------------------------------------
@@ -79,8 +79,9 @@ class Rubric(models.Model):
 class Judge(models.Model):
     """A served model plus one rubric version, at temperature 0. Its identity (model and rubric) never
     changes: a new rubric version or another model is a new judge. ``excluded_families`` lists the
-    model families whose battles it may not judge (its own, by default); whatever the families say, it
-    never judges a competitor served by its own model (``may_judge``)."""
+    model families whose battles it may not judge, its own always among them (``families_own``: its ``family``,
+    else its model names); whatever the families say, it never judges a competitor served by its own model
+    (``may_judge``)."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="judges")
     name = models.CharField(max_length=120)
@@ -118,17 +119,34 @@ class Judge(models.Model):
     def temperature(self) -> float:
         return JUDGE_TEMPERATURE
 
-    def families_excluded(self) -> set[str]:
-        """Lower-cased families this judge may not judge: the configured list plus its own."""
-        found = {str(item).strip().lower() for item in (self.excluded_families or []) if str(item).strip()}
+    def families_own(self) -> set[str]:
+        """The judge model's own family, lower case: its ``family`` when set, else (the default, blank) its model
+        names, the public one and the served one, each its own family as the board's disclosure counts a
+        competitor with no family (``model_family``)."""
         if self.family.strip():
-            found.add(self.family.strip().lower())
-        return found
+            return {model_family(self.family, "")}
+        names = {self.endpoint.name, self.endpoint.model_name}
+        return {model_family("", name) for name in names if name.strip()}
+
+    def families_excluded(self) -> set[str]:
+        """Lower-cased families this judge may not judge: the configured list plus its own (``families_own``)."""
+        found = {str(item).strip().lower() for item in (self.excluded_families or []) if str(item).strip()}
+        return found | self.families_own()
 
     def may_judge(self, competitor: Competitor, excluded: set[str] | None = None) -> bool:
         """Never its own model, whatever the families say (they may be blank): not a competitor on the
         judge's endpoint, nor one serving the same model name on another endpoint (a shadow competitor:
-        naming it); nor one of a family it excludes (``families_excluded``, or ``excluded`` as computed)."""
+        naming it). Never its own family nor one it excludes (``families_excluded``, or ``excluded`` as
+        computed), the families falling back to the model names where they are blank (``name_in_family``):
+
+        - a competitor with a family is of that family, and so is a judge with no family whose model names
+          are of it (a judge on "gemma3-27b" never judges a competitor of family "gemma");
+        - a competitor with no family is of every family its model names are of (a judge of family "llama",
+          or one that excludes "llama", never judges "Llama-3-8B"; a judge with no family on "zen-bigram"
+          never judges a competitor named "zen-bigram-v2").
+
+        Two blank families whose names share only a stem ("llama-3-70b" judging "llama-3-8b") are not told
+        apart: set the family on either side."""
         if competitor.endpoint_id is not None and competitor.endpoint_id == self.endpoint_id:
             return False
         own = self.endpoint.model_name.strip().lower()
@@ -136,7 +154,14 @@ class Judge(models.Model):
         if own and served.strip().lower() == own:
             return False
         families = self.families_excluded() if excluded is None else excluded
-        return competitor.family.strip().lower() not in families
+        family = competitor.family.strip().lower()
+        if family:
+            if family in families:
+                return False
+            if not self.family.strip():
+                return not any(name_in_family(name, family) for name in (self.endpoint.name, self.endpoint.model_name))
+            return True
+        return not any(name_in_family(name, other) for name in competitor.model_names for other in families)
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError

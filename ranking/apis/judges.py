@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 from battles.models import Campaign, Judge
 from core.api import ErrorOutput
 
+from .. import estimators as est
 from .. import selectors
-from ..compute import GATE_ALONE, GATE_NEEDS_WORK
 from ..models import JudgeCalibration
 from .access import _campaign
 from .leaderboards import LeaderboardRowOutput
@@ -41,7 +41,19 @@ class CalibrationOutput(serializers.Serializer[Any]):
     kappa_note = serializers.CharField(help_text="Why kappa is missing, when it is.")
     gate = serializers.ChoiceField(
         choices=JudgeCalibration.Gate.values,
-        help_text="needs_work (< 75%), with_humans (75-90%), may_run_alone (>= 90%), insufficient (< 20 battles).",
+        help_text="Read from the agreement's 95% Wilson interval (`gate_rule`): may_run_alone (lower end >= 0.90), "
+        "with_humans (lower end >= 0.75), needs_work (upper end < 0.75), insufficient (the interval spans 0.75, "
+        "or < 20 battles).",
+    )
+    human_votes = serializers.SerializerMethodField(
+        help_text="Human votes (never gold) on the battles the judge has a verdict for: human_votes = used + "
+        "refused + excluded.total."
+    )
+    used = serializers.SerializerMethodField(help_text="Human votes compared with a verdict (= battles).")
+    excluded = serializers.SerializerMethodField(
+        help_text="Human votes left out by the campaign's exclusion policy, as the human board leaves them out: per "
+        "rule (flagged_rater, too_fast, identity_leak, over_prompt_cap, over_rater_cap; a vote may break several) "
+        "and total (each vote once). Null for a calibration made before this account was kept."
     )
     table = serializers.ListField(
         child=serializers.ListField(child=serializers.IntegerField()),
@@ -49,11 +61,38 @@ class CalibrationOutput(serializers.Serializer[Any]):
     )
     created_at = serializers.DateTimeField()
 
+    @staticmethod
+    def _account(row: JudgeCalibration) -> dict[str, Any]:
+        account: dict[str, Any] = (row.extra or {}).get("human_votes") or {}
+        return account
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_human_votes(self, row: JudgeCalibration) -> int | None:
+        value = self._account(row).get("human_votes")
+        return None if value is None else int(value)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_used(self, row: JudgeCalibration) -> int | None:
+        value = self._account(row).get("used")
+        return None if value is None else int(value)
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField(), allow_null=True))
+    def get_excluded(self, row: JudgeCalibration) -> dict[str, int] | None:
+        value = self._account(row).get("excluded")
+        return None if value is None else {str(k): int(v) for k, v in value.items()}
+
 
 class JudgeCalibrationOutput(serializers.Serializer[Any]):
     campaign = serializers.IntegerField()
     judge = serializers.IntegerField()
     gates = serializers.DictField(child=serializers.FloatField(), help_text="The agreement thresholds.")
+    gate_rule = serializers.CharField(help_text="How a gate is read from the agreement's interval.")
+    gate_confidence = serializers.FloatField(help_text="The interval's level (its ends are the gates' evidence).")
+    policy = serializers.DictField(
+        allow_null=True,
+        help_text="The exclusion policy the human votes were kept under (the human board's, as its snapshots "
+        "store it); null before the first calibration.",
+    )
     results = CalibrationOutput(many=True)
 
 
@@ -125,7 +164,11 @@ class JudgeCalibrationApi(APIView):
         summary="A judge's agreement with the human votes",
         description="The newest calibration of the judge on the campaign: per category (and overall, empty "
         "category), agreement with the human votes on the battles both judged, Cohen's kappa, and the gate. "
-        "A calibration belongs to the judge's rubric version; `results` is empty before the first.",
+        "The human votes are exactly those the human board uses (the campaign's exclusion policy: flagged "
+        "raters, too-fast votes, identity leaks, caps; never gold); each result says how many were used and "
+        "how many were left out, by which rule. A gate is passed only when the agreement's interval supports "
+        "it (`gate_rule`). A calibration belongs to the judge's rubric version; `results` is empty before the "
+        "first.",
         responses={200: JudgeCalibrationOutput, 404: ErrorOutput},
     )
     def get(self, request: Request, campaign_id: int, judge_id: int) -> Response:
@@ -137,7 +180,10 @@ class JudgeCalibrationApi(APIView):
                 {
                     "campaign": campaign.pk,
                     "judge": judge.pk,
-                    "gates": {"needs_work_below": GATE_NEEDS_WORK, "may_run_alone_from": GATE_ALONE},
+                    "gates": {"needs_work_below": est.GATE_NEEDS_WORK, "may_run_alone_from": est.GATE_ALONE},
+                    "gate_rule": est.GATE_RULE,
+                    "gate_confidence": est.GATE_CONFIDENCE,
+                    "policy": (rows[0].extra or {}).get("policy") if rows else None,
                     "results": rows,
                 }
             ).data

@@ -39,6 +39,15 @@ from .intervals import (
     difference_intervals,
     sandwich_intervals,
 )
+from .judge_gates import (
+    GATE_ALONE,
+    GATE_CONFIDENCE,
+    GATE_NEEDS_WORK,
+    GATE_RULE,
+    MIN_CALIBRATION_BATTLES,
+    calibration_gate,
+    calibration_gates,
+)
 from .pairwise import (
     CONFIDENCE_SEQUENCE_METHOD,
     PairwiseTable,
@@ -75,6 +84,13 @@ from .style import (
 )
 
 __all__ = [
+    "GATE_ALONE",
+    "GATE_CONFIDENCE",
+    "GATE_NEEDS_WORK",
+    "GATE_RULE",
+    "MIN_CALIBRATION_BATTLES",
+    "calibration_gate",
+    "calibration_gates",
     "CrowdCells",
     "CrowdFit",
     "CrowdIntervals",

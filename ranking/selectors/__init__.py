@@ -10,7 +10,8 @@
 - ``raters``: per-rater figures: the quality report (``rater_quality``) and the dashboard's rater reports.
 - ``dashboard``: the managers' dashboard's series, pair coverage, decision times and the cadence check.
 - ``preference_data``: preference pairs (reward-model / DPO training data) and their length audit.
-- ``judges``: judges' verdicts as arrays, their boards and calibrations.
+- ``judges``: judges' verdicts as arrays, their boards and calibrations (against the human votes the human
+  board uses: ``judge_calibration_pairs``).
 - ``attribute_boards``: attribute boards (ratio judgements), their runs, fits and comparisons.
 """
 
@@ -45,6 +46,7 @@ from .dashboard import (
     votes_per_day,
 )
 from .judges import (
+    CalibrationPairs,
     JudgeVerdictRows,
     judge_board_latest,
     judge_calibration_latest,
@@ -156,6 +158,7 @@ __all__ = [
     "preference_pairs",
     "preference_pairs_audit",
     # judges
+    "CalibrationPairs",
     "JudgeVerdictRows",
     "judge_board_latest",
     "judge_calibration_latest",

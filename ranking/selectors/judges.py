@@ -11,8 +11,10 @@ from django.db.models import Max
 from battles.models import Campaign, Judge, JudgeRun, JudgeVerdict, Rubric, Vote
 
 from .. import estimators as est
+from ..compute import CHOICE_CODES
 from ..models import JudgeBoard, JudgeCalibration
 from ..policy import STYLE_FEATURES, VoteArrays
+from .arrays import exclusion_policy_for, vote_arrays
 
 
 @dataclass(frozen=True)
@@ -90,28 +92,75 @@ def judge_verdicts_for_board(
     )
 
 
-def judge_calibration_pairs(*, campaign_id: int, judge_id: int) -> tuple[list[tuple[str, int, int]], dict[str, int]]:
-    """(category, human code, judge code) for every battle with a human vote (gold battles aside) and a
-    counterbalanced verdict of the judge (its newest per battle); and per category the refusals."""
-    from ..compute import CHOICE_CODES
+@dataclass(frozen=True)
+class CalibrationPairs:
+    """What a calibration compares: per battle the human vote and the judge's verdict, for exactly the human
+    votes the campaign's human board uses, and the account of the human votes left out.
 
-    code = {name: i for i, name in enumerate(CHOICE_CODES)}
-    human = dict(Vote.objects.filter(campaign_id=campaign_id).exclude(source="gold").values_list("battle_id", "choice"))
+    ``pairs``: (category, human code, judge code) of each battle with a kept human vote and a verdict of
+    the judge (codes of ``compute.CHOICE_CODES``). ``refused``: per category, battles with a kept human vote
+    the judge refused. ``votes``: per category ("" for all) the human votes on battles the judge has a
+    verdict for (``human_votes``), those the board's exclusion policy leaves out (``excluded``, per rule and
+    ``total``, counted as the board counts them) and those compared (``used``): human_votes = used +
+    refused + excluded total. ``policy``: the exclusion policy applied, as the snapshots store it."""
+
+    pairs: list[tuple[str, int, int]]
+    refused: dict[str, int]
+    votes: dict[str, dict[str, Any]]
+    policy: dict[str, Any]
+
+
+def judge_calibration_pairs(*, campaign_id: int, judge_id: int) -> CalibrationPairs:
+    """The judge's newest verdict per battle against the human vote on that battle, for the human votes the
+    human board uses: read as the board reads them (``vote_arrays``: never gold) and kept by the campaign's
+    exclusion policy in force (``exclusion_policy_for``: flagged raters, too-fast votes, identity leaks, the
+    prompt and rater caps), exactly as ``leaderboards_recompute`` keeps them."""
+    campaign = Campaign.objects.get(pk=campaign_id)
     newest: dict[Any, tuple[Any, ...]] = {}
     for row in (
-        JudgeVerdict.objects.filter(campaign_id=campaign_id, judge_id=judge_id, battle_id__in=list(human))
+        JudgeVerdict.objects.filter(campaign_id=campaign_id, judge_id=judge_id, battle__isnull=False)
         .order_by("id")
         .values_list("battle_id", "choice", "refused", "category")
     ):
         newest[row[0]] = row
+    votes = vote_arrays(campaign_id=campaign_id)
+    policy = exclusion_policy_for(campaign)
+    # The rules run over the whole log, as the board runs them (a cap counts every earlier vote).
+    rules = policy.rules(votes)
+    battle_of = dict(
+        Vote.objects.filter(campaign_id=campaign_id, battle_id__in=list(newest)).values_list("id", "battle_id")
+    )
+    judged = np.isin(votes.vote_id, np.fromiter(battle_of, dtype=np.int64, count=len(battle_of)))
+    code = {name: i for i, name in enumerate(CHOICE_CODES)}
     pairs: list[tuple[str, int, int]] = []
     refused: dict[str, int] = {}
-    for battle_id, choice, was_refused, category in newest.values():
-        if was_refused:
+    tally: dict[str, dict[str, Any]] = {}
+
+    def count(category: str, outcome: str, hits: list[str]) -> None:
+        for name in {"", category}:  # overall, and the category's own (a blank category is counted once)
+            entry = tally.setdefault(
+                name, {"human_votes": 0, "used": 0, "refused": 0, "excluded": dict.fromkeys([*rules, "total"], 0)}
+            )
+            entry["human_votes"] += 1
+            if outcome == "excluded":
+                entry["excluded"]["total"] += 1
+                for rule in hits:
+                    entry["excluded"][rule] += 1
+            else:
+                entry[outcome] += 1
+
+    for i in np.flatnonzero(judged).tolist():
+        _, choice, was_refused, category = newest[battle_of[int(votes.vote_id[i])]]
+        hits = [name for name, mask in rules.items() if mask[i]]
+        if hits:
+            count(category, "excluded", hits)
+        elif was_refused:
             refused[category] = refused.get(category, 0) + 1
-            continue
-        pairs.append((category, code[human[battle_id]], code[choice]))
-    return pairs, refused
+            count(category, "refused", hits)
+        else:
+            pairs.append((category, int(votes.outcome[i]), code[choice]))
+            count(category, "used", hits)
+    return CalibrationPairs(pairs=pairs, refused=refused, votes=tally, policy=policy.as_dict())
 
 
 def judge_board_latest(*, campaign: Campaign, judge: Judge, kind: str = "battles") -> JudgeBoard | None:

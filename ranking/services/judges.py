@@ -15,6 +15,7 @@ from battles.models import Campaign, Competitor, Judge, JudgeRun, JudgeVerdict
 from core.errors import Invalid
 from raters.tenancy import TenantTask
 
+from .. import estimators as est
 from .. import selectors
 from ..compute import board_compute, calibration_compute, head_to_head_check
 from ..models import JudgeBoard, JudgeCalibration
@@ -72,23 +73,25 @@ def judge_board_recompute(
 @transaction.atomic
 def judge_calibrate(*, campaign_id: int, judge_id: int, run_id: int | None = None) -> list[JudgeCalibration]:
     """The judge's agreement with the human votes on the battles both judged, overall and per category,
-    with Cohen's kappa and the gate, written as one new calibration version attached to the judge's
-    rubric version. Nothing is written when no battle has both."""
+    with Cohen's kappa and the gate its interval supports (``estimators.GATE_RULE``), written as one new
+    calibration version attached to the judge's rubric version. The human votes are exactly those the human
+    board uses (``selectors.judge_calibration_pairs``); each row's ``extra`` accounts for them (used,
+    refused, excluded per rule) and names the policy and the gate rule. Nothing is written when no battle
+    has both a human vote and a verdict."""
     campaign = Campaign.objects.filter(pk=campaign_id).first()
     judge = Judge.objects.filter(pk=judge_id).first()
     if campaign is None or judge is None:
         return []
-    pairs, refused = selectors.judge_calibration_pairs(campaign_id=campaign_id, judge_id=judge_id)
-    if not pairs and not refused:
+    found = selectors.judge_calibration_pairs(campaign_id=campaign_id, judge_id=judge_id)
+    if not found.votes:
         return []
     Judge.objects.select_for_update().filter(pk=judge.pk).first()
     version = (
         JudgeCalibration.objects.filter(campaign=campaign, judge=judge).aggregate(v=Max("version"))["v"] or 0
     ) + 1
-    categories = [""] + sorted({category for category, _, _ in pairs} | set(refused))
     rows = []
-    for category in categories:
-        chosen = [(h, j) for c, h, j in pairs if category in ("", c)]
+    for category in [""] + sorted(name for name in found.votes if name):
+        chosen = [(h, j) for c, h, j in found.pairs if category in ("", c)]
         human = np.array([h for h, _ in chosen], dtype=np.int64)
         verdict = np.array([j for _, j in chosen], dtype=np.int64)
         result = calibration_compute(human, verdict)
@@ -101,7 +104,8 @@ def judge_calibrate(*, campaign_id: int, judge_id: int, run_id: int | None = Non
                 run_id=run_id,
                 version=version,
                 category=category,
-                refused=sum(refused.values()) if category == "" else refused.get(category, 0),
+                refused=sum(found.refused.values()) if category == "" else found.refused.get(category, 0),
+                extra={"human_votes": found.votes[category], "policy": found.policy, "gate_rule": est.GATE_RULE},
                 **result,
             )
         )

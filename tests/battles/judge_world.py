@@ -56,8 +56,10 @@ def battle_plant(
     rater: User | None = None,
     left_text: str | None = None,
     category: str = "",
+    decision_ms: int = 5000,
 ) -> Planted:
-    """A ready battle (or voted, with ``vote`` by ``rater``) whose ``better`` side has the higher quality."""
+    """A ready battle (or voted, with ``vote`` by ``rater`` after ``decision_ms``) whose ``better`` side has
+    the higher quality."""
     prompt = prompt or PromptFactory.create(campaign=tenant.campaign, **({"category": category} if category else {}))
     high, low = 10 + index % 5, index % 5
     texts = {"left": f"left answer {index} [[quality:{high if better == 'left' else low}]]"}
@@ -113,7 +115,7 @@ def battle_plant(
             right_latency_s=0.1,
             params=battle.params,
             choice=vote,
-            decision_ms=5000,
+            decision_ms=decision_ms,
             left_style=style,
             right_style=style,
             prompt_asks_identity=False,

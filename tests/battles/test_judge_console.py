@@ -70,7 +70,7 @@ def test_the_judge_board_page_shows_rows_and_calibration(acme: Tenant, bob: Any,
     page = alice_client.get(reverse("admin:ranking_judgeboard_change", args=[board.pk]))
     html = page.content.decode()
     assert page.status_code == 200
-    assert "Calibration against the human votes" in html and "Too few battles to say" in html
+    assert "Calibration against the human votes" in html and "Too few battles to tell" in html
     assert acme.left.endpoint.name in html  # type: ignore[union-attr]
     listing = alice_client.get(reverse("admin:ranking_judgecalibration_changelist")).content.decode()
-    assert "Too few battles to say" in listing
+    assert "Too few battles to tell" in listing

@@ -138,7 +138,11 @@ def test_a_judge_never_judges_its_own_model_even_with_no_family_set(acme: Tenant
         rubric=rubric_create(organization=acme.organization, name="r1", question="Which is better?", actor=None),
         actor=None,
     )
-    assert same_endpoint.family == "" and same_endpoint.families_excluded() == set()
+    # No family: its model names stand for it (none is a competitor's family or the start of another's name).
+    assert same_endpoint.family == "" and same_endpoint.families_excluded() == {
+        endpoint_of(acme.left).name.lower(),
+        endpoint_of(acme.left).model_name.lower(),
+    }
     run = _run(same_endpoint, acme)
     assert run.pairs_excluded_family == 2 and run.pairs_total == 1 and run.calls == 2
     judged = JudgeVerdict.objects.get(run=run)
@@ -151,6 +155,19 @@ def test_a_judge_never_judges_its_own_model_even_with_no_family_set(acme: Tenant
     assert {judged.left_id, judged.right_id} == {acme.left.pk, third.pk}
     # A judge of another model judges all three.
     assert _run(judge_make(acme, url=MODEL_SERVER_URL, name="other"), acme).pairs_total == 3
+
+
+def test_a_judge_with_no_family_skips_the_competitors_its_model_names_make_its_family(acme: Tenant) -> None:
+    # The judge's family is blank (the default); its model "zen-7b" is of the family "zen" of the left competitor.
+    acme.left.family = "Zen"
+    acme.left.save()
+    battle_plant(acme, left=acme.left, right=acme.right, better="left", index=1)
+    judge = judge_make(acme, url=MODEL_SERVER_URL, model="zen-7b")
+    assert judge.family == ""
+    run = _run(judge, acme)
+    assert run.pairs_excluded_family == 1 and run.pairs_total == 0 and run.calls == 0
+    # A judge of another model judges the pair (its calls fail here: nothing answers at that address).
+    assert _run(judge_make(acme, url=MODEL_SERVER_URL, model="qwen-7b"), acme).pairs_total == 1
 
 
 def test_a_run_whose_calls_all_fail_ends_failed_naming_the_error(acme: Tenant) -> None:
