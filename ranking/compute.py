@@ -5,16 +5,18 @@ snapshot stores as is, so what the page and the API show is exactly what was com
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from . import estimators as est
-from .board_pairwise import MAX_DIFFERENCE_COMPETITORS, bound, pairwise_block
+from .board_pairwise import MAX_DIFFERENCE_COMPETITORS, RANK_RANGES, bound, pairwise_block, simultaneous_differences
 from .estimators.agreement import cohen_kappa_table
 from .policy import STYLE_FEATURES, VoteArrays
+
+Interval = Literal["auto", "bootstrap", "cluster_bootstrap", "sandwich"]
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,12 @@ class Method:
     seed: int = 0
     confidence: float = 0.95
     min_votes: int = 30
-    interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "bootstrap"
+    # "auto": the cluster bootstrap when prompts repeat (``estimators.clustering``), else the plain one;
+    # board_compute resolves it per board and records the choice in extra.interval_choice.
+    interval: Interval = "bootstrap"
     # Style control refits a logistic model on every row (its features are continuous, so rows do not
     # collapse into cells); its analytic interval keeps a full recompute of a million votes in seconds.
-    style_interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "sandwich"
+    style_interval: Interval = "sandwich"
     anchor: int | None = None  # a competitor id pinned at 1000; None: geometric mean of strengths 1
     # "half": a tie is half a win each side; "davidson": Davidson's model with an estimated tie parameter
     # (raw view only; the style view keeps half a win).
@@ -195,14 +199,17 @@ def board_compute(
             pairwise={},
             extra={"components": 0},
         )
+    extra: dict[str, Any] = {}
+    if view != "reliability":
+        method, extra["interval_choice"] = _interval_choice(method, votes, view)
     cells = est.aggregate_cells(
         a, b, votes.outcome, n_competitors=n, cluster=votes.prompt if method.interval == "cluster_bootstrap" else None
     )
     # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
     decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
     shown = est.shown_mask(decided, method.min_votes)
-    extra: dict[str, Any] = {}
     differences = None
+    simultaneous = None
     profiled = np.zeros(n, dtype=bool)
     if (
         view == "raw"
@@ -220,6 +227,10 @@ def board_compute(
         idx = np.flatnonzero(shown)
         if 2 <= idx.shape[0] <= MAX_DIFFERENCE_COMPETITORS:
             differences = est.davidson_difference_intervals(cells, dav, idx, confidence=method.confidence)
+            simultaneous = simultaneous_differences(
+                differences, components, method, covariance=dav.covariance[:n, :n][np.ix_(idx, idx)]
+            )
+        extra["interval_choice"]["note"] = "Davidson's tie model has Wald intervals (fisher): the setting is not used"
         extra["tie_parameter"] = {
             "nu": round(dav.nu, 4),
             "lower": round(dav.nu_lower, 4),
@@ -237,6 +248,10 @@ def board_compute(
         idx = np.flatnonzero(shown)
         if 2 <= idx.shape[0] <= MAX_DIFFERENCE_COMPETITORS:
             differences = est.difference_intervals(cells, fit, idx, confidence=method.confidence, samples=samples)
+            covariance = None if samples is not None else est.bt_covariance(cells, fit)[1][np.ix_(idx, idx)]
+            simultaneous = simultaneous_differences(
+                differences, components, method, samples=samples, covariance=covariance
+            )
         extra["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(fit.bounds.centre & shown)]
         extra["normalisation"] = fit.params.normalisation
     elif view == "reliability":
@@ -263,6 +278,12 @@ def board_compute(
         extra["style_normalisation"] = style["normalisation"]
     ranks = _rank_ranges_by_component(lower, upper, shown, components)
     extra["components"] = int(np.unique(components[shown]).shape[0])
+    extra["rank_ranges"] = RANK_RANGES
+    rank_simultaneous: dict[int, tuple[int, int]] = {}
+    if simultaneous is not None and differences is not None:
+        same = components[differences.idx][:, None] == components[differences.idx][None, :]
+        best, worst = est.rank_ranges_from_differences(simultaneous.lower, same)
+        rank_simultaneous = {int(i): (int(best[k]), int(worst[k])) for k, i in enumerate(differences.idx)}
     rows = []
     order = np.lexsort((-counts["votes"], -np.where(shown, scores, -np.inf)))
     for i in order:
@@ -286,9 +307,21 @@ def board_compute(
                     "rank_worst": int(ranks.worst[i]),
                 }
             )
+            if int(i) in rank_simultaneous:
+                row["rank_simultaneous"] = list(rank_simultaneous[int(i)])
         rows.append(row)
-    pairwise = pairwise_block(cells, method, shown, competitor_ids, differences, components)
+    pairwise = pairwise_block(cells, method, shown, competitor_ids, differences, components, simultaneous)
     return Board(rows=rows, pairwise=pairwise, extra=extra)
+
+
+def _interval_choice(method: Method, votes: VoteArrays, view: str) -> tuple[Method, dict[str, Any]]:
+    """The campaign's interval setting resolved for this board ("auto": by how much prompts repeat,
+    ``estimators.clustering``), and the record of the choice for ``extra.interval_choice``."""
+    if view == "style":
+        choice = est.choose_interval(method.style_interval, votes.prompt, plain="sandwich")
+        return replace(method, style_interval=cast(Interval, choice.chosen)), choice.as_dict()
+    choice = est.choose_interval(method.interval, votes.prompt, plain="bootstrap")
+    return replace(method, interval=cast(Interval, choice.chosen)), choice.as_dict()
 
 
 def _rank_ranges_by_component(
