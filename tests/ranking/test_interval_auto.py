@@ -102,3 +102,24 @@ def test_the_snapshot_page_and_api_record_the_choice(acme, bob, alice_client) ->
     leaderboards_recompute(campaign_id=campaign.pk)
     html = alice_client.get(f"/leaderboard/{campaign.pk}/").content.decode()
     assert 'id="interval-warning"' in html and "may be too narrow" in html
+
+
+@pytest.mark.django_db
+def test_the_migration_moves_campaigns_on_the_old_default_to_auto(acme) -> None:
+    """Campaigns on the plain bootstrap (the old default) move to auto; other settings are kept."""
+    import importlib
+    from types import SimpleNamespace
+
+    from django.apps import apps
+    from django.db import connection
+
+    migration = importlib.import_module("battles.migrations.0024_ranking_interval_auto")
+    campaign = acme.campaign
+    Campaign.objects.filter(pk=campaign.pk).update(ranking_interval="bootstrap", ranking_style_interval="bootstrap")
+    migration.plain_to_auto(apps, SimpleNamespace(connection=connection))
+    campaign.refresh_from_db()
+    assert campaign.ranking_interval == "auto" and campaign.ranking_style_interval == "bootstrap"
+    Campaign.objects.filter(pk=campaign.pk).update(ranking_interval="sandwich")
+    migration.plain_to_auto(apps, SimpleNamespace(connection=connection))
+    campaign.refresh_from_db()
+    assert campaign.ranking_interval == "sandwich"
