@@ -5,15 +5,18 @@ snapshot stores as is, so what the page and the API show is exactly what was com
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from . import estimators as est
+from .board_pairwise import MAX_DIFFERENCE_COMPETITORS, RANK_RANGES, bound, pairwise_block, simultaneous_differences
 from .estimators.agreement import cohen_kappa_table
 from .policy import STYLE_FEATURES, VoteArrays
+
+Interval = Literal["auto", "bootstrap", "cluster_bootstrap", "sandwich"]
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,12 @@ class Method:
     seed: int = 0
     confidence: float = 0.95
     min_votes: int = 30
-    interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "bootstrap"
+    # "auto": the cluster bootstrap when prompts repeat (``estimators.clustering``), else the plain one;
+    # board_compute resolves it per board and records the choice in extra.interval_choice.
+    interval: Interval = "bootstrap"
     # Style control refits a logistic model on every row (its features are continuous, so rows do not
     # collapse into cells); its analytic interval keeps a full recompute of a million votes in seconds.
-    style_interval: Literal["bootstrap", "cluster_bootstrap", "sandwich"] = "sandwich"
+    style_interval: Interval = "sandwich"
     anchor: int | None = None  # a competitor id pinned at 1000; None: geometric mean of strengths 1
     # "half": a tie is half a win each side; "davidson": Davidson's model with an estimated tie parameter
     # (raw view only; the style view keeps half a win).
@@ -174,109 +179,6 @@ def _intervals(
     return est.boundary_intervals(cells, fit, base.lower, base.upper, confidence=method.confidence, only=shown), samples
 
 
-# Difference intervals are stored for every pair of shown competitors: k^2 numbers. Past this many
-# shown competitors the matrix is left out of the snapshot (the API says so) to keep snapshots small.
-MAX_DIFFERENCE_COMPETITORS = 60
-
-
-def _bound(value: float) -> float | None:
-    """JSON has no infinity: an open (unbounded) side is ``None`` next to an explicit ``*_open`` flag."""
-    return None if not np.isfinite(value) else round(float(value), 2)
-
-
-def _pairwise(
-    cells: est.Cells,
-    method: Method,
-    shown: NDArray[np.bool_],
-    competitor_ids: NDArray[np.int64],
-    differences: est.DifferenceIntervals | None,
-    components: NDArray[np.int64],
-) -> dict[str, Any]:
-    table = est.pairwise_table(cells, both_bad=method.both_bad, confidence=method.confidence)
-    idx = np.flatnonzero(shown)
-    sub_n = table.battles[np.ix_(idx, idx)]
-    sub_p = table.p_value[np.ix_(idx, idx)]
-    # One test per unordered pair (the matrix holds each twice): adjust the upper triangle, mirror it.
-    upper_tri = np.triu(np.ones_like(sub_p, dtype=bool), 1) & np.isfinite(sub_p)
-    adjusted = np.full_like(sub_p, np.nan)
-    adjusted[upper_tri] = est.holm_adjust(sub_p[upper_tri])
-    adjusted = np.where(np.isfinite(adjusted), adjusted, adjusted.T)
-
-    def grid(values: NDArray[np.float64], full: bool = True) -> list[list[float | None]]:
-        # None where a cell has no battles or no defined value (a p-value of ties only): JSON has no NaN.
-        sub = values[np.ix_(idx, idx)] if full else values
-        return [
-            [
-                None if sub_n[i, j] == 0 or i == j or not np.isfinite(sub[i, j]) else round(float(sub[i, j]), 4)
-                for j in range(len(idx))
-            ]
-            for i in range(len(idx))
-        ]
-
-    adjacency = est.majority_graph(table.win_rate[np.ix_(idx, idx)])
-    out: dict[str, Any] = {
-        "competitor_ids": [int(competitor_ids[i]) for i in idx],
-        "win_rate": grid(table.win_rate),
-        "lower": grid(table.wilson_lower),
-        "upper": grid(table.wilson_upper),
-        "p_value": grid(table.p_value),
-        "p_holm": grid(adjusted, full=False),
-        "correction": f"Holm over the {int(upper_tri.sum())} pairs shown with decisive votes (family-wise error "
-        f"at most {100 - round(method.confidence * 100)}%); p_value is unadjusted",
-        "n": [[int(table.battles[i, j]) for j in idx] for i in idx],
-        "intransitive_triads": int(est.count_3cycles(adjacency)),
-        "sequential": _sequential(table, idx, method),
-    }
-    if differences is not None:
-        same = components[idx][:, None] == components[idx][None, :]
-        k = len(idx)
-
-        def dgrid(values: NDArray[np.float64]) -> list[list[float | None]]:
-            return [[_bound(values[i, j]) if same[i, j] else None for j in range(k)] for i in range(k)]
-
-        out["difference"] = {
-            "method": differences.method,
-            "note": "row minus column in score points; a null bound with *_open true: the votes cannot bound "
-            "that side; null with *_open false: different comparison groups (no difference defined)",
-            "estimate": dgrid(differences.estimate),
-            "lower": dgrid(differences.lower),
-            "upper": dgrid(differences.upper),
-            "lower_open": [
-                [bool(same[i, j] and np.isneginf(differences.lower[i, j])) for j in range(k)] for i in range(k)
-            ],
-            "upper_open": [
-                [bool(same[i, j] and np.isposinf(differences.upper[i, j])) for j in range(k)] for i in range(k)
-            ],
-        }
-    elif len(idx) > MAX_DIFFERENCE_COMPETITORS:
-        out["difference"] = {"omitted": f"more than {MAX_DIFFERENCE_COMPETITORS} competitors shown"}
-    return out
-
-
-def _sequential(table: est.PairwiseTable, idx: NDArray[np.int64], method: Method) -> dict[str, Any]:
-    """Anytime-valid confidence sequence per pair beside the fixed-sample Wilson interval."""
-    counted_ties = table.ties + (table.both_bad if method.both_bad == "tie" else 0.0)
-    score = table.wins + 0.5 * counted_ties
-    counted = table.wins + table.wins.T + counted_ties
-    sub_w, sub_n = score[np.ix_(idx, idx)], counted[np.ix_(idx, idx)]
-    lower, upper = est.confidence_sequence(sub_w, sub_n, confidence=method.confidence)
-    k = len(idx)
-
-    def cell(i: int, j: int) -> dict[str, Any] | None:
-        if i == j or sub_n[i, j] == 0:
-            return None
-        lo, hi = float(lower[i, j]), float(upper[i, j])
-        decision = "row beats column" if lo > 0.5 else "column beats row" if hi < 0.5 else "not yet"
-        return {"lower": round(lo, 4), "upper": round(hi, 4), "decision": decision}
-
-    return {
-        "method": est.CONFIDENCE_SEQUENCE_METHOD,
-        "decision_rule": f"a pair is decided at {round(method.confidence * 100)}% once its sequence excludes 0.5; "
-        "valid however often the board is looked at, unlike the fixed-sample Wilson interval",
-        "cells": [[cell(i, j) for j in range(k)] for i in range(k)],
-    }
-
-
 def board_compute(
     votes: VoteArrays,
     competitor_ids: NDArray[np.int64],
@@ -297,14 +199,17 @@ def board_compute(
             pairwise={},
             extra={"components": 0},
         )
+    extra: dict[str, Any] = {}
+    if view != "reliability":
+        method, extra["interval_choice"] = _interval_choice(method, votes, view)
     cells = est.aggregate_cells(
         a, b, votes.outcome, n_competitors=n, cluster=votes.prompt if method.interval == "cluster_bootstrap" else None
     )
     # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
     decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
     shown = est.shown_mask(decided, method.min_votes)
-    extra: dict[str, Any] = {}
     differences = None
+    simultaneous = None
     profiled = np.zeros(n, dtype=bool)
     if (
         view == "raw"
@@ -322,6 +227,10 @@ def board_compute(
         idx = np.flatnonzero(shown)
         if 2 <= idx.shape[0] <= MAX_DIFFERENCE_COMPETITORS:
             differences = est.davidson_difference_intervals(cells, dav, idx, confidence=method.confidence)
+            simultaneous = simultaneous_differences(
+                differences, components, method, covariance=dav.covariance[:n, :n][np.ix_(idx, idx)]
+            )
+        extra["interval_choice"]["note"] = "Davidson's tie model has Wald intervals (fisher): the setting is not used"
         extra["tie_parameter"] = {
             "nu": round(dav.nu, 4),
             "lower": round(dav.nu_lower, 4),
@@ -339,6 +248,10 @@ def board_compute(
         idx = np.flatnonzero(shown)
         if 2 <= idx.shape[0] <= MAX_DIFFERENCE_COMPETITORS:
             differences = est.difference_intervals(cells, fit, idx, confidence=method.confidence, samples=samples)
+            covariance = None if samples is not None else est.bt_covariance(cells, fit)[1][np.ix_(idx, idx)]
+            simultaneous = simultaneous_differences(
+                differences, components, method, samples=samples, covariance=covariance
+            )
         extra["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(fit.bounds.centre & shown)]
         extra["normalisation"] = fit.params.normalisation
     elif view == "reliability":
@@ -365,6 +278,12 @@ def board_compute(
         extra["style_normalisation"] = style["normalisation"]
     ranks = _rank_ranges_by_component(lower, upper, shown, components)
     extra["components"] = int(np.unique(components[shown]).shape[0])
+    extra["rank_ranges"] = RANK_RANGES
+    rank_simultaneous: dict[int, tuple[int, int]] = {}
+    if simultaneous is not None and differences is not None:
+        same = components[differences.idx][:, None] == components[differences.idx][None, :]
+        best, worst = est.rank_ranges_from_differences(simultaneous.lower, same)
+        rank_simultaneous = {int(i): (int(best[k]), int(worst[k])) for k, i in enumerate(differences.idx)}
     rows = []
     order = np.lexsort((-counts["votes"], -np.where(shown, scores, -np.inf)))
     for i in order:
@@ -375,8 +294,8 @@ def board_compute(
             row.update(
                 {
                     "score": round(float(scores[i]), 2),
-                    "lower": _bound(lower[i]),
-                    "upper": _bound(upper[i]),
+                    "lower": bound(lower[i]),
+                    "upper": bound(upper[i]),
                     "lower_open": bool(np.isneginf(lower[i])),
                     "upper_open": bool(np.isposinf(upper[i])),
                     "interval_method": "profile likelihood"
@@ -388,9 +307,21 @@ def board_compute(
                     "rank_worst": int(ranks.worst[i]),
                 }
             )
+            if int(i) in rank_simultaneous:
+                row["rank_simultaneous"] = list(rank_simultaneous[int(i)])
         rows.append(row)
-    pairwise = _pairwise(cells, method, shown, competitor_ids, differences, components)
+    pairwise = pairwise_block(cells, method, shown, competitor_ids, differences, components, simultaneous)
     return Board(rows=rows, pairwise=pairwise, extra=extra)
+
+
+def _interval_choice(method: Method, votes: VoteArrays, view: str) -> tuple[Method, dict[str, Any]]:
+    """The campaign's interval setting resolved for this board ("auto": by how much prompts repeat,
+    ``estimators.clustering``), and the record of the choice for ``extra.interval_choice``."""
+    if view == "style":
+        choice = est.choose_interval(method.style_interval, votes.prompt, plain="sandwich")
+        return replace(method, style_interval=cast(Interval, choice.chosen)), choice.as_dict()
+    choice = est.choose_interval(method.interval, votes.prompt, plain="bootstrap")
+    return replace(method, interval=cast(Interval, choice.chosen)), choice.as_dict()
 
 
 def _rank_ranges_by_component(

@@ -64,9 +64,9 @@ def interval_text(row: dict[str, Any]) -> str:
     return f"{lower:.0f} – {upper:.0f}"
 
 
-def _difference_text(diff: dict[str, Any], i: int, j: int) -> str | None:
+def _difference_text(diff: dict[str, Any], i: int, j: int, estimate: list[list[float | None]]) -> str | None:
     lower, upper = diff["lower"][i][j], diff["upper"][i][j]
-    if diff["estimate"][i][j] is None:
+    if estimate[i][j] is None:
         return None
     lo_open, hi_open = diff["lower_open"][i][j], diff["upper_open"][i][j]
     if lo_open and hi_open:
@@ -289,9 +289,14 @@ def _render(
                     if sequential and sequential[i][j]:
                         parts.append(f"anytime-valid: {sequential[i][j]['decision']}")
                 if diff is not None and i != j:
-                    text = _difference_text(diff, i, j)
-                    if text:
-                        parts.append(f"score {text}")
+                    # The simultaneous interval first: it is the one that holds when several pairs are read.
+                    together = diff.get("simultaneous")
+                    alone = _difference_text(diff, i, j, diff["estimate"])
+                    text = _difference_text(together, i, j, diff["estimate"]) if together else None
+                    if text and alone:
+                        parts.append(f"score {text} (simultaneous over all pairs; this pair alone: {alone})")
+                    elif alone:
+                        parts.append(f"score {alone} (this pair alone)")
                 cells.append({"rate": rate, "colour": _heat(rate), "tip": "; ".join(parts)})
             matrix.append({"label": names.get(cid, str(cid)), "cells": cells})
         context.update(
@@ -302,6 +307,7 @@ def _render(
                 "matrix": matrix,
                 "matrix_labels": [names.get(c, str(c)) for c in ids],
                 "rank_changes": [r for r in shown if r["other_rank"]],
+                "simultaneous_ranks": [r for r in shown if r.get("rank_simultaneous")],
                 "other_view_label": dict(LeaderboardSnapshot.View.choices)[other.view] if other else "",
                 "any_open": any(r.get("lower_open") or r.get("upper_open") for r in shown),
                 "any_retired": any(r["retired"] for r in rows),

@@ -104,6 +104,7 @@ class Campaign(models.Model):
     )
 
     class Interval(models.TextChoices):
+        AUTO = "auto", "Automatic (by prompt when prompts repeat or items are shared)"
         BOOTSTRAP = "bootstrap", "Bootstrap (percentile)"
         CLUSTER = "cluster_bootstrap", "Bootstrap by prompt (when prompts repeat)"
         SANDWICH = "sandwich", "Analytic (sandwich)"
@@ -111,8 +112,10 @@ class Campaign(models.Model):
     ranking_interval = models.CharField(
         max_length=20,
         choices=Interval.choices,
-        default=Interval.BOOTSTRAP,
-        help_text="Intervals of the raw leaderboard.",
+        default=Interval.AUTO,
+        help_text="Intervals of the raw leaderboard. Automatic: the bootstrap by prompt when votes cluster on "
+        "prompts (design effect at least 1.1 over at least 10 prompts), else the plain bootstrap; each snapshot "
+        "records the choice and why.",
     )
     ranking_anchor = models.ForeignKey(
         "Competitor",
@@ -127,7 +130,8 @@ class Campaign(models.Model):
         max_length=20,
         choices=Interval.choices,
         default=Interval.SANDWICH,
-        help_text="Intervals of the style-controlled leaderboard.",
+        help_text="Intervals of the style-controlled leaderboard (automatic: by prompt when votes cluster on "
+        "prompts, else analytic).",
     )
 
     class Ties(models.TextChoices):

@@ -66,8 +66,18 @@ class LeaderboardRowOutput(serializers.Serializer[Any]):
     lower_open = serializers.BooleanField(help_text="The votes do not bound the score from below.")
     upper_open = serializers.BooleanField(help_text="The votes do not bound the score from above.")
     interval_method = serializers.CharField(allow_null=True)
-    rank_best = serializers.IntegerField(allow_null=True, help_text="Best rank the intervals allow.")
-    rank_worst = serializers.IntegerField(allow_null=True, help_text="Worst rank the intervals allow.")
+    rank_best = serializers.IntegerField(
+        allow_null=True,
+        help_text="Best rank the competitor's own interval allows (not simultaneous: see extra.rank_ranges).",
+    )
+    rank_worst = serializers.IntegerField(allow_null=True, help_text="Worst rank the competitor's own interval allows.")
+    rank_simultaneous = serializers.ListField(
+        child=serializers.IntegerField(),
+        allow_null=True,
+        help_text="[best, worst] rank from the simultaneous difference intervals: these ranges hold all together "
+        "at the stated confidence. Null where the raw view has no difference intervals (hidden, other views, more "
+        "than 60 shown) and in snapshots from before it was computed.",
+    )
     votes = serializers.IntegerField(help_text="Votes the competitor was in (after the exclusion policy).")
     counted = serializers.IntegerField(help_text="Votes entering the fit (both-bad left out under 'drop').")
     wins = serializers.IntegerField()
@@ -81,7 +91,10 @@ class LeaderboardRowOutput(serializers.Serializer[Any]):
 
 class MethodOutput(serializers.Serializer[Any]):
     estimator = serializers.CharField()
-    interval = serializers.CharField(help_text="bootstrap, cluster_bootstrap or sandwich.")
+    interval = serializers.CharField(
+        help_text="The campaign's setting: auto, bootstrap, cluster_bootstrap or sandwich (what auto chose for "
+        "this board, and why, is extra.interval_choice)."
+    )
     confidence = serializers.FloatField()
     confidence_pct = serializers.IntegerField()
     rounds = serializers.IntegerField()
@@ -148,7 +161,10 @@ class SnapshotOutput(serializers.Serializer[Any]):
     policy = PolicyOutput()
     excluded = ExcludedOutput()
     rows = LeaderboardRowOutput(many=True)
-    extra = serializers.DictField(help_text="Style coefficients, components, live Elo, tie parameter.")
+    extra = serializers.DictField(
+        help_text="Style coefficients, components, live Elo, tie parameter; interval_choice (the interval used, "
+        "why, the design effect and a warning when votes are clustered) and rank_ranges (how rank ranges are read)."
+    )
     pairwise = serializers.DictField(
         required=False,
         help_text="Only with ?include=pairwise: the stored matrices (k × k grids; use the pairwise endpoint "
@@ -185,6 +201,7 @@ ROW_EXAMPLE = {
     "interval_method": "profile likelihood",
     "rank_best": 1,
     "rank_worst": 2,
+    "rank_simultaneous": [1, 3],
     "votes": 412,
     "counted": 412,
     "wins": 240,

@@ -29,8 +29,12 @@ class PairOutput(serializers.Serializer[Any]):
     both_bad = serializers.IntegerField()
     losses = serializers.IntegerField()
     win_rate = serializers.FloatField(allow_null=True, help_text="Ties (and both-bad under 'tie') count half.")
-    wilson_lower = serializers.FloatField(allow_null=True)
-    wilson_upper = serializers.FloatField(allow_null=True)
+    wilson_lower = serializers.FloatField(
+        allow_null=True,
+        help_text="Wilson interval of the win rate for this pair alone (not adjusted over the pairs: read p_holm, "
+        "or the snapshot's simultaneous difference intervals, to compare several pairs).",
+    )
+    wilson_upper = serializers.FloatField(allow_null=True, help_text="See wilson_lower.")
     p_value = serializers.FloatField(
         allow_null=True, help_text="Exact two-sided binomial test of decisive battles against 0.5; null without any."
     )

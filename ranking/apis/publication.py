@@ -195,6 +195,13 @@ class PublicSnapshotOutput(serializers.Serializer[Any]):
     flagged_raters = serializers.IntegerField(help_text="How many raters are flagged (never who).")
     excluded = ExcludedOutput()
     components = serializers.IntegerField(allow_null=True)
+    interval_choice = serializers.DictField(
+        allow_null=True,
+        required=False,
+        help_text="The interval used for this board (chosen), the campaign's setting, why, the design effect and "
+        "number of prompts behind it, and a warning when clustered votes get an interval that treats them as "
+        "independent; null in snapshots from before it was recorded.",
+    )
 
 
 class PublicPromptOutput(serializers.Serializer[Any]):

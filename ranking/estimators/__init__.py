@@ -5,7 +5,7 @@ outcome codes below; ``aggregate_cells`` reduces them once and every Bradley-Ter
 on the cells.
 """
 
-from . import crowd
+from . import crowd, multiplicity
 from .aggregate import (
     BOTH_BAD,
     LEFT_WINS,
@@ -18,6 +18,7 @@ from .aggregate import (
     validate_battles,
 )
 from .bradley_terry import BASE, SCALE, BTResult, FitParams, fit_bradley_terry, normalise
+from .clustering import IntervalChoice, choose_interval, design_effect
 from .crowd import CrowdCells, CrowdFit, CrowdIntervals, crowd_bootstrap, crowd_cells, fit_crowd_bt
 from .davidson import (
     DavidsonResult,
@@ -47,6 +48,14 @@ from .judge_gates import (
     MIN_CALIBRATION_BATTLES,
     calibration_gate,
     calibration_gates,
+)
+from .multiplicity import (
+    Simultaneous,
+    bonferroni_confidence,
+    rank_ranges_from_differences,
+    simultaneous_bounds,
+    simultaneous_from_covariance,
+    simultaneous_from_samples,
 )
 from .pairwise import (
     CONFIDENCE_SEQUENCE_METHOD,
@@ -91,10 +100,20 @@ __all__ = [
     "MIN_CALIBRATION_BATTLES",
     "calibration_gate",
     "calibration_gates",
+    "IntervalChoice",
+    "choose_interval",
+    "design_effect",
+    "Simultaneous",
+    "bonferroni_confidence",
+    "rank_ranges_from_differences",
+    "simultaneous_bounds",
+    "simultaneous_from_covariance",
+    "simultaneous_from_samples",
     "CrowdCells",
     "CrowdFit",
     "CrowdIntervals",
     "crowd",
+    "multiplicity",
     "crowd_bootstrap",
     "crowd_cells",
     "fit_crowd_bt",

@@ -118,3 +118,84 @@ def discordant_pairs(scores: NDArray[np.float64], truth: NDArray[np.float64]) ->
     ds = scores[:, None] - scores[None, :]
     dt = truth[:, None] - truth[None, :]
     return int(np.triu((ds * dt) < 0, 1).sum())
+
+
+# --- clustered votes (the interval setting "auto": benchmarks/board_intervals.py and its tests) ---------
+# Prompt effects: on prompt p competitor i's logit moves by u_pi ~ N(0, sd^2) ("a coding prompt favours
+# the coders"), the same for every vote on p. Shared items: one answer pair judged by k raters, its logit
+# moved by e ~ N(0, sd^2) for all k (the answers are fixed; a pair may be much better than the models'
+# average). Either way the votes of a cluster are correlated and the leaderboard's estimand is the
+# population Bradley-Terry strength of ``population_strengths``.
+
+Clustering = Literal["none", "prompt", "item"]
+
+
+@dataclass(frozen=True)
+class ClusteredVotes:
+    a: NDArray[np.int64]
+    b: NDArray[np.int64]
+    outcome: NDArray[np.int64]
+    cluster: NDArray[np.int64]  # the prompt of each vote (a shared item's copies have one prompt)
+
+
+def clustered_votes(
+    rng: np.random.Generator,
+    log_strength: ArrayLike,
+    *,
+    clusters: int,
+    size: int,
+    design: Clustering,
+    effect_sd: float,
+) -> ClusteredVotes:
+    """``clusters`` x ``size`` votes on uniform random pairs. "none": every vote its own prompt, no effect;
+    "prompt": ``size`` votes per prompt on random pairs with per-(prompt, competitor) effects; "item":
+    ``size`` raters per item, one pair per item (sides drawn afresh per copy) with a per-item effect."""
+    theta = np.asarray(log_strength, dtype=np.float64)
+    n = clusters * size
+    cluster = np.repeat(np.arange(clusters, dtype=np.int64), size)
+    if design == "item":
+        first, second = random_pairs(rng, theta.shape[0], clusters)
+        swap = rng.random(n) < 0.5
+        a = np.where(swap, second[cluster], first[cluster])
+        b = np.where(swap, first[cluster], second[cluster])
+        effect = effect_sd * rng.standard_normal(clusters)
+        # The item's effect favours its first-drawn side whichever side a copy shows it on.
+        logit = theta[a] - theta[b] + np.where(swap, -effect[cluster], effect[cluster])
+    else:
+        a, b = random_pairs(rng, theta.shape[0], n)
+        logit = theta[a] - theta[b]
+        if design == "prompt":
+            u = effect_sd * rng.standard_normal((clusters, theta.shape[0]))
+            logit = logit + u[cluster, a] - u[cluster, b]
+        else:
+            cluster = np.arange(n, dtype=np.int64)
+    outcome = np.where(rng.random(n) < expit(logit), LEFT_WINS, RIGHT_WINS).astype(np.int64)
+    return ClusteredVotes(a.astype(np.int64), b.astype(np.int64), outcome, cluster)
+
+
+def population_strengths(log_strength: ArrayLike, *, design: Clustering, effect_sd: float) -> NDArray[np.float64]:
+    """The Bradley-Terry strengths (mean 0) a fit of ``clustered_votes`` converges to: the solution of the
+    expected score equations ``sum_b (P_ab - sigmoid(t_a - t_b)) = 0`` on the uniform pair design, with
+    ``P_ab = E sigmoid(theta_a - theta_b + s Z)`` the marginal win probability (``s = sd sqrt(2)`` for
+    prompt effects, ``sd`` for items, 0 without), by Gauss-Hermite quadrature and Newton's method."""
+    theta = np.asarray(log_strength, dtype=np.float64)
+    k = theta.shape[0]
+    s = {"none": 0.0, "prompt": effect_sd * np.sqrt(2.0), "item": effect_sd}[design]
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    weights = weights / weights.sum()
+    d = theta[:, None] - theta[None, :]
+    p = (expit(d[:, :, None] + s * nodes[None, None, :]) * weights).sum(axis=2)
+    off = ~np.eye(k, dtype=bool)
+    t = theta - theta.mean()
+    for _ in range(100):
+        q = expit(t[:, None] - t[None, :])
+        g = np.where(off, p - q, 0.0).sum(axis=1)
+        w = np.where(off, q * (1 - q), 0.0)
+        h = np.diag(w.sum(axis=1)) - w + np.ones((k, k)) / k  # Laplacian, its null space pinned
+        step = np.linalg.solve(h, g)
+        t = t + step
+        t -= t.mean()
+        if np.max(np.abs(step)) < 1e-13:
+            break
+    out: NDArray[np.float64] = t
+    return out

@@ -70,6 +70,7 @@ def public_board(*, slug: str, category: str = "", view: str = "raw", prompts_of
                 "flagged_raters": len(snapshot.policy.get("flagged_raters", [])),
                 "excluded": snapshot.excluded,
                 "components": snapshot.extra.get("components"),
+                "interval_choice": snapshot.extra.get("interval_choice"),
             }
         prompts = None
         if publication.show_prompts:
