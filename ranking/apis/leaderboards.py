@@ -148,7 +148,10 @@ class SnapshotOutput(serializers.Serializer[Any]):
     policy = PolicyOutput()
     excluded = ExcludedOutput()
     rows = LeaderboardRowOutput(many=True)
-    extra = serializers.DictField(help_text="Style coefficients, components, live Elo, tie parameter.")
+    extra = serializers.DictField(
+        help_text="Style coefficients, components, tie parameter; live Elo (`elo`: each rating with `order_sd`, "
+        "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders)."
+    )
     pairwise = serializers.DictField(
         required=False,
         help_text="Only with ?include=pairwise: the stored matrices (k × k grids; use the pairwise endpoint "
