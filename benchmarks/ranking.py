@@ -47,6 +47,7 @@ from ranking.estimators import (  # noqa: E402
     aggregate_cells,
     bootstrap_intervals,
     cluster_bootstrap_intervals,
+    elo_order_spread,
     fit_bradley_terry,
     fit_style,
     laplacian,
@@ -252,6 +253,13 @@ def stage_online_elo(d: Data, args: argparse.Namespace) -> None:
     online_elo(a, b, d.outcome, n_competitors=n)
 
 
+def stage_elo_order_spread(d: Data, args: argparse.Namespace) -> None:
+    """Elo's spread over 100 random orders (the board's figure next to live Elo): all orders replayed at
+    once, one vectorised step per vote, each order's last 100,000 votes of a longer log."""
+    a, b, n = codes(d)
+    elo_order_spread(a, b, d.outcome, n_competitors=n)
+
+
 Stage = Callable[[Data, argparse.Namespace], None]
 # (name, function, repeats (best of), reference stage name or None, target ratio or seconds)
 Plan = list[tuple[str, Stage, int, str | None, str]]
@@ -266,6 +274,7 @@ PLAN_200: Plan = [
     ("style + bootstrap, Newton rounds", stage_style_bootstrap_newton, 1, None, ""),
     ("style + bootstrap", stage_style_bootstrap, 1, "style + bootstrap, Newton rounds", "<=20s idle"),
     ("online Elo", stage_online_elo, 1, "floor", ""),
+    ("Elo order spread, 100 orders", stage_elo_order_spread, 1, "online Elo", ""),
 ]
 PLAN_1000: Plan = [
     ("floor", stage_floor, 3, None, ""),

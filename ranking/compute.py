@@ -577,17 +577,17 @@ ZERO_WIDTH = 0.01
 
 def elo_compute(
     votes: VoteArrays, competitor_ids: NDArray[np.int64], labels: dict[int, str], method: Method
-) -> list[dict[str, Any]]:
-    """The live view: online Elo in log order, with its two warning flags; both-bad follows the
-    snapshot's rule (a tie, or skipped)."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The live view: online Elo in log order, with its two warning flags and its spread over random
+    orders of the same votes (``est.elo_order_spread``, whose parameters come second); both-bad follows
+    the snapshot's rule (a tie, or skipped)."""
     a, b = dense_index(votes, competitor_ids)
-    result = est.online_elo(
-        a,
-        b,
-        votes.outcome,
-        n_competitors=int(competitor_ids.shape[0]),
-        both_bad="skip" if method.both_bad == "drop" else "tie",
-    )
+    rule: dict[str, Any] = {
+        "n_competitors": int(competitor_ids.shape[0]),
+        "both_bad": "skip" if method.both_bad == "drop" else "tie",
+    }
+    result = est.online_elo(a, b, votes.outcome, **rule)
+    spread = est.elo_order_spread(a, b, votes.outcome, seed=method.seed, **rule)
     rows = [
         {
             "competitor_id": int(cid),
@@ -596,10 +596,13 @@ def elo_compute(
             "comparisons": int(result.comparisons[i]),
             "few_comparisons": bool(result.few_comparisons[i]),
             "unstable": bool(result.unstable[i]),
+            "order_sd": round(float(spread.sd[i]), 1),
+            "order_min": round(float(spread.low[i]), 1),
+            "order_max": round(float(spread.high[i]), 1),
         }
         for i, cid in enumerate(competitor_ids)
     ]
-    return sorted(rows, key=lambda r: -r["rating"])
+    return sorted(rows, key=lambda r: -r["rating"]), dict(spread.params)
 
 
 # --- Judges: calibration against the human votes, and a golden run's candidate-against-baseline check ---

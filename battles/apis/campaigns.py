@@ -79,7 +79,7 @@ _CAMPAIGN_EXAMPLE = {
     "slug": "acme-chat",
     "description": "Pick the answer you would rather get.",
     "status": "open",
-    "sampling": "uniform",
+    "sampling": "active",
     "params": {"temperature": 0.7, "top_p": 1.0, "max_tokens": 256, "system_prompt": ""},
     "max_turns": 1,
     "allow_rater_prompts": False,

@@ -26,7 +26,7 @@ class Campaign(models.Model):
 
     class Sampling(models.TextChoices):
         UNIFORM = "uniform", "Uniform over pairs"
-        ACTIVE = "active", "Active: more battles where score intervals overlap, a floor for every pair"
+        ACTIVE = "active", "Active: more battles where the leader is undecided, a floor for every pair"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="campaigns")
     name = models.CharField(max_length=200)
@@ -34,7 +34,7 @@ class Campaign(models.Model):
     description = models.TextField(blank=True, help_text="Instructions shown to raters.")
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.DRAFT)
     rater_pools = models.ManyToManyField(RaterPool, related_name="campaigns", blank=True)
-    sampling = models.CharField(max_length=16, choices=Sampling.choices, default=Sampling.UNIFORM)
+    sampling = models.CharField(max_length=16, choices=Sampling.choices, default=Sampling.ACTIVE)
 
     # The one parameter set both sides of every battle are generated with (parity).
     temperature = models.FloatField(default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])

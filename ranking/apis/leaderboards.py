@@ -162,8 +162,10 @@ class SnapshotOutput(serializers.Serializer[Any]):
     excluded = ExcludedOutput()
     rows = LeaderboardRowOutput(many=True)
     extra = serializers.DictField(
-        help_text="Style coefficients, components, live Elo, tie parameter; interval_choice (the interval used, "
-        "why, the design effect and a warning when votes are clustered) and rank_ranges (how rank ranges are read)."
+        help_text="Style coefficients, components, tie parameter; live Elo (`elo`: each rating with `order_sd`, "
+        "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders); "
+        "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
+        "rank_ranges (how rank ranges are read)."
     )
     pairwise = serializers.DictField(
         required=False,

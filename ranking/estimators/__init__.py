@@ -27,7 +27,7 @@ from .davidson import (
     fit_davidson,
     simulate_davidson,
 )
-from .elo import EloResult, online_elo
+from .elo import EloOrderSpread, EloResult, elo_order_spread, online_elo
 from .graph import Boundedness, boundedness, components, laplacian
 from .intervals import (
     BoundaryIntervals,
@@ -142,6 +142,7 @@ __all__ = [
     "BTResult",
     "Battles",
     "Cells",
+    "EloOrderSpread",
     "EloResult",
     "PairwiseTable",
     "Intervals",
@@ -170,6 +171,7 @@ __all__ = [
     "holm_adjust",
     "majority_graph",
     "normalise",
+    "elo_order_spread",
     "online_elo",
     "pairwise_table",
     "rank_ranges",

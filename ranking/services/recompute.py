@@ -80,7 +80,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
             board = board_compute(subset, competitor_ids, labels, method, view=view)  # type: ignore[arg-type]
             extra = dict(board.extra)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
-                extra["elo"] = elo_compute(kept, competitor_ids, labels, method)
+                extra["elo"], extra["elo_order"] = elo_compute(kept, competitor_ids, labels, method)
             drafts.append(
                 LeaderboardSnapshot(
                     organization_id=campaign.organization_id,

@@ -42,6 +42,11 @@ def test_latest_rows_are_typed(board, acme, alice, alice_client):  # noqa: F811
         assert row["losses"] == row["votes"] - row["wins"] - row["ties"] - row["both_bad"] >= 0
     hidden = rows[rare.pk]
     assert hidden["hidden"] and hidden["score"] is None and hidden["rank_best"] is None and hidden["votes"] == 5
+    # Live Elo next to each rating: its spread over 100 random orders of the same votes.
+    assert body["extra"]["elo_order"]["permutations"] == 100 and body["extra"]["elo_order"]["votes"] == 605
+    for elo in body["extra"]["elo"]:
+        assert elo["order_min"] <= elo["rating"] or elo["rating"] <= elo["order_max"]
+        assert elo["order_min"] <= elo["order_max"] and elo["order_sd"] >= 0
     # The stored matrices only when asked for (they grow with the square of the competitors).
     full = alice_client.get(reverse("leaderboard", args=[campaign.pk]) + "?include=pairwise").json()
     assert full["pairwise"]["competitor_ids"] and full["rows"] == body["rows"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.template.defaultfilters import floatformat
 from django.test import Client
 from django.urls import reverse
 
@@ -94,6 +95,20 @@ def test_recompute_writes_every_snapshot_with_known_order(board):
     assert overall.votes_total == 605 and overall.votes_used == 605
     assert overall.method["rounds"] == 20 and overall.method["both_bad"] == "tie"
     assert overall.extra["elo"][0]["competitor_id"] == competitors[0].pk
+    # The live Elo's spread over random orders: the rare competitor's 5 votes against opponents that keep
+    # moving spread it too, and every spread has its sd within its range.
+    assert overall.extra["elo_order"] == {
+        "permutations": 100,
+        "seed": 0,
+        "votes": 605,
+        "replayed": 605,
+        "k": 32.0,
+        "base": 1000.0,
+        "scale": 400.0,
+        "both_bad": "tie",
+    }
+    for elo in overall.extra["elo"]:
+        assert 0 < elo["order_sd"] <= (elo["order_max"] - elo["order_min"]) / 2 + 0.1
     assert overall.pairwise["competitor_ids"] == [c.pk for c in competitors]
     style = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="style")
     # The synthetic log never writes bold text: that feature is dropped, and says why.
@@ -221,6 +236,11 @@ def test_live_elo_section_with_flags(board, alice_client):
     html = alice_client.get(reverse("ranking:leaderboard", args=[campaign.pk])).content.decode()
     assert "Live Elo" in html
     assert "fewer than 50 comparisons" in html  # the rare competitor has 5
+    snapshot = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="raw")
+    assert "sd over orders" in html and "the same votes replayed in\n    100 random orders" in html
+    top = snapshot.extra["elo"][0]
+    sd, low, high = (floatformat(top[key], 0) for key in ("order_sd", "order_min", "order_max"))
+    assert f"± {sd}" in html and f"{low} – {high}" in html
 
 
 def test_anchor_competitor_is_pinned_at_1000(board):
@@ -309,7 +329,8 @@ def test_both_bad_dropped_counts_only_decided_votes(acme, bob):
     assert all(row["hidden"] for row in drop.rows)  # fewer than 50 votes that count
     tie = board_compute(votes, ids, {}, Method(both_bad="tie", min_votes=50, rounds=20))
     assert not any(row["hidden"] for row in tie.rows)
-    elo = elo_compute(votes, ids, {}, Method(both_bad="drop"))
+    elo, order = elo_compute(votes, ids, {}, Method(both_bad="drop"))
+    assert order["votes"] == decided and order["both_bad"] == "skip"
     assert {e["comparisons"] for e in elo} == {decided}
 
 
