@@ -398,6 +398,20 @@ class ApiKeyAdmin(TenantAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and super().has_change_permission(request, obj)
 
+    def formfield_for_choice_field(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        # A key never exceeds its maker: offer the scopes the user's strongest role may make (an owner:
+        # up to owner, a manager: up to write); the service checks the organisation chosen.
+        if db_field.name == "scope" and not request.user.is_superuser:
+            strongest = max(
+                (
+                    len(services.api_key_scopes_for(organization=organization, user=request.user))
+                    for organization in self._orgs(request)
+                ),
+                default=0,
+            )
+            kwargs["choices"] = list(ApiKey.Scope.choices)[:strongest]
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         api_key, key = services.api_key_create(
             organization=obj.organization, name=obj.name, scope=obj.scope, rate_limit=obj.rate_limit, actor=request.user
