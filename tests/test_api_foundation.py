@@ -181,3 +181,30 @@ def test_a_malformed_rate_is_refused_in_the_console() -> None:
     for bad in ("600", "0/m", "10/minute", "-1/s", "1/m; drop"):
         with pytest.raises(ValidationError):
             rate_limit_validate(bad)
+
+
+def test_every_page_limit_in_the_schema_is_the_range_the_code_enforces(acme, client):
+    """The schema once allowed ``?limit=0`` on the plain views' pages (an integer, no bounds) while the code
+    refused it: every ``limit`` parameter now says 1 to 500, and 0 and 501 are a 400 that says so."""
+    schema = yaml.safe_load(client.get(reverse("api-schema")).content)
+    limits = {
+        f"{method.upper()} {path}": parameter["schema"]
+        for path, methods in schema["paths"].items()
+        for method, operation in methods.items()
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "limit" and parameter["in"] == "query"
+    }
+    assert len(limits) > 15
+    loose = {name: s for name, s in limits.items() if (s.get("minimum"), s.get("maximum")) != (1, 500)}
+    assert not loose, loose
+    key = api_client(acme.organization)
+    for url in (
+        reverse("api:campaigns"),
+        reverse("api:exports", args=[acme.campaign.pk]),
+        reverse("api-rater-reports", args=[acme.campaign.pk]),
+    ):
+        for limit in ("0", "501", "-1"):
+            response = key.get(url, {"limit": limit})
+            assert response.status_code == 400, (url, limit, response.content)
+            assert set(_error(response)["fields"]) == {"limit"}, response.content
+        assert key.get(url, {"limit": "1"}).status_code == 200
