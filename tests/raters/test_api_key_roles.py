@@ -190,3 +190,12 @@ def test_deleting_the_maker_revokes_their_keys(acme, alice):
     assert AuditEvent.objects.filter(action=AuditAction.API_KEY_REVOKED, object_id=str(api_key.pk)).exists()
     response = Client(HTTP_AUTHORIZATION=f"Api-Key {key}").get(reverse("api-publication", args=[acme.campaign.pk]))
     assert response.status_code == 401
+
+
+def test_the_console_lists_what_each_key_acts_as(acme, alice):
+    demoted = _member(acme, Role.OWNER)
+    services.api_key_create(organization=acme.organization, name="ci", scope="owner", actor=demoted)
+    Membership.objects.filter(user=demoted, organization=acme.organization).update(role=Role.MANAGER)
+    page = login(alice).get(reverse("admin:raters_apikey_changelist")).content.decode()
+    assert '<td class="field-scope">Owner: read, write and the organisation&#x27;s webhooks</td>' in page
+    assert '<td class="field-acts_as">write</td>' in page
