@@ -208,3 +208,26 @@ def test_every_page_limit_in_the_schema_is_the_range_the_code_enforces(acme, cli
             assert response.status_code == 400, (url, limit, response.content)
             assert set(_error(response)["fields"]) == {"limit"}, response.content
         assert key.get(url, {"limit": "1"}).status_code == 200
+
+
+def test_the_schema_states_the_bounds_the_code_enforces(client):
+    """Schema-valid requests the code refused (schemathesis' positive-data check): a competitor id of 0,
+    an organisation that is no slug, a shadow prompt of 8,999 characters, a multipart import without its
+    file. Each bound is now in the schema, so a client generated from it cannot send what is refused."""
+    schema = yaml.safe_load(client.get(reverse("api-schema")).content)
+
+    def parameter(path: str, name: str) -> dict:  # type: ignore[type-arg]
+        operation = schema["paths"][path]["get"]
+        return next(p["schema"] for p in operation["parameters"] if p["name"] == name)
+
+    for path in (
+        "/api/v1/campaigns/{campaign_id}/votes.{kind}",
+        "/api/v1/campaigns/{campaign_id}/preference-pairs.jsonl",
+        "/api/v1/campaigns/{campaign_id}/preference-pairs/audit",
+    ):
+        assert parameter(path, "competitor")["minimum"] == 1, path
+    assert parameter("/api/v1/experiments/{key}/", "organization")["pattern"] == "^[-a-zA-Z0-9_]{1,50}$"
+    shadow = schema["components"]["schemas"]["ShadowBattleInputRequest"]["properties"]["prompt"]
+    assert shadow["maxLength"] == 8000
+    imported = schema["paths"]["/api/v1/campaigns/{campaign_id}/prompts/import"]["post"]["requestBody"]["content"]
+    assert imported["multipart/form-data"]["schema"]["required"] == ["file"]
