@@ -7,7 +7,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import PermissionDenied
+from core.errors import Invalid, PermissionDenied
 
 from ..models import (
     API_KEY_SCOPE_OF_ROLE,
@@ -63,7 +63,7 @@ def api_key_create(
     import secrets
 
     if scope not in ApiKey.Scope.values:
-        raise PermissionDenied(f"No such scope: {scope}.", field_errors={"scope": "Choose read, write or owner."})
+        raise Invalid(f"No such scope: {scope}.", field_errors={"scope": "Choose read, write or owner."})
     cap = api_key_scope_cap(organization=organization, user=actor)
     if not api_key_scope_allows(cap, scope):
         allowed = ", ".join(api_key_scopes_for(organization=organization, user=actor)) or "none"

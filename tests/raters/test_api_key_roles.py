@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from core.errors import PermissionDenied
+from core.errors import Invalid, PermissionDenied
 from raters import services
 from raters.models import ApiKey, AuditAction, AuditEvent, Membership, Role, WebhookEndpoint, WebhookEvent
 from tests.conftest import Tenant, login
@@ -89,6 +89,8 @@ def test_each_role_makes_keys_up_to_its_own_level(acme, alice):
                 assert "never exceeds its maker" in refused.value.message and "scope" in refused.value.field_errors
     assert not ApiKey.objects.filter(created_by__in=[rater, outsider]).exists()
     assert not ApiKey.objects.filter(created_by=manager, scope="owner").exists()
+    with pytest.raises(Invalid):
+        services.api_key_create(organization=acme.organization, name="k", scope="admin", actor=alice)
 
 
 def test_a_manager_cannot_mint_an_owner_key_in_the_console(acme, alice):
