@@ -21,7 +21,8 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-c
             "in": "header",
             "name": "Authorization",
             "description": "`Authorization: Api-Key arena_<prefix>_<secret>` — an organisation's key "
-            "(console → API keys); read-only keys get 403 on writes.",
+            "(console → API keys). Scopes read < write < owner, never above the maker's role: read keys get 403 "
+            "on writes, read and write keys 403 on webhooks (owner keys only).",
         }
 
 
@@ -34,7 +35,7 @@ class ArenaAutoSchema(AutoSchema):
         errors = {
             "400": "Invalid input (the fields say which).",
             "401": "No credentials, or a revoked or unknown key.",
-            "403": "Authenticated but not allowed (a read-only key writing).",
+            "403": "Authenticated but not allowed (a read-only key writing; a read or write key on webhooks).",
             "404": "No such object, or not one of your organisation's.",
             "429": "Too many requests for this key; retry after the Retry-After header.",
         }

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from core.spreadsheet import csv_cell
+
 CSV_COLUMNS = (
     "battle_id",
     "vote_id",
@@ -124,15 +126,6 @@ class Counted(Iterator[T]):
         return item
 
 
-def cell(value: Any) -> Any:
-    """Spreadsheets run a text cell starting with = + - @ (or a tab / carriage return) as a formula;
-    model names, the system prompt and every text are typed by people, so such text is prefixed with
-    a quote."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
 def csv_columns(*, texts: bool) -> tuple[str, ...]:
     return CSV_COLUMNS + CSV_TEXT_COLUMNS if texts else CSV_COLUMNS
 
@@ -151,7 +144,7 @@ def csv_row(event: dict[str, Any], *, texts: bool = False) -> list[Any]:
         row["left_text"] = turns[0].get("left", "")
         row["right_text"] = turns[0].get("right", "")
         row["later_turns"] = json.dumps(turns[1:], ensure_ascii=False) if len(turns) > 1 else ""
-    return [cell(row.get(column, "")) for column in csv_columns(texts=texts)]
+    return [csv_cell(row.get(column, "")) for column in csv_columns(texts=texts)]
 
 
 def flushed(pieces: Iterable[str]) -> Iterator[str]:

@@ -6,7 +6,9 @@
   mapping of domain errors to HTTP (pages and DRF's exception handler);
 - ``api``: the REST API's shared plumbing (one error body, cursor pages, filters, the body-size limit);
 - ``outbound``: which addresses the platform may call on a tenant's behalf (the rule against SSRF);
-- ``tasks``: ``TransactionAwareTask``, the base of every Celery task (sent when the transaction commits).
+- ``tasks``: ``TransactionAwareTask``, the base of every Celery task (sent when the transaction commits);
+- ``spreadsheet``: ``csv_cell``, which every CSV writer passes its cells through (no formula runs in a
+  spreadsheet that opens an export).
 
 Layers (checked by import-linter, ``pyproject.toml``): ``arena`` (the project: settings, URLs, the Celery
 app, the admin site) on top, then ``ranking`` -> ``battles`` -> ``serving`` -> ``raters`` -> ``core``.

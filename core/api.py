@@ -29,6 +29,7 @@ import django_filters
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -153,15 +154,31 @@ class ApiBodyLimitMiddleware:
 # --- Pages, access, rates ---------------------------------------------------------------------------
 
 
+PAGE_LIMIT_MAX = 500
+PAGE_LIMIT_DEFAULT = 50
+
+
+def limit_parameter(what: str = "Items") -> OpenApiParameter:
+    """``?limit=`` as the schema states it for a plain ``APIView`` answering with ``cursor_page``: an integer
+    from 1 to 500 (default 50), the range ``CursorPage`` enforces (0 or 501 is a 400). Generic views get the
+    same from ``CursorPage.get_schema_operation_parameters``."""
+    return OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT_MAX, "default": PAGE_LIMIT_DEFAULT},
+        description=f"{what} per page: a whole number from 1 to {PAGE_LIMIT_MAX} (default {PAGE_LIMIT_DEFAULT}); "
+        "0 or more than the maximum is a 400.",
+    )
+
+
 class CursorPage(CursorPagination):
     """``?limit=`` (1–500, default 50) and an opaque ``?cursor=`` from the previous page's ``next``.
 
     A ``limit`` that is not a whole number from 1 to 500 is a 400 (DRF would quietly use the default, and
     a client would believe it got what it asked for), and the schema states the range."""
 
-    page_size = 50
+    page_size = PAGE_LIMIT_DEFAULT
     page_size_query_param = "limit"
-    max_page_size = 500
+    max_page_size = PAGE_LIMIT_MAX
     ordering = "-id"
 
     def get_page_size(self, request: Request) -> int:
@@ -184,7 +201,11 @@ class CursorPage(CursorPagination):
         parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             if parameter["name"] == self.page_size_query_param:
-                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size, default=self.page_size)
+                parameter["description"] = (
+                    f"Items per page: a whole number from 1 to {self.max_page_size} (default {self.page_size}); "
+                    "0 or more than the maximum is a 400."
+                )
         return parameters
 
 

@@ -1,4 +1,5 @@
-"""Request types shared by every app's views and admin, and the mapping of domain errors to HTTP.
+"""Request types shared by every app's views and admin, the mapping of domain errors to HTTP, and the
+middleware that keeps private responses out of caches (``PrivateNoStoreMiddleware``).
 
 This sits in ``core``, below every app, rather than in one app or in the project package (``arena``,
 which stands above the apps): battles, raters and ranking all have views behind ``@login_required`` and
@@ -14,8 +15,10 @@ from typing import Any, cast
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
+from django.utils.cache import patch_cache_control
+from django.utils.deprecation import MiddlewareMixin
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -76,6 +79,37 @@ def client_ip(request: HttpRequest) -> str:
         return str(ipaddress.ip_address(candidate))
     except ValueError:
         return remote
+
+
+# --- Private responses are never stored ---------------------------------------------------------------
+
+
+def response_is_private(request: HttpRequest) -> bool:
+    """Whether a response to ``request`` holds something only its asker may see: every API response (keyed
+    or not: a published board's API is reached by its secret slug), anything answered to a signed-in person
+    (the console, dashboards, boards, downloads such as raters.csv and snapshot.csv), and anything asked
+    with an ``Authorization`` header."""
+    if request.path.startswith("/api/") or "HTTP_AUTHORIZATION" in request.META:
+        return True
+    user = getattr(request, "user", None)
+    return bool(getattr(user, "is_authenticated", False))
+
+
+class PrivateNoStoreMiddleware(MiddlewareMixin):
+    """``Cache-Control: no-store`` on every private response (``response_is_private``), so that neither a
+    shared proxy nor the browser's disk cache keeps a tenant's leaderboard, vote log, rater report or
+    webhook secret after the session ends. A response whose view declared itself ``public`` is left as it
+    is; static files (WhiteNoise answers before authentication) are not touched. It sits near the top of
+    ``MIDDLEWARE``, so its ``process_response`` also sees the answers of the middleware below it (a 413,
+    a 429), and by then ``AuthenticationMiddleware`` has set ``request.user``."""
+
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        if not response_is_private(request):
+            return response
+        if "public" in response.get("Cache-Control", ""):
+            return response
+        patch_cache_control(response, no_store=True)
+        return response
 
 
 # --- Domain errors at the HTTP edges ---------------------------------------------------------------

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET
 from battles.models import Campaign, Competitor
 from battles.selectors import campaign_viewable_by, campaigns_managed_by, competitors_unavailable
 from core.http import AuthenticatedHttpRequest
+from core.spreadsheet import csv_row
 from raters.models import FLAG_IN_FORCE, RaterFlag
 from raters.tenancy import organization_scope
 
@@ -187,11 +188,11 @@ def leaderboard_download(request: AuthenticatedHttpRequest, campaign_id: int, ve
         response = HttpResponse(json.dumps(snapshot_payload(snapshot), indent=1), content_type="application/json")
     elif fmt == "csv":
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
         for row in snapshot.rows:
             full = {**row, **live.get(int(row["competitor_id"]), {"retired": True, "family": ""})}
-            writer.writerow({k: "" if full.get(k) is None else full.get(k) for k in CSV_COLUMNS})
+            writer.writerow(csv_row(full, CSV_COLUMNS))
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     else:
         raise Http404("Downloads are csv or json.")
@@ -569,17 +570,6 @@ RATER_CSV_COLUMNS = (
 )
 
 
-def _csv_cell(value: Any) -> Any:
-    """Empty for unknown; a text that a spreadsheet would run as a formula is quoted with an apostrophe."""
-    if value is None:
-        return ""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
-
-
 @require_GET
 @login_required
 def campaign_raters_csv(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
@@ -591,7 +581,7 @@ def campaign_raters_csv(request: AuthenticatedHttpRequest, campaign_id: int) -> 
     writer.writerow(RATER_CSV_COLUMNS)
     for r in selectors.rater_reports(campaign=campaign):
         values = {**r.__dict__, "rater": r.name}
-        writer.writerow([_csv_cell(values[column]) for column in RATER_CSV_COLUMNS])
+        writer.writerow(csv_row(values, RATER_CSV_COLUMNS))
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="raters-{campaign.pk}.csv"'
     return response

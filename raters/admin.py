@@ -390,13 +390,45 @@ class AuditEventAdmin(ReadOnlyTenantAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantAdmin):
-    list_display = ("name", "organization", "prefix", "scope", "rate_limit", "created_at", "last_used_at", "revoked_at")
+    list_display = (
+        "name",
+        "organization",
+        "prefix",
+        "scope",
+        "acts_as",
+        "created_by",
+        "rate_limit",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    list_select_related = ("organization", "created_by")
     fields = ("organization", "name", "scope", "rate_limit", "prefix", "created_at", "last_used_at", "revoked_at")
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ("revoke",)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and super().has_change_permission(request, obj)
+
+    @admin.display(description="acts as")
+    def acts_as(self, obj: ApiKey) -> str:
+        """The scope the key has now: its own, capped by its maker's current role (refused: none)."""
+        scope = obj.effective_scope()
+        return "refused (its maker's role)" if scope is None else scope
+
+    def formfield_for_choice_field(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        # A key never exceeds its maker: offer the scopes the user's strongest role may make (an owner:
+        # up to owner, a manager: up to write); the service checks the organisation chosen.
+        if db_field.name == "scope" and not request.user.is_superuser:
+            strongest = max(
+                (
+                    len(services.api_key_scopes_for(organization=organization, user=request.user))
+                    for organization in self._orgs(request)
+                ),
+                default=0,
+            )
+            kwargs["choices"] = list(ApiKey.Scope.choices)[:strongest]
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         api_key, key = services.api_key_create(

@@ -1,8 +1,8 @@
 """REST endpoints for an organisation's webhooks (docs/api/webhooks.md).
 
-Reads: any key of the organisation, or an owner's session. Writes: a read-write key of the organisation,
-or an owner. Someone else's webhook is 404 (a read key writing is refused with 403 by ``ScopedAccess``
-before any lookup)."""
+Owners only, as in the console: an owner key of the organisation (only an owner can make one) or an owner's
+session, to read and to write. A read or write key gets 403 before any lookup (``OwnerKeyOnly``), a
+manager's or rater's session 404 like another organisation's webhook."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from core.api import CursorPage, ErrorOutput
 from core.errors import NotFound, PermissionDenied
 
 from . import selectors, services
-from .authentication import ApiKeyPrincipal
+from .authentication import ApiKeyPrincipal, OwnerKeyOnly, ScopedAccess
 from .models import Organization, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 SUBSCRIBABLE = [value for value in WebhookEvent.values if value != WebhookEvent.PING]
@@ -29,6 +29,8 @@ TAGS = ["webhooks"]
 # JSON bodies only: with form bodies DRF reads a blank optional field as "not given", so {"url": ""} would
 # be accepted as a change of nothing.
 JSON_ONLY = [JSONParser]
+# Every view here: authenticated, a read key never writes, and a key needs the owner scope.
+OWNER_ONLY = [ScopedAccess, OwnerKeyOnly]
 
 Principal = User | AnonymousUser | ApiKeyPrincipal
 
@@ -180,6 +182,8 @@ class WebhookPage(CursorPage):
 class WebhookListApi(generics.ListAPIView[WebhookEndpoint]):
     """``GET /api/v1/webhooks/`` (list) and ``POST /api/v1/webhooks/`` (create)."""
 
+    permission_classes = OWNER_ONLY
+
     serializer_class = WebhookOutput
     pagination_class = WebhookPage
     filter_backends: list[Any] = []
@@ -255,7 +259,7 @@ class WebhookListApi(generics.ListAPIView[WebhookEndpoint]):
             return organization
         found = list(candidates[:2])
         if not found:
-            raise PermissionDenied("Only an organisation's owners (or its read-write keys) manage its webhooks.")
+            raise PermissionDenied("Only an organisation's owners (or its owner keys) manage its webhooks.")
         if len(found) > 1:
             raise serializers.ValidationError({"organization": ["You own several organisations: name one."]})
         return found[0]
@@ -263,6 +267,8 @@ class WebhookListApi(generics.ListAPIView[WebhookEndpoint]):
 
 class WebhookDetailApi(APIView):
     """``GET``, ``PATCH`` and ``DELETE /api/v1/webhooks/<id>/``."""
+
+    permission_classes = OWNER_ONLY
 
     parser_classes = JSON_ONLY
 
@@ -334,6 +340,8 @@ class DeliveryFilter(django_filters.FilterSet):  # type: ignore[misc]  # django-
 class WebhookDeliveryListApi(generics.ListAPIView[WebhookDelivery]):
     """``GET /api/v1/webhooks/<id>/deliveries/?status=&event=``: the delivery log, newest first."""
 
+    permission_classes = OWNER_ONLY
+
     serializer_class = DeliveryOutput
     pagination_class = WebhookPage
     filterset_class = DeliveryFilter
@@ -358,6 +366,8 @@ class WebhookDeliveryListApi(generics.ListAPIView[WebhookDelivery]):
 
 class WebhookPingApi(APIView):
     """``POST /api/v1/webhooks/<id>/ping``: send a test event."""
+
+    permission_classes = OWNER_ONLY
 
     parser_classes = JSON_ONLY
 

@@ -1,5 +1,7 @@
 """API keys at the REST API's edge: authentication (``Authorization: Api-Key arena_<prefix>_<secret>``),
-scoped access (a read key only reads) and the rate per key; DRF's settings name these classes."""
+scoped access (a read key only reads; only an owner key reaches the owner-only webhooks) and the rate per
+key; DRF's settings name these classes. A key acts with its *effective* scope: its own, capped by its
+maker's role now (``ApiKey.effective_scope``); a key whose maker may no longer use the API is refused."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework import authentication, exceptions
@@ -15,7 +18,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from .models import ApiKey, api_key_hash
+from .models import ApiKey, Membership, api_key_hash, api_key_scope_allows
 from .tenancy import scopes_disabled
 
 if TYPE_CHECKING:
@@ -34,14 +37,19 @@ class ApiKeyPrincipal(AnonymousUser):
     def __init__(self, api_key: ApiKey) -> None:
         super().__init__()
         self.api_key = api_key
+        self.scope = api_key.effective_scope()
 
     @property
     def organization(self) -> Any:
         return self.api_key.organization
 
+    def allows(self, needed: str) -> bool:
+        """Whether the key's effective scope reaches ``needed`` (``ApiKey.Scope``: read < write < owner)."""
+        return api_key_scope_allows(self.scope, needed)
+
     @property
     def can_write(self) -> bool:
-        return self.api_key.scope == ApiKey.Scope.WRITE
+        return self.allows(ApiKey.Scope.WRITE)
 
     @property
     def is_authenticated(self) -> bool:  # type: ignore[override]
@@ -58,15 +66,20 @@ def _header_key(request: HttpRequest) -> str | None:
 
 def api_key_for_request(request: HttpRequest) -> ApiKey | None:
     """The live key a request presents, looked up once per request. The key itself is the credential,
-    so this one lookup is made across tenants (nothing is known about the organisation before it)."""
+    so this one lookup is made across tenants (nothing is known about the organisation before it). The
+    same query brings the maker and the maker's role in the key's organisation (the effective scope)."""
     if hasattr(request, _CACHE):
         return getattr(request, _CACHE)  # type: ignore[no-any-return]
     key = _header_key(request)
     api_key = None
     if key:
         with scopes_disabled():
+            maker_role = Membership.objects.filter(
+                user_id=OuterRef("created_by_id"), organization_id=OuterRef("organization_id")
+            ).values("role")[:1]
             api_key = (
-                ApiKey.objects.select_related("organization")
+                ApiKey.objects.select_related("organization", "created_by")
+                .annotate(maker_role=Subquery(maker_role))
                 .filter(hashed_key=api_key_hash(key), revoked_at__isnull=True)
                 .first()
             )
@@ -86,20 +99,27 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         api_key = api_key_for_request(request._request)
         if api_key is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+        principal = ApiKeyPrincipal(api_key)
+        if principal.scope is None:
+            raise exceptions.AuthenticationFailed(
+                "This API key's maker no longer has a role in its organisation that may use the API "
+                "(a key never exceeds its maker); an owner can make a new key."
+            )
         # "Last used" to the minute: one write a minute per busy key, not one per request.
         now = timezone.now()
         if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
             ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
-        return ApiKeyPrincipal(api_key), api_key
+        return principal, api_key
 
     def authenticate_header(self, request: Request) -> str:
         return KEYWORD
 
 
 def principal_can_write(user: Any) -> bool:
-    """A read-write key, or a signed-in person (whose role the selectors check per object)."""
+    """A key whose effective scope is write or owner, or a signed-in person (whose role the selectors
+    check per object)."""
     if isinstance(user, ApiKeyPrincipal):
-        return user.api_key.scope == ApiKey.Scope.WRITE
+        return user.allows(ApiKey.Scope.WRITE)
     return bool(getattr(user, "is_authenticated", False))
 
 
@@ -118,6 +138,18 @@ class ScopedAccess(BasePermission):
         if request.method == "POST" and getattr(view, "read_key_may_post", False):
             return True
         return principal_can_write(user)
+
+
+class OwnerKeyOnly(BasePermission):
+    """For the owner-only resources (webhooks: their URLs, secrets and delivery logs): a key needs the
+    owner scope, which only an owner can make (and which lapses to the maker's role if they are demoted).
+    People pass here; the selectors let owners only reach the rows."""
+
+    message = "Webhooks are for the organisation's owners: this needs an owner key, which only an owner can make."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        return not isinstance(user, ApiKeyPrincipal) or user.allows(ApiKey.Scope.OWNER)
 
 
 class ApiKeyThrottle(SimpleRateThrottle):

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from .tenancy import TenantManager
+from .tenancy import TenantManager, scopes_disabled
 from .webhook_transport import webhook_url_check
 
 
@@ -320,11 +320,18 @@ def api_key_hash(key: str) -> str:
 
 class ApiKey(models.Model):
     """An organisation's key for the REST API. Only a sha256 of the key is stored; the key itself is
-    shown once, at creation. The prefix identifies a key in lists and logs without revealing it."""
+    shown once, at creation. The prefix identifies a key in lists and logs without revealing it.
+
+    Scopes are ordered, read < write < owner, and a key never exceeds the person who made it: its scope
+    is capped by the maker's role when it is made (``API_KEY_SCOPE_OF_ROLE``: an owner may make any, a
+    manager read or write, a viewer read) and again at every use, so a key whose maker was demoted acts
+    at the maker's new level, and one whose maker left the organisation (or was deactivated) is refused.
+    A key made by the operator's code (no maker) keeps its scope."""
 
     class Scope(models.TextChoices):
         READ = "read", "Read only"
         WRITE = "write", "Read and write"
+        OWNER = "owner", "Owner: read, write and the organisation's webhooks"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="api_keys")
     name = models.CharField(max_length=120)
@@ -352,6 +359,49 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+    def effective_scope(self) -> str | None:
+        """The scope this key acts with now: its own, capped by its maker's current role in its
+        organisation (``None``: the maker may no longer use the API there, so neither may the key).
+        ``api_key_for_request`` annotates the maker's role (``maker_role``) to spare a query."""
+        if self.created_by_id is None:
+            return self.scope
+        maker = self.created_by
+        if maker is None or not maker.is_active:
+            return None
+        if maker.is_superuser:
+            return self.scope
+        if hasattr(self, "maker_role"):
+            role = self.maker_role
+        else:
+            with scopes_disabled():  # the maker's own role, as the request's scope itself is read
+                role = (
+                    Membership.objects.filter(user_id=self.created_by_id, organization_id=self.organization_id)
+                    .values_list("role", flat=True)
+                    .first()
+                )
+        return api_key_scope_capped(self.scope, API_KEY_SCOPE_OF_ROLE.get(role or ""))
+
+
+API_KEY_SCOPES = (ApiKey.Scope.READ, ApiKey.Scope.WRITE, ApiKey.Scope.OWNER)  # weakest first
+# The strongest key each role may make (and use): raters make none.
+API_KEY_SCOPE_OF_ROLE: dict[str, str] = {
+    Role.OWNER: ApiKey.Scope.OWNER,
+    Role.MANAGER: ApiKey.Scope.WRITE,
+    Role.VIEWER: ApiKey.Scope.READ,
+}
+
+
+def api_key_scope_allows(scope: str | None, needed: str) -> bool:
+    """Whether a key of ``scope`` may do what needs ``needed`` (read < write < owner)."""
+    return scope is not None and API_KEY_SCOPES.index(ApiKey.Scope(scope)) >= API_KEY_SCOPES.index(ApiKey.Scope(needed))
+
+
+def api_key_scope_capped(scope: str, cap: str | None) -> str | None:
+    """The weaker of a key's scope and a cap (``None``: no scope at all)."""
+    if cap is None:
+        return None
+    return scope if api_key_scope_allows(cap, scope) else cap
 
 
 class WebhookEvent(models.TextChoices):

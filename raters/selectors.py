@@ -44,10 +44,10 @@ def organizations_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organiza
 
 
 def organizations_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Organization]:
-    """Organisations whose campaigns the principal may change through the API: a read-write key's own
-    organisation; for a person, the ones they own or manage."""
+    """Organisations whose campaigns the principal may change through the API: a write (or owner) key's
+    own organisation, by its effective scope; for a person, the ones they own or manage."""
     if isinstance(user, ApiKeyPrincipal):
-        if user.api_key.scope != ApiKey.Scope.WRITE:
+        if not user.allows(ApiKey.Scope.WRITE):
             return Organization.objects.none()
         return Organization.objects.filter(pk=user.api_key.organization_id)
     return organizations_managed_by(user)
@@ -66,13 +66,15 @@ def invitation_by_token(token: str) -> Invitation | None:
         return Invitation.objects.select_related("pool", "organization").filter(token=token).first()
 
 
-# --- Webhooks: an organisation's keys and its owners ---------------------------------------------------
+# --- Webhooks: an organisation's owners and its owner keys ---------------------------------------------
 
 
 def webhooks_visible_to(principal: User | AnonymousUser | ApiKeyPrincipal) -> QuerySet[WebhookEndpoint]:
-    """The webhooks a request may read: every one of an API key's organisation (read or write key),
-    those of the organisations a user owns (a superuser: all)."""
+    """The webhooks a request may read: every one of an owner key's organisation (read and write keys:
+    none, as managers see none in the console), those of the organisations a user owns (a superuser: all)."""
     if isinstance(principal, ApiKeyPrincipal):
+        if not principal.allows(ApiKey.Scope.OWNER):
+            return WebhookEndpoint.objects.none()
         return WebhookEndpoint.objects.filter(organization_id=principal.api_key.organization_id)
     return WebhookEndpoint.objects.filter(organization__in=organizations_owned_by(principal))
 
@@ -82,16 +84,14 @@ def webhook_visible_to(principal: User | AnonymousUser | ApiKeyPrincipal, webhoo
 
 
 def webhook_writable_by(principal: User | AnonymousUser | ApiKeyPrincipal, webhook_id: int) -> WebhookEndpoint | None:
-    """A webhook the request may change: a write key of its organisation, or an owner of it."""
-    if isinstance(principal, ApiKeyPrincipal) and principal.api_key.scope != ApiKey.Scope.WRITE:
-        return None
+    """A webhook the request may change: an owner key of its organisation, or an owner of it."""
     return webhook_visible_to(principal, webhook_id)
 
 
 def organizations_for_webhooks(principal: User | AnonymousUser | ApiKeyPrincipal) -> QuerySet[Organization]:
-    """Where the request may create webhooks: a write key's organisation, the organisations a user owns."""
+    """Where the request may create webhooks: an owner key's organisation, the organisations a user owns."""
     if isinstance(principal, ApiKeyPrincipal):
-        if principal.api_key.scope != ApiKey.Scope.WRITE:
+        if not principal.allows(ApiKey.Scope.OWNER):
             return Organization.objects.none()
         return Organization.objects.filter(pk=principal.api_key.organization_id)
     return organizations_owned_by(principal)

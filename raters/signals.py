@@ -1,4 +1,4 @@
-"""Invitations carried through sign-up and login.
+"""Invitations carried through sign-up and login; the keys of a deleted account revoked.
 
 A visitor who chose "Sign up and join" (or "Log in and join") on an invitation page has its token in
 the session; when that person logs in, which allauth does at the end of a sign-up, they join the pool.
@@ -13,6 +13,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_logged_in
+from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 from django.http import HttpRequest
 
@@ -46,3 +47,10 @@ def invitation_accept_pending(sender: Any, request: HttpRequest | None, user: Us
             return
         pool_name, organization_name = pool.name, pool.organization.name
     messages.success(request, f"You joined {pool_name} of {organization_name}.", fail_silently=True)
+
+
+@receiver(pre_delete, sender=User, dispatch_uid="raters.api_keys_revoke_made_by")
+def api_keys_revoke_of_deleted_user(sender: Any, instance: User, **kwargs: Any) -> None:
+    """A key never exceeds its maker, checked at every use against the maker's role; once the account is
+    deleted the key's maker is forgotten (``created_by`` is set to null), so its keys are revoked first."""
+    services.api_keys_revoke_made_by(user=instance)

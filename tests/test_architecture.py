@@ -5,7 +5,9 @@
 - every package inside an app is reached through its face: its ``__init__.py`` names what it offers in
   ``__all__`` (import-linter's protected contracts keep other apps out of the modules behind it);
 - import-linter's contracts (``pyproject.toml``, run by scripts/test) cover every first-party package: a
-  new app or a new top-level package must take its place in the layers, or the layers would not hold it.
+  new app or a new top-level package must take its place in the layers, or the layers would not hold it;
+- every module that writes CSV passes its cells through ``core.spreadsheet`` (no formula runs when a
+  manager opens an export in a spreadsheet).
 
 Reads files only: no database, no server."""
 
@@ -105,3 +107,20 @@ def test_data_migrations_query_through_the_connection_they_are_given() -> None:
         if "schema_editor.connection.alias" not in text or routed < queries:
             unrouted.append(f"{path.relative_to(ROOT)} ({queries - routed} of {queries} queries unrouted)")
     assert not unrouted, "data migrations querying through the default connection: " + ", ".join(unrouted)
+
+
+def test_every_csv_writer_neutralises_formulas() -> None:
+    """A module of the app code that makes a ``csv.writer`` (or ``DictWriter``) writes its cells through
+    ``core.spreadsheet.csv_cell`` / ``csv_row``: snapshot.csv once wrote a model name typed as
+    ``=HYPERLINK(...)`` unescaped while the other CSVs quoted it."""
+    writers = [
+        path for path in app_modules() if "csv.writer(" in (text := path.read_text()) or "csv.DictWriter(" in text
+    ]
+    assert writers, "the rule sees no CSV writer"
+    unsafe = [
+        str(path.relative_to(ROOT))
+        for path in writers
+        if "from core.spreadsheet import" not in (text := path.read_text())
+        or not ("csv_cell(" in text or "csv_row(" in text)
+    ]
+    assert not unsafe, f"CSV writers that do not use core.spreadsheet: {unsafe}"

@@ -138,3 +138,41 @@ def test_signup_does_not_reveal_whether_an_email_is_registered(settings, bob, cl
     # The owner of the registered address hears about the attempt; the newcomer gets the confirmation.
     assert [m.to for m in mail.outbox] == [[bob.email], ["newcomer@acme.test"]]
     assert "already" in mail.outbox[0].body.lower() and "already" not in mail.outbox[1].body.lower()
+
+
+@pytest.mark.django_db
+def test_private_responses_are_never_stored(acme, alice_client, client):
+    """Cache-Control: no-store on every API response (keyed, refused, unknown path) and on what a signed-in
+    person is shown: the console, the dashboard, raters.csv, the leaderboard. A shared proxy or the
+    browser's disk cache would otherwise keep a tenant's figures after the session ends."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from tests.conftest import api_client
+
+    campaign = acme.campaign.pk
+    keyed = api_client(acme.organization, scope="read")
+    responses = {
+        "api list": keyed.get(reverse("api:campaigns")),
+        "api refused key": Client(HTTP_AUTHORIZATION="Api-Key arena_00000000_nope").get(reverse("api:campaigns")),
+        "api anonymous": client.get(reverse("api:campaigns")),
+        "api unknown path": keyed.get("/api/v1/no-such-thing/"),
+        "console": alice_client.get(reverse("admin:index")),
+        "dashboard": alice_client.get(reverse("ranking:campaign-dashboard", args=[campaign])),
+        "raters.csv": alice_client.get(reverse("ranking:campaign-raters-csv", args=[campaign])),
+        "leaderboard": alice_client.get(reverse("ranking:leaderboard", args=[campaign])),
+    }
+    statuses = {name: r.status_code for name, r in responses.items()}
+    assert statuses == {
+        "api list": 200,
+        "api refused key": 401,
+        "api anonymous": 401,
+        "api unknown path": 404,
+        "console": 200,
+        "dashboard": 200,
+        "raters.csv": 200,
+        "leaderboard": 200,
+    }, statuses
+    headers = {name: r.get("Cache-Control", "") for name, r in responses.items()}
+    stored = {name: header for name, header in headers.items() if "no-store" not in header}
+    assert not stored, stored

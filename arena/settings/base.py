@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Cache-Control: no-store on the API and on whatever a signed-in person is shown (core/http.py).
+    "core.http.PrivateNoStoreMiddleware",
     "arena.csp.ContentSecurityPolicyMiddleware",
     "core.api.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -108,7 +108,7 @@ class ExperimentListApi(generics.ListAPIView[Experiment]):
 
 ORGANIZATION_PARAMETER = OpenApiParameter(
     "organization",
-    str,
+    {"type": "string", "pattern": r"^[-a-zA-Z0-9_]{1,50}$", "maxLength": 50},
     OpenApiParameter.QUERY,
     required=False,
     description="Organisation slug, where the key names experiments of several of yours (sessions only).",

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import cursor_page, page_of
+from core.api import cursor_page, limit_parameter, page_of
 from core.errors import Conflict
 from raters.authentication import ApiKeyPrincipal
 
@@ -103,7 +103,7 @@ class ExportJobListCreateApi(APIView):
         summary="Export jobs of a campaign",
         description="The campaign's export jobs, newest first, in cursor pages (`?limit=`, then `next`).",
         parameters=[
-            OpenApiParameter("limit", int, description="Jobs per page (1-500, default 50)."),
+            limit_parameter("Jobs"),
             OpenApiParameter("cursor", str, description="From the previous page's `next`."),
         ],
         responses={200: page_of(ExportJobOutput)},

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ErrorOutput, cursor_page, page_of
+from core.api import ErrorOutput, cursor_page, limit_parameter, page_of
 
 from .. import selectors, services
 from ..models import JudgeRun
@@ -147,7 +147,7 @@ class _PageQuery(serializers.Serializer[Any]):
 
 
 PAGE_PARAMETERS = [
-    OpenApiParameter("limit", int, description="Items per page (1-500, default 50)."),
+    limit_parameter("Items"),
     OpenApiParameter("cursor", str, description="From the previous page's `next`."),
 ]
 

@@ -168,7 +168,11 @@ class PromptImportApi(APIView):
             "application/x-ndjson": OpenApiTypes.STR,
             "application/jsonl": OpenApiTypes.STR,
             "text/csv": OpenApiTypes.STR,
-            "multipart/form-data": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}},
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {"file": {"type": "string", "format": "binary"}},
+                "required": ["file"],
+            },
         },
         responses={201: OutputSerializer, 409: ErrorOutput, 413: ErrorOutput, 415: ErrorOutput},
         examples=[

@@ -50,7 +50,11 @@ class ShadowBattleInput(serializers.Serializer[Any]):
         help_text="Required here or in the `Idempotency-Key` header: a retry with the same key and body returns "
         "the first result; the same key with another body is a 409.",
     )
-    prompt = StrictCharField(max_length=PROMPT_MAX_CHARS + 1000, trim_whitespace=False)
+    prompt = StrictCharField(
+        max_length=PROMPT_MAX_CHARS,
+        trim_whitespace=False,
+        help_text=f"At most {PROMPT_MAX_CHARS} characters (surrounding whitespace is stripped before it is stored).",
+    )
     category = serializers.ChoiceField(choices=CATEGORIES, required=False, default="")
     language = StrictCharField(max_length=8, required=False, default="")
     system_prompt = StrictCharField(

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ErrorOutput, cursor_page, page_of
+from core.api import ErrorOutput, cursor_page, limit_parameter, page_of
 from raters.authentication import ApiKeyPrincipal
 
 from .. import selectors, services
@@ -193,7 +193,7 @@ class StudyListCreateApi(APIView):
         description="Each with its link, completion code and its participants' progress, newest first, in cursor "
         "pages. Owners and managers, or a key of the organisation.",
         parameters=[
-            OpenApiParameter("limit", int, description="Studies per page (1-500, default 50)."),
+            limit_parameter("Studies"),
             OpenApiParameter("cursor", str, description="From the previous page's `next`."),
         ],
         responses={200: page_of(StudyOutput)},
@@ -284,7 +284,7 @@ class ParticipantListApi(APIView):
         "voided battles; newest entry first, in cursor pages. Filter with `?status=`.",
         parameters=[
             OpenApiParameter("status", str, enum=Participant.Status.values, description="Only this status."),
-            OpenApiParameter("limit", int, description="Participants per page (1-500, default 50)."),
+            limit_parameter("Participants"),
             OpenApiParameter("cursor", str, description="From the previous page's `next`."),
         ],
         responses={200: page_of(ParticipantOutput)},

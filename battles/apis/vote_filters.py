@@ -68,6 +68,10 @@ FILTER_PARAMETERS = [
     OpenApiParameter("since", OpenApiTypes.DATETIME, description="Votes cast at or after this time (ISO 8601)."),
     OpenApiParameter("until", OpenApiTypes.DATETIME, description="Votes cast before this time (exclusive)."),
     OpenApiParameter("category", str, enum=list(CATEGORIES), description="Only prompts of this category."),
-    OpenApiParameter("competitor", int, description="Only votes with this competitor (id) on either side."),
+    OpenApiParameter(
+        "competitor",
+        {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+        description="Only votes with this competitor (id) on either side.",
+    ),
     OpenApiParameter("prompt_source", str, enum=Prompt.Source.values, description="pool or rater prompts."),
 ]

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from battles.apis import StrictCharField, StrictIntegerField
-from core.api import cursor_page, page_of
+from core.api import cursor_page, limit_parameter, page_of
 from core.errors import Invalid, PermissionDenied
 from raters.selectors import organizations_writable_by
 
@@ -50,7 +50,7 @@ class PageQuery(serializers.Serializer[Any]):
 
 
 PAGE_PARAMETERS = [
-    OpenApiParameter("limit", int, description="Items per page (1-500, default 50)."),
+    limit_parameter("Items"),
     OpenApiParameter("cursor", str, description="From the previous page's `next`."),
 ]
 

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import CursorPage
+from core.api import CursorPage, limit_parameter
 
 from .. import selectors, services
 from ..quality import quality_report
@@ -262,7 +262,7 @@ class RaterReportApi(APIView):
         "page says how old they are (`as_of`, `as_of_votes`, `votes_behind`, `refreshing`). Owners, managers and "
         "viewers of the campaign's organisation, and its API keys.",
         parameters=[
-            OpenApiParameter("limit", int, description="Raters per page (1-500, default 50)."),
+            limit_parameter("Raters"),
             OpenApiParameter("cursor", str, description="From the previous page's `next`."),
         ],
         responses={200: RaterReportPageOutput},

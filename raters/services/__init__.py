@@ -13,7 +13,14 @@ audit_record`` and ``from raters import services; services.membership_set(...)``
   tasks (``raters/tasks.py`` re-exports those).
 """
 
-from .api_keys import API_KEY_PREFIX, api_key_create, api_key_revoke
+from .api_keys import (
+    API_KEY_PREFIX,
+    api_key_create,
+    api_key_revoke,
+    api_key_scope_cap,
+    api_key_scopes_for,
+    api_keys_revoke_made_by,
+)
 from .audit import audit_record, tenant_row_delete, tenant_row_save
 from .flags import rater_flag_clear, rater_flag_create, rater_flag_raise
 from .organizations import membership_change_check, membership_remove, membership_set, organization_create, user_create
@@ -35,6 +42,9 @@ __all__ = [
     "API_KEY_PREFIX",
     "InvitationError",
     "api_key_create",
+    "api_key_scope_cap",
+    "api_key_scopes_for",
+    "api_keys_revoke_made_by",
     "api_key_revoke",
     "audit_record",
     "invitation_accept",

@@ -84,3 +84,22 @@ def test_heatmap_cells_are_focusable_with_their_details(board, alice_client):  #
     assert 'class="legend"' in html and "no battles" in html
     assert html.count('tabindex="0"') >= 12 + 4  # 4 x 3 heatmap cells and 4 interval cells
     assert "Holm p=" in html and "anytime-valid:" in html and "score difference" in html
+
+
+def test_snapshot_csv_neutralises_formulas_in_label_and_family(board, alice_client):  # noqa: F811
+    """A model name and a family typed as spreadsheet formulas reach snapshot.csv as text (an apostrophe
+    first), as in every other CSV; the JSON download keeps the exact names."""
+    from serving.models import ModelEndpoint
+
+    campaign, competitors, _ = board
+    formula = '=HYPERLINK("http://evil.test","x")'
+    ModelEndpoint.objects.filter(pk=competitors[0].endpoint_id).update(name=formula)
+    type(competitors[0]).objects.filter(pk=competitors[0].pk).update(family="+cmd|' /C calc'!A0")
+    leaderboards_recompute(campaign_id=campaign.pk)
+    body = alice_client.get(f"/leaderboard/{campaign.pk}/v/1/snapshot.csv").content.decode()
+    row = next(r for r in csv.DictReader(io.StringIO(body)) if r["competitor_id"] == str(competitors[0].pk))
+    assert row["label"].startswith("'" + formula), row["label"]
+    assert row["family"] == "'+cmd|' /c calc'!a0", row["family"]  # the family as the board counts it (lower case)
+    assert not any(cell.startswith(("=", "+", "@")) for r in csv.reader(io.StringIO(body)) for cell in r)
+    payload = json.loads(alice_client.get(f"/leaderboard/{campaign.pk}/v/1/snapshot.json").content)
+    assert any(r["label"].startswith(formula) for r in payload["rows"])

@@ -1,5 +1,6 @@
-"""The webhooks API: keys of the organisation and its owners; writes need a write key or an owner;
-another organisation's webhooks are 404; the secret only in the creation response."""
+"""The webhooks API: owners only, as in the console: an owner key of the organisation or an owner's session
+(read and write keys get 403, managers' sessions 404); another organisation's webhooks are 404; the secret
+only in the creation response."""
 
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ def owner_of_two(alice, acme, globex) -> Client:  # type: ignore[no-untyped-def]
     return login(alice)
 
 
-def test_a_write_key_creates_a_webhook_and_sees_the_secret_once(acme, settings):
+def test_an_owner_key_creates_a_webhook_and_sees_the_secret_once(acme, settings):
     settings.ARENA_WEBHOOK_HOSTS = []
-    client = api_client(acme.organization, scope="write")
+    client = api_client(acme.organization, scope="owner")
     response = _post(
         client, reverse("api-webhooks"), {"url": PUBLIC_URL, "events": ["battle.rated", "leaderboard.updated"]}
     )
@@ -72,7 +73,7 @@ def test_a_write_key_creates_a_webhook_and_sees_the_secret_once(acme, settings):
 
 def test_an_internal_url_is_refused_with_a_clear_message(acme, settings):
     settings.ARENA_WEBHOOK_HOSTS = []
-    client = api_client(acme.organization, scope="write")
+    client = api_client(acme.organization, scope="owner")
     for url, words in (
         ("https://127.0.0.1/hook", "internal address"),
         ("https://169.254.169.254/latest/meta-data/", "internal address"),
@@ -87,27 +88,35 @@ def test_an_internal_url_is_refused_with_a_clear_message(acme, settings):
     assert not WebhookEndpoint.objects.exists()
 
 
-def test_a_read_key_reads_but_cannot_write(acme):
+def test_read_and_write_keys_reach_no_webhook(acme):
+    """Webhooks are owner-only (their URLs, secrets and delivery payloads): a read or write key, whoever
+    made it, gets 403 on every operation, reading included, and changes nothing."""
     endpoint = _webhook(acme)
-    client = api_client(acme.organization, scope="read")
-    assert client.get(reverse("api-webhook", args=[endpoint.pk])).status_code == 200
-    assert client.get(reverse("api-webhook-deliveries", args=[endpoint.pk])).status_code == 200
-    for response in (
-        _post(client, reverse("api-webhooks"), {"url": PUBLIC_URL, "events": ["battle.rated"]}),
-        _patch(client, reverse("api-webhook", args=[endpoint.pk]), {"active": False}),
-        client.delete(reverse("api-webhook", args=[endpoint.pk])),
-        _post(client, reverse("api-webhook-ping", args=[endpoint.pk]), {}),
-    ):
-        assert response.status_code == 403, response.content
-        assert _error(response)["code"] == "permission_denied"
-    assert WebhookEndpoint.objects.filter(pk=endpoint.pk, active=True).exists()
-    assert WebhookEndpoint.objects.count() == 1 and not WebhookDelivery.objects.exists()
+    services.webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"n": 1})
+    for scope in ("read", "write"):
+        client = api_client(acme.organization, scope=scope)
+        for response in (
+            client.get(reverse("api-webhooks")),
+            client.get(reverse("api-webhook", args=[endpoint.pk])),
+            client.get(reverse("api-webhook-deliveries", args=[endpoint.pk])),
+            _post(client, reverse("api-webhooks"), {"url": PUBLIC_URL, "events": ["battle.rated"]}),
+            _patch(client, reverse("api-webhook", args=[endpoint.pk]), {"url": "https://93.184.216.35/evil"}),
+            client.delete(reverse("api-webhook", args=[endpoint.pk])),
+            _post(client, reverse("api-webhook-ping", args=[endpoint.pk]), {}),
+        ):
+            assert response.status_code == 403, (scope, response.content)
+            assert _error(response)["code"] == "permission_denied"
+            assert PUBLIC_URL not in response.content.decode()
+    endpoint.refresh_from_db()
+    assert endpoint.url == PUBLIC_URL and endpoint.active
+    assert WebhookEndpoint.objects.count() == 1
+    assert not WebhookDelivery.objects.filter(event=WebhookEvent.PING).exists()
 
 
 def test_another_organisations_webhook_is_404_everywhere(acme, globex, charlie_client):
     endpoint = _webhook(acme)
     services.webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={"n": 1})
-    for client in (api_client(globex.organization, scope="write"), charlie_client):
+    for client in (api_client(globex.organization, scope="owner"), charlie_client):
         for response in (
             client.get(reverse("api-webhook", args=[endpoint.pk])),
             client.get(reverse("api-webhook-deliveries", args=[endpoint.pk])),
@@ -160,7 +169,7 @@ def test_an_owner_of_two_names_the_organisation(owner_of_two, globex):
 
 def test_patch_changes_disables_and_re_enables(acme):
     endpoint = _webhook(acme)
-    client = api_client(acme.organization, scope="write")
+    client = api_client(acme.organization, scope="owner")
     url = reverse("api-webhook", args=[endpoint.pk])
     response = _patch(client, url, {"events": ["campaign.closed", "leaderboard.updated"], "description": "boards"})
     assert response.status_code == 200
@@ -191,7 +200,7 @@ def test_patch_changes_disables_and_re_enables(acme):
 def test_delete_removes_the_webhook_and_its_log(acme):
     endpoint = _webhook(acme)
     services.webhook_event_emit(organization_id=acme.organization.pk, event="battle.rated", payload={})
-    client = api_client(acme.organization, scope="write")
+    client = api_client(acme.organization, scope="owner")
     assert client.delete(reverse("api-webhook", args=[endpoint.pk])).status_code == 204
     assert not WebhookEndpoint.objects.exists() and not WebhookDelivery.objects.exists()
     assert AuditEvent.objects.filter(action=AuditAction.WEBHOOK_DELETED, object_id=str(endpoint.pk)).exists()
@@ -200,7 +209,7 @@ def test_delete_removes_the_webhook_and_its_log(acme):
 
 def test_ping_queues_a_test_event_and_a_disabled_webhook_is_a_conflict(acme):
     endpoint = _webhook(acme)
-    client = api_client(acme.organization, scope="write")
+    client = api_client(acme.organization, scope="owner")
     response = _post(client, reverse("api-webhook-ping", args=[endpoint.pk]), {})
     assert response.status_code == 202
     body = json.loads(response.content)
@@ -219,7 +228,7 @@ def test_deliveries_are_paged_newest_first_and_filtered(acme, globex):
     services.webhook_event_emit(organization_id=acme.organization.pk, event="campaign.closed", payload={})
     services.webhook_event_emit(organization_id=globex.organization.pk, event="battle.rated", payload={})
     WebhookDelivery.objects.filter(endpoint=endpoint, payload__n=0).update(status=WebhookDelivery.Status.GAVE_UP)
-    client = api_client(acme.organization, scope="read")
+    client = api_client(acme.organization, scope="owner")
     url = reverse("api-webhook-deliveries", args=[endpoint.pk])
     first = json.loads(client.get(url, {"limit": 4}).content)
     assert len(first["results"]) == 4 and first["next"]
@@ -235,7 +244,7 @@ def test_deliveries_are_paged_newest_first_and_filtered(acme, globex):
     bad = client.get(url, {"status": "exploded"})
     assert bad.status_code == 400 and _error(bad)["code"] == "invalid"
     # Globex's key sees Globex's deliveries only.
-    globex_client = api_client(globex.organization, scope="read")
+    globex_client = api_client(globex.organization, scope="owner")
     theirs = json.loads(globex_client.get(reverse("api-webhook-deliveries", args=[other.pk])).content)["results"]
     assert len(theirs) == 1 and theirs[0]["webhook"] == other.pk
 
