@@ -85,5 +85,5 @@ def backward(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 
 class Migration(migrations.Migration):
-    dependencies = [("battles", "0023_campaign_instructions_consent")]
+    dependencies = [("battles", "0025_active_sampling_default")]
     operations = [migrations.RunPython(forward, backward)]

@@ -68,5 +68,5 @@ def backward(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 
 class Migration(migrations.Migration):
-    dependencies = [("ranking", "0005_attribute_boards")]
+    dependencies = [("ranking", "0006_judge_calibration_extra")]
     operations = [migrations.RunPython(forward, backward)]
