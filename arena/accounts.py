@@ -3,8 +3,8 @@
 allauth keys its login throttle on the client address ("10 failed logins a minute per address") and on
 the account ("5 failed logins in 5 minutes per e-mail"). Behind a TLS proxy every request comes from
 the proxy's address, so without this one throttle was shared by everybody: ten failed logins for random
-e-mails locked every other user out. ``core.http.client_ip`` reads X-Forwarded-For at the configured
-depth only."""
+e-mails locked every other user out. ``core.http.client_ip`` reads X-Forwarded-For only from our own
+proxies (``ARENA_TRUSTED_PROXIES``)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ without depending on another app, or on the project, for a type.
 from __future__ import annotations
 
 import ipaddress
+from functools import lru_cache
 from typing import Any, cast
 
 from django.contrib.auth.models import User
@@ -53,32 +54,54 @@ def admin_user(request: HttpRequest) -> User:
     return cast(User, request.user)
 
 
-def client_ip(request: HttpRequest) -> str:
-    """The address of the client behind ``settings.ARENA_TRUSTED_PROXY_COUNT`` proxies of our own.
-
-    Each proxy appends the address it was connected from to ``X-Forwarded-For``, so with N trusted
-    proxies the client is the N-th entry from the right; anything to its left was written by the
-    client and is ignored (an attacker who writes random addresses there stays one address). With no
-    trusted proxy, or a request that did not pass through all of them, ``REMOTE_ADDR`` is the client.
-    Login throttling (allauth) and django-ratelimit's ``ip`` keys both use this."""
-    from django.conf import settings
-
-    remote = request.META.get("REMOTE_ADDR", "") or ""
-    depth = settings.ARENA_TRUSTED_PROXY_COUNT
-    if depth <= 0:
-        return remote
-    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
-    if len(hops) < depth:
-        return remote
-    candidate = hops[-depth]
+def _address(raw: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address as a proxy writes it (``1.2.3.4``, ``1.2.3.4:5555``, ``[v6]:443``, ``v6``), or None."""
+    candidate = raw.strip()
     if candidate.startswith("[") and "]" in candidate:  # [v6]:port
         candidate = candidate[1 : candidate.index("]")]
     elif candidate.count(":") == 1:  # v4:port
         candidate = candidate.split(":", 1)[0]
     try:
-        return str(ipaddress.ip_address(candidate))
+        address = ipaddress.ip_address(candidate.split("%", 1)[0])
     except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped  # a dual-stack socket's ::ffff:10.20.0.2 is 10.20.0.2
+    return address
+
+
+@lru_cache(maxsize=8)
+def _networks(items: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in items)
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The address of the client behind our own proxies (``settings.ARENA_TRUSTED_PROXIES``).
+
+    ``X-Forwarded-For`` is believed only when the connecting address (``REMOTE_ADDR``) is one of those
+    proxies: anyone else who reaches the web port writes what they like there, so for them the connecting
+    address is the client. Behind a trusted proxy, each proxy appended the address it was connected from,
+    so the entries are read from the right, skipping our own proxies: the first that is not one of them is
+    the client, and anything to its left was written by the client and is ignored (an attacker who writes
+    random addresses there stays one address). An entry that is not an address ends the walk at the last
+    proxy read, as does a header with only our proxies in it. Login throttling (allauth) and
+    django-ratelimit's ``ip`` keys both use this."""
+    from django.conf import settings
+
+    remote = request.META.get("REMOTE_ADDR", "") or ""
+    trusted = _networks(tuple(settings.ARENA_TRUSTED_PROXIES))
+    peer = _address(remote)
+    if peer is None or not any(peer in network for network in trusted):
         return remote
+    client = peer
+    for hop in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
+        address = _address(hop)
+        if address is None:
+            break
+        client = address
+        if not any(address in network for network in trusted):
+            break
+    return str(client)
 
 
 # --- Private responses are never stored ---------------------------------------------------------------

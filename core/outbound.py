@@ -10,11 +10,20 @@ may be called is an operator decision, so the rule is:
 - any other host is resolved, and *every* address it resolves to must be a global (public) unicast
   address: loopback, private, link-local, carrier-grade NAT, multicast, reserved and unspecified
   addresses are refused (an attacker controls the DNS of their own name, so one record pointing at
-  127.0.0.1 among public ones must not slip through).
+  127.0.0.1 among public ones must not slip through);
+- an IPv6 address that carries an IPv4 address is judged by that IPv4 address too, since the network
+  delivers it there: IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``, IPv4-translated
+  ``::ffff:0:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16`` (the IPv4 after the prefix) and
+  Teredo ``2001::/32`` (its server and its client). ``[::127.0.0.1]`` and ``[64:ff9b::7f00:1]`` are
+  loopback, whatever Python's ``is_global`` says of the IPv6 form; NAT64 of a public address
+  (``64:ff9b::808:808``, what DNS64 hands an IPv6-only network) passes. The local-use NAT64 prefix
+  ``64:ff9b:1::/48`` (RFC 8215) is never public.
 
-The check runs where an address is entered (model validation) and again right before each call, which
-narrows DNS rebinding to the moment between the check and the connection. Pure Python, no Django:
-the caller passes the allow-list (``settings.ARENA_MODEL_HOSTS``, ``settings.ARENA_WEBHOOK_HOSTS``).
+The check runs where an address is entered (model validation) and again right before each call, and
+``address_approve`` returns the addresses it approved: the caller connects to one of those, never to
+the name resolved a second time, so a name that resolves to a public address at the check and to
+127.0.0.1 a moment later (DNS rebinding) cannot slip in between. Pure Python, no Django: the caller
+passes the allow-list (``settings.ARENA_MODEL_HOSTS``, ``settings.ARENA_WEBHOOK_HOSTS``).
 """
 
 from __future__ import annotations
@@ -29,7 +38,9 @@ from urllib.parse import urlsplit
 __all__ = [
     "AddressRefused",
     "AllowEntry",
+    "address_approve",
     "address_check",
+    "address_judged",
     "allow_list_parse",
     "host_port_split",
     "url_check",
@@ -103,21 +114,54 @@ def allow_list_parse(items: Iterable[str]) -> tuple[AllowEntry, ...]:
 
 def _resolve(host: str, port: int) -> Sequence[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]) for info in infos})
+    # The resolver's order (RFC 6724 preference), without repeats: callers connect to the first.
+    return tuple(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def _normalised(address: IPAddress) -> IPAddress:
-    # ::ffff:127.0.0.1 reaches 127.0.0.1: judge the IPv4 address it carries.
+    # ::ffff:127.0.0.1 is 127.0.0.1 on the wire: judge (and allow-list) the IPv4 address it carries.
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address
 
 
-def address_check(host: str, port: int, *, allowed: Sequence[AllowEntry], resolver: Resolver = _resolve) -> None:
-    """Raise ``AddressRefused`` unless the operator allows ``host:port`` or every address it resolves to
-    is a public one (see the module's docstring)."""
+_COMPATIBLE = ipaddress.IPv6Network("::/96")  # IPv4-compatible (deprecated): ::a.b.c.d
+_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # IPv4-translated (SIIT, RFC 2765)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # NAT64 well-known prefix (RFC 6052)
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # local-use NAT64 (RFC 8215): never public
+
+
+def address_judged(address: IPAddress) -> tuple[IPAddress, ...]:
+    """The address and every IPv4 address it carries (module docstring), each of which must be public."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return (address,)
+    if address.ipv4_mapped is not None:
+        return (address.ipv4_mapped,)
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in _COMPATIBLE or address in _TRANSLATED or address in _NAT64:
+        return (address, low32)
+    if address.sixtofour is not None:
+        return (address, address.sixtofour)
+    if address.teredo is not None:
+        return (address, *address.teredo)
+    return (address,)
+
+
+def _public(address: IPAddress) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address in _NAT64_LOCAL:
+        return False
+    return address.is_global and not address.is_multicast
+
+
+def address_approve(
+    host: str, port: int, *, allowed: Sequence[AllowEntry], resolver: Resolver | None = None
+) -> tuple[str, ...]:
+    """The addresses ``host:port`` may be reached at, in the resolver's order, to connect to (the caller
+    connects to these, never to the name resolved again); ``()`` where the operator allows the host by
+    name (it is then resolved by the connection). Raise ``AddressRefused`` unless the operator allows
+    ``host:port`` or every address it resolves to is a public one (see the module's docstring)."""
     if any(entry.allows_name(host, port) for entry in allowed):
-        return
+        return ()
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)
     except ValueError:
@@ -126,20 +170,29 @@ def address_check(host: str, port: int, *, allowed: Sequence[AllowEntry], resolv
         addresses = [literal]
     else:
         try:
-            addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in resolver(host, port)]
+            addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in (resolver or _resolve)(host, port)]
         except (OSError, UnicodeError, ValueError):
             raise AddressRefused(f"{host} does not resolve to an address.") from None
         if not addresses:
             raise AddressRefused(f"{host} does not resolve to an address.")
-    for address in map(_normalised, addresses):
-        if any(entry.allows_address(address, port) for entry in allowed):
+    for address in addresses:
+        if any(entry.allows_address(_normalised(address), port) for entry in allowed):
             continue
-        if not address.is_global or address.is_multicast:
-            shown = host if literal is not None else f"{host} (resolves to {address})"
+        refused = next((a for a in address_judged(address) if not _public(a)), None)
+        if refused is not None:
+            carried = "" if refused == _normalised(address) else f" (carries {refused})"
+            shown = f"{host}{carried}" if literal is not None else f"{host} (resolves to {address}{carried})"
             raise AddressRefused(
                 f"{shown}:{port} is an internal address that the operator has not allowed for model servers "
                 "or webhooks. Ask the operator to add it to the allow-list, or use an allowed host."
             )
+    return tuple(dict.fromkeys(str(address) for address in addresses))
+
+
+def address_check(host: str, port: int, *, allowed: Sequence[AllowEntry], resolver: Resolver = _resolve) -> None:
+    """Raise ``AddressRefused`` unless the operator allows ``host:port`` or every address it resolves to
+    is a public one (``address_approve``, which also says where to connect)."""
+    address_approve(host, port, allowed=allowed, resolver=resolver)
 
 
 def url_check(

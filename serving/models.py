@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
-from core.outbound import AddressRefused, AllowEntry, address_check, allow_list_parse, host_port_split
+from core.outbound import AddressRefused, AllowEntry, Resolver, address_approve, allow_list_parse, host_port_split
 from raters.models import Organization
 from raters.tenancy import TenantManager
 
@@ -27,16 +27,29 @@ def _model_hosts(items: tuple[str, ...]) -> tuple[AllowEntry, ...]:
     return allow_list_parse(items)
 
 
-def endpoint_address_check(url: str) -> None:
-    """Raise ``AddressRefused`` unless a model server may be called at ``url`` (host:port): listed in
-    ``ARENA_MODEL_HOSTS``, or resolving to public addresses only (core/outbound.py)."""
+def endpoint_address_pin(url: str, *, resolver: Resolver | None = None) -> str | None:
+    """Where to connect for a model server at ``url`` (host:port): the approved address as ``address:port``
+    (``[v6]:port``), or None where the operator lists the host by name (the client resolves it). Raise
+    ``AddressRefused`` unless the address is listed in ``ARENA_MODEL_HOSTS`` or resolves to public
+    addresses only (core/outbound.py). The caller connects to the address returned, so the name is not
+    resolved a second time between the check and the connection (DNS rebinding)."""
     try:
         host, port = host_port_split(url)
     except ValueError:
         raise AddressRefused("Enter host:port, for example triton:8001 (no scheme, no path).") from None
     if port is None:
         raise AddressRefused("Enter host:port, for example triton:8001 (no scheme, no path).")
-    address_check(host, port, allowed=_model_hosts(tuple(settings.ARENA_MODEL_HOSTS)))
+    allowed = _model_hosts(tuple(settings.ARENA_MODEL_HOSTS))
+    approved = address_approve(host, port, allowed=allowed, resolver=resolver)
+    if not approved:
+        return None
+    first = approved[0].split("%", 1)[0]
+    return f"[{first}]:{port}" if ":" in first else f"{first}:{port}"
+
+
+def endpoint_address_check(url: str) -> None:
+    """Raise ``AddressRefused`` unless a model server may be called at ``url`` (``endpoint_address_pin``)."""
+    endpoint_address_pin(url)
 
 
 class Health(models.TextChoices):
@@ -131,14 +144,15 @@ class ModelEndpoint(models.Model):
     def spec(self) -> EndpointSpec:
         from .triton.client import EndpointSpec
 
-        # The address is checked again at each call: what a name resolves to can change after it was saved.
+        # The address is checked again at each call (what a name resolves to can change after it was saved),
+        # and the call connects to the address that check approved.
         return EndpointSpec(
             url=self.url,
             protocol=self.protocol,  # type: ignore[arg-type]
             model_name=self.model_name,
             model_version=self.model_version,
             timeout_s=self.timeout_s,
-            guard=endpoint_address_check,
+            guard=endpoint_address_pin,
             contract=self.contract,  # type: ignore[arg-type]
             prompt_format=self.prompt_format,  # type: ignore[arg-type]
         )

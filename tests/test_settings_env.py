@@ -108,6 +108,20 @@ def test_entry_points_default_to_the_right_settings():
 
 
 @pytest.mark.server
+def test_trusted_proxies_are_addresses_and_the_former_proxy_count_stops_start_up():
+    """The count trusted X-Forwarded-For from anyone who reached the web port directly (issue 21.8): a
+    deployment that still sets it must not start as though it had listed no proxy."""
+    result = _settings_in_subprocess("arena.settings.base", SECRET_KEY="k" * 50, ARENA_TRUSTED_PROXY_COUNT="1")
+    assert result.returncode != 0 and "ARENA_TRUSTED_PROXY_COUNT is replaced by ARENA_TRUSTED_PROXIES" in result.stderr
+    result = _settings_in_subprocess("arena.settings.base", SECRET_KEY="k" * 50, ARENA_TRUSTED_PROXIES="10.0.0.0/24,x")
+    assert result.returncode != 0 and "ARENA_TRUSTED_PROXIES: 'x' is not an IP address" in result.stderr
+    result = _settings_in_subprocess(
+        "arena.settings.base", SECRET_KEY="k" * 50, ARENA_TRUSTED_PROXY_COUNT="0", ARENA_TRUSTED_PROXIES="10.0.0.0/24"
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.server
 def test_malformed_debug_refuses_to_start():
     result = _settings_in_subprocess(DEBUG="maybe")
     assert result.returncode != 0

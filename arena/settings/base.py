@@ -14,7 +14,18 @@ import dj_database_url
 
 from core import queues
 
-from .env import ImproperEnvironment, env_bool, env_hosts, env_int, env_list, env_path, env_rate, env_str, env_url
+from .env import (
+    ImproperEnvironment,
+    env_bool,
+    env_hosts,
+    env_int,
+    env_list,
+    env_networks,
+    env_path,
+    env_rate,
+    env_str,
+    env_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = BASE_DIR / "var"
@@ -264,7 +275,7 @@ if ACCOUNT_EMAIL_VERIFICATION not in {"none", "optional", "mandatory"}:
     raise ImproperEnvironment("ACCOUNT_EMAIL_VERIFICATION must be none, optional or mandatory")
 ACCOUNT_LOGOUT_ON_GET = False
 ACCOUNT_ADAPTER = "arena.accounts.AccountAdapter"
-# Failed logins are limited per client address (behind ARENA_TRUSTED_PROXY_COUNT proxies) and per
+# Failed logins are limited per client address (behind the ARENA_TRUSTED_PROXIES) and per
 # account, whatever address they come from: allauth's "<n>/<period>/ip,<n>/<period>/key" (key: e-mail).
 ACCOUNT_RATE_LIMITS = {"login_failed": env_str("ARENA_LOGIN_FAILED_RATE", "10/m/ip,5/5m/key")}
 if not re.fullmatch(r"\d+/\d*[smhd](/(ip|key))?(,\d+/\d*[smhd](/(ip|key))?)*", ACCOUNT_RATE_LIMITS["login_failed"]):
@@ -331,7 +342,7 @@ RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
 # Per rater: how many votes and new battles a minute before the server answers 429.
 ARENA_VOTE_RATE = env_str("ARENA_VOTE_RATE", "30/m")
 ARENA_BATTLE_RATE = env_str("ARENA_BATTLE_RATE", "30/m")
-# Per network address (the client behind ARENA_TRUSTED_PROXY_COUNT proxies), across every account:
+# Per network address (the client behind the ARENA_TRUSTED_PROXIES), across every account:
 # a script rotating accounts is stopped at its address. Higher than one rater's, since a lab or an
 # office behind one NAT address shares it; empty: no limit by address.
 ARENA_VOTE_IP_RATE = env_rate("ARENA_VOTE_IP_RATE", "120/m")
@@ -403,10 +414,17 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 # absolute URLs such as invitation links come out as http://.
 if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-# How many proxies of our own stand in front of the app (the TLS proxy: 1). The client address is read
-# from X-Forwarded-For at that depth only (core.http.client_ip), for the login throttle and rate
-# limits; 0 trusts no header and uses the connecting address.
-ARENA_TRUSTED_PROXY_COUNT = env_int("ARENA_TRUSTED_PROXY_COUNT", 0, minimum=0)
+# The proxies of our own in front of the app (the TLS proxy): addresses or networks. X-Forwarded-For is
+# read only from a request whose connecting address is one of them, and the client is its right-most
+# entry that is not one of them (core.http.client_ip), for the login throttle and rate limits; empty
+# trusts no header. A count of proxies (the former ARENA_TRUSTED_PROXY_COUNT) trusted the header from
+# anyone who reached the web port directly, so a setting of it stops start-up rather than being ignored.
+ARENA_TRUSTED_PROXIES = env_networks("ARENA_TRUSTED_PROXIES", [])
+if env_str("ARENA_TRUSTED_PROXY_COUNT", "").strip() not in ("", "0"):
+    raise ImproperEnvironment(
+        "ARENA_TRUSTED_PROXY_COUNT is replaced by ARENA_TRUSTED_PROXIES: list your proxies' addresses or "
+        "network (docs/deployment/configuration.md) and unset ARENA_TRUSTED_PROXY_COUNT"
+    )
 RATELIMIT_IP_META_KEY = "core.http.client_ip"
 # HTTPS only in production (DEBUG off): redirect plain HTTP and send HSTS for a year, unless turned off
 # explicitly (a plain-HTTP trial on localhost: SECURE_SSL_REDIRECT=false SECURE_HSTS_SECONDS=0).

@@ -6,6 +6,7 @@ A malformed value stops the process with the variable's name in the message: a t
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -90,6 +91,19 @@ def env_hosts(name: str, default: list[str]) -> list[str]:
         allow_list_parse(items)
     except ValueError as exc:
         raise ImproperEnvironment(f"{name}: {exc}") from None
+    return items
+
+
+def env_networks(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list of IP addresses and networks (``10.20.0.2``, ``172.31.240.0/24``,
+    ``fd00::/8``); a malformed entry stops start-up with the variable's name. Set but empty: none."""
+    raw = os.environ.get(name)
+    items = [] if raw is not None and not raw.strip() else env_list(name, default)
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ImproperEnvironment(f"{name}: {item!r} is not an IP address or network such as 10.0.0.0/24") from None
     return items
 
 

@@ -100,9 +100,11 @@ class EndpointSpec:
     model_version: str = ""
     timeout_s: float = 30.0
     # Called with `url` right before each connection; raises (with a message fit for managers) if the
-    # address may not be called. The platform passes its outbound-address rule (core/outbound.py), so
-    # an address that was allowed when entered but resolves elsewhere now is refused at call time.
-    guard: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    # address may not be called, else returns the approved `address:port` to connect to (None: connect to
+    # `url` by name). The platform passes its outbound-address rule (core/outbound.py), so an address that
+    # was allowed when entered but resolves elsewhere now is refused at call time, and the call goes to the
+    # address that was checked, with `url`'s host kept as the HTTP Host / gRPC authority (`_client`).
+    guard: Callable[[str], str | None] | None = field(default=None, compare=False, repr=False)
     # The wire contract (see the module docstring) and how a conversation becomes `text_input`.
     contract: Contract = "arena"
     prompt_format: PromptFormat = "raw"
@@ -375,6 +377,34 @@ def _chunk(result: Any, contract: Contract) -> _Chunk:
     return _Chunk(delta, tokens, finish, final)
 
 
+def _client(module: Any, endpoint: EndpointSpec, target: str | None, timeout_s: float) -> Any:
+    """A tritonclient client of `module` (the endpoint's protocol) that connects to `target`, the address
+    the guard approved (None: `endpoint.url` by name), never resolving the name again. gRPC keeps the
+    endpoint's host:port as the channel's authority; HTTP requests carry it as Host (`_headers`)."""
+    if endpoint.protocol == "http":
+        return module.InferenceServerClient(
+            target or endpoint.url, connection_timeout=timeout_s, network_timeout=timeout_s
+        )
+    if target is None:
+        return module.InferenceServerClient(endpoint.url)
+    keep = module.KeepAliveOptions()  # tritonclient's own defaults, which channel_args replaces
+    options = [
+        ("grpc.max_send_message_length", module.MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.max_receive_message_length", module.MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.keepalive_time_ms", keep.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", keep.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", keep.keepalive_permit_without_calls),
+        ("grpc.http2.max_pings_without_data", keep.http2_max_pings_without_data),
+        ("grpc.default_authority", endpoint.url),
+    ]
+    return module.InferenceServerClient(target, channel_args=options)
+
+
+def _headers(endpoint: EndpointSpec, target: str | None) -> dict[str, Any]:
+    """The keyword arguments an HTTP call to a pinned address adds: the endpoint's own Host."""
+    return {"headers": {"Host": endpoint.url}} if endpoint.protocol == "http" and target is not None else {}
+
+
 # How long closing a stream may take before the side gives up on it (the server is not answering).
 _CLOSE_TIMEOUT_S = 5.0
 Emit = Callable[[str, float], None]
@@ -394,9 +424,10 @@ class _Call:
         self.streamed = endpoint.contract != "arena"
         self.final_delta = ""  # the text of a streamed answer's final response
         where = endpoint.where
+        self.target: str | None = None  # the approved address:port the client connects to
         if endpoint.guard is not None:
             try:
-                endpoint.guard(endpoint.url)
+                self.target = endpoint.guard(endpoint.url)
             except Exception as exc:
                 self.result = GenerationResult("", 0, "error", 0.0, f"{where}: address refused: {exc}", "refused")
                 return
@@ -428,14 +459,7 @@ class _Call:
                 self.inputs = _trtllm_inputs(module, text, params, stream)
             else:
                 self.inputs = _arena_inputs(module, text, system, params)
-            if endpoint.protocol == "grpc":
-                self.client = module.InferenceServerClient(endpoint.url)
-            else:
-                self.client = module.InferenceServerClient(
-                    endpoint.url,
-                    connection_timeout=endpoint.timeout_s,
-                    network_timeout=endpoint.timeout_s,
-                )
+            self.client = _client(module, endpoint, self.target, endpoint.timeout_s)
         except Exception as exc:  # a bad URL or protocol is a failed side, not a crash
             self.result = _failure(exc, endpoint, 0.0)
 
@@ -456,7 +480,7 @@ class _Call:
 
     def _infer(self) -> GenerationResult:
         endpoint = self.endpoint
-        kwargs: dict[str, Any] = {"model_version": endpoint.model_version}
+        kwargs: dict[str, Any] = {"model_version": endpoint.model_version, **_headers(endpoint, self.target)}
         if endpoint.protocol == "grpc":
             kwargs["client_timeout"] = endpoint.timeout_s
         started = time.perf_counter()
@@ -708,9 +732,10 @@ def model_readiness(endpoint: EndpointSpec) -> str:
     is typed by a manager, and echoing another service's answer would make this a probe of the network."""
     timeout = min(endpoint.timeout_s, READINESS_TIMEOUT_S)
     where = f"{endpoint.model_name} at {endpoint.protocol}://{endpoint.url}"
+    target: str | None = None
     if endpoint.guard is not None:
         try:
-            endpoint.guard(endpoint.url)
+            target = endpoint.guard(endpoint.url)
         except Exception as exc:  # the outbound-address rule: never even connect
             return f"{where}: address refused: {exc}"
     client: Any = None
@@ -718,15 +743,13 @@ def model_readiness(endpoint: EndpointSpec) -> str:
         if endpoint.protocol == "grpc":
             import tritonclient.grpc as grpc_module
 
-            client = grpc_module.InferenceServerClient(endpoint.url)
+            client = _client(grpc_module, endpoint, target, timeout)
             ready = client.is_model_ready(endpoint.model_name, endpoint.model_version, client_timeout=timeout)
         elif endpoint.protocol == "http":
             import tritonclient.http as http_module
 
-            client = http_module.InferenceServerClient(
-                endpoint.url, connection_timeout=timeout, network_timeout=timeout
-            )
-            ready = client.is_model_ready(endpoint.model_name, endpoint.model_version)
+            client = _client(http_module, endpoint, target, timeout)
+            ready = client.is_model_ready(endpoint.model_name, endpoint.model_version, **_headers(endpoint, target))
         else:
             return f"{where}: unknown protocol {endpoint.protocol!r}"
     except Exception as exc:  # unreachable server, bad address: a warning for the manager, not a crash

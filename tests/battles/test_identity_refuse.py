@@ -25,6 +25,7 @@ from serving.triton.client import GenerationResult, StreamEvent
 from tests.battles.test_streaming import read_stream
 from tests.conftest import Tenant
 from tests.factories import PromptFactory
+from tests.planting import planting
 
 pytestmark = pytest.mark.django_db
 
@@ -192,7 +193,8 @@ def test_an_answer_naming_a_model_voids_the_battle_under_refuse_and_the_page_sho
     refuse(acme)
     battle = ready_battle(acme, bob)
     Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.GENERATING, shown_at=None, ready_at=None)
-    Generation.objects.filter(battle=battle).delete()
+    with planting():  # back to before the answers arrived
+        Generation.objects.filter(battle=battle).delete()
     left, right = _answers("Tides come from the Moon.", "As ChatGPT, made by OpenAI, I can say tides...")
     recorded = services.battle_generations_record(battle=battle, left=left, right=right)
     assert recorded.status == Battle.Status.VOID
@@ -206,7 +208,8 @@ def test_an_answer_naming_a_model_voids_the_battle_under_refuse_and_the_page_sho
     Campaign.objects.filter(pk=acme.campaign.pk).update(identity_policy=Campaign.IdentityPolicy.FLAG)
     other = ready_battle(acme, bob, text="And the sea?")
     Battle.objects.filter(pk=other.pk).update(status=Battle.Status.GENERATING, shown_at=None, ready_at=None)
-    Generation.objects.filter(battle=other).delete()
+    with planting():
+        Generation.objects.filter(battle=other).delete()
     Battle.objects.filter(pk=battle.pk).update(rater=None)  # one open battle per rater
     other.refresh_from_db()
     assert services.battle_generations_record(battle=other, left=left, right=right).status == Battle.Status.READY
@@ -220,7 +223,8 @@ def test_a_streamed_answer_that_names_a_model_is_cut_before_the_name_and_ends_vo
     refuse(acme)
     battle = ready_battle(acme, bob)
     Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.GENERATING, shown_at=None, ready_at=None, live=True)
-    Generation.objects.filter(battle=battle).delete()
+    with planting():
+        Generation.objects.filter(battle=battle).delete()
     published: list[live.LiveItem] = []
     real_publish = live.MemoryChannel.publish
 

@@ -57,7 +57,7 @@ def test_next_battle_is_limited_per_account_across_addresses(acme: Tenant, bob, 
 
 
 def test_the_address_is_the_client_behind_the_trusted_proxies(acme: Tenant, bob, limits) -> None:  # type: ignore[no-untyped-def]
-    limits.ARENA_TRUSTED_PROXY_COUNT = 1
+    limits.ARENA_TRUSTED_PROXIES = ["10.0.0.1"]
     limits.ARENA_BATTLE_RATE = "100/h"
     limits.ARENA_BATTLE_IP_RATE = "2/h"
     _shadow(acme, 10)

@@ -15,6 +15,7 @@ from battles.models import Battle, Campaign, Choice, Generation
 from ranking.selectors import rater_quality
 from tests.battles.test_gold import _configure, _next, _rater, _shadow, _vote
 from tests.conftest import Tenant
+from tests.planting import planting
 
 pytestmark = [pytest.mark.django_db]
 
@@ -131,7 +132,8 @@ def test_a_generated_pool_battle_is_shared_when_its_answers_arrive(acme: Tenant,
     _configure(acme, reviewers_per_item=3, buffer_size=0)
     battle = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s").battle
     # Its worker could not reach a model (voided); record the answers a reachable model would have given.
-    Generation.objects.filter(battle=battle).delete()
+    with planting():
+        Generation.objects.filter(battle=battle).delete()
     Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.GENERATING, void_reason="")
     battle.refresh_from_db()
     left = GenerationResult(text="Left answer.", output_tokens=3, finish_reason="stop", latency_s=0.4)
@@ -145,7 +147,8 @@ def test_a_generated_pool_battle_is_shared_when_its_answers_arrive(acme: Tenant,
         assert _texts(copy) == _texts(battle) and copy.status == Battle.Status.READY
 
     failed = services.battle_assign(campaign=acme.campaign, user=_rater(acme, "x@acme.test"), session_key="s").battle
-    Generation.objects.filter(battle=failed).delete()
+    with planting():
+        Generation.objects.filter(battle=failed).delete()
     Battle.objects.filter(pk=failed.pk).update(status=Battle.Status.GENERATING, void_reason="")
     failed.refresh_from_db()
     broken = GenerationResult(

@@ -17,6 +17,7 @@ from pytest_django.live_server_helper import LiveServer
 from battles.models import Battle, Campaign, Prompt, Vote
 from raters.services import invitation_create
 from tests.conftest import Tenant, endpoint_of
+from tests.planting import planting
 
 from .conftest import logged_in
 
@@ -57,7 +58,8 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     page = sized_context.new_page()
     battle = _start(page, live_server.url, acme)
     # Markdown headings in an answer (models write them) must not enter the page outline.
-    battle.generations.update(text="# Heading from a model\n\n## Another\n\nSome text.")
+    with planting():
+        battle.generations.update(text="# Heading from a model\n\n## Another\n\nSome text.")
     page.reload()
 
     expect(page).to_have_title(f"Battle 1 of 20 · {acme.campaign.name} · Arena")

@@ -20,6 +20,7 @@ from pytest_django.live_server_helper import LiveServer
 from battles.models import Battle, Campaign, Prompt
 from tests.conftest import Tenant
 from tests.html_safety import unsafe_markup
+from tests.planting import planting
 
 from .conftest import logged_in
 
@@ -76,7 +77,8 @@ def test_no_payload_runs_in_the_browser(
     bob: AbstractUser,
     browser_context: BrowserContext,  # noqa: F811  # the imported fixture
 ) -> None:
-    Prompt.objects.filter(campaign=acme.campaign).update(text=JOINED)
+    with planting():
+        Prompt.objects.filter(campaign=acme.campaign).update(text=JOINED)
     Campaign.objects.filter(pk=acme.campaign.pk).update(allow_rater_prompts=True)
     logged_in(browser_context, live_server.url, bob)
     page = browser_context.new_page()
@@ -90,7 +92,8 @@ def test_no_payload_runs_in_the_browser(
     battle = Battle.objects.order_by("-created_at").first()
     assert battle is not None
     page.wait_for_function("() => !document.getElementById('preparing')", timeout=30000)
-    battle.generations.update(text=JOINED)
+    with planting():
+        battle.generations.update(text=JOINED)
     url = live_server.url + reverse("battles:battle", args=[battle.pk])
     _check(page, url, fired)
     assert page.inner_text(".battle").count("<script>alert(1)") >= 3  # prompt and both answers, as text

@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from django.db import DatabaseError, connection, transaction
 from scipy.stats import spearmanr
 
 from battles.models import Judge, Rubric
@@ -182,6 +183,16 @@ def test_the_ledger_is_append_only(acme: Tenant, sim: list[str]) -> None:
         AttributeJudgement.objects.filter(run=run).update(reason="x")
     with pytest.raises(LedgerAppendOnlyError):
         AttributeJudgement.objects.filter(run=run).delete()
+    # ... and the database itself (ranking 0007), for whatever bypasses the ORM.
+    for statement in (
+        "UPDATE ranking_attributejudgement SET reason = 'x' WHERE id = %s",
+        "DELETE FROM ranking_attributejudgement WHERE id = %s",
+    ):
+        with pytest.raises(DatabaseError, match="append-only"):
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(statement, [row.pk])
+    row.refresh_from_db()
+    assert row.reason != "edited"
 
 
 def test_a_run_executes_once(acme: Tenant, sim: list[str]) -> None:

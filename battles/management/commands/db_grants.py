@@ -1,8 +1,10 @@
 """Grant the application's database role exactly what it needs, after the migrations (run as the owner).
 
 The application role (DATABASES["default"]["USER"] unless --app-role says otherwise) may read and
-write every table of the schema, except the vote log, which it may only read and append to: no UPDATE,
-DELETE, TRUNCATE, TRIGGER or REFERENCES there. It owns nothing, so it cannot alter or drop tables or
+write every table of the schema, except the vote log, the judge log and the attribute-judgement ledger,
+which it may only read and append to: no UPDATE, DELETE, TRUNCATE, TRIGGER or REFERENCES there (the other
+append-only rows, prompt texts, answers, snapshots and audit events, are held by triggers: see
+docs/architecture/tenancy-and-log.md). It owns nothing, so it cannot alter or drop tables or
 their triggers, and it is no superuser, so it cannot switch triggers off for its session
 (session_replication_role). Idempotent: run it after every `migrate` (docker/compose.yaml does).
 """
@@ -16,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
 # Tables the application may only SELECT from and INSERT into.
-APPEND_ONLY_TABLES = ("battles_vote", "battles_judgeverdict")
+APPEND_ONLY_TABLES = ("battles_vote", "battles_judgeverdict", "ranking_attributejudgement")
 
 
 class Command(BaseCommand):
