@@ -60,5 +60,5 @@ def backward(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 
 class Migration(migrations.Migration):
-    dependencies = [("raters", "0016_webhook_delivery_retention")]
+    dependencies = [("raters", "0017_apikey_owner_scope")]
     operations = [migrations.RunPython(forward, backward)]
