@@ -59,7 +59,8 @@ class Method:
             else "geometric mean of strengths at 1000",
             "style_features": list(STYLE_FEATURES) if view == "style" else [],
             "boundary": "a competitor whose record is one-sided, thin (under 5 wins or losses) or all ties gets the "
-            "union with its profile-likelihood interval; a side the votes cannot bound is open",
+            "union with its profile-likelihood interval; a side the votes cannot bound is open, and the other side of "
+            "such a record is where the record's probability is 2.5% (-log 0.025 = 3.69, not chi2/2 = 1.92)",
             "pairwise_correction": "Holm",
             "sequential": est.CONFIDENCE_SEQUENCE_METHOD,
             **({"reliability": RELIABILITY_METHOD} if view == "reliability" else {}),
