@@ -124,7 +124,7 @@ def timing(n_raters: int, n_votes: int, n_competitors: int, repeat: int) -> None
         f"\ntime: {n_raters:,} raters x {n_votes:,} votes x {n_competitors} competitors, best of {repeat}\n"
         f"  plain BT fit        {t_plain:8.3f} s\n"
         f"  crowd BT fit        {t_crowd:8.3f} s   ratio {t_crowd / t_plain:6.1f} x plain "
-        f"({fit.iterations} EM steps, converged {fit.converged}; "
+        f"({fit.iterations} iterations, converged {fit.converged}; "
         f"{int(fit.estimated.sum())} raters estimated)\n"
         f"  bootstrap round     {t_round:8.3f} s   (a 100-round rater bootstrap: about {100 * t_round:.0f} s)"
     )

@@ -70,7 +70,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as la
-import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
@@ -88,6 +87,7 @@ PRIOR_B = 1.0
 PRIOR_RATERS = 1.0  # ... and worth this many raters
 RHO: NDArray[np.float64] = 2.0 * GRID - 1.0  # a vote's weight at each grid value (see "Weights" above)
 HEAVY_SHARE = 0.02  # a rater with more of the counted votes gets an exact held-out Newton step
+CHUNK = 65_536  # cells per block of the (cells x grid) work
 POPULATION_ITER = 500  # EM steps for the distribution of reliability (each a pass over raters x grid)
 MIN_OVERLAP = 5  # counted votes on pairs some other rater voted on, for eta_r to be estimated
 MIN_RATERS = 3  # raters with an estimated eta for the view to be identified
@@ -245,8 +245,8 @@ class _Reweighted:
         self.c_wlo, self.c_whi = cells.w_lo, cells.w_hi
         self.c_tot = cells.w_lo + cells.w_hi
         self.votes = cells.votes
-        ones = np.ones(cells.n_cells)
-        self.rater_cells = sp.csr_matrix((ones, (cells.rater, np.arange(cells.n_cells))), shape=(self.r, cells.n_cells))
+        won_lo, won_hi = np.flatnonzero(cells.w_lo > 0), np.flatnonzero(cells.w_hi > 0)
+        self.won = ((won_lo, cells.w_lo[won_lo], False), (won_hi, cells.w_hi[won_hi], True))
         self.held = np.zeros((self.r, GRID.shape[0]))
         self.held[:, -1] = 1.0
         self.alpha = _dirichlet_alpha()
@@ -273,9 +273,11 @@ class _Reweighted:
         p = expit(d)
         w = vote_weight
         resid = w * (self.c_wlo - self.c_tot * p)  # the cell's share of the gradient, on lo (minus on hi)
-        grad = np.zeros((self.r, n))
-        np.add.at(grad, (self.c_rater, self.c_lo), resid)
-        np.add.at(grad, (self.c_rater, self.c_hi), -resid)
+        size = self.r * n
+        grad = (
+            weighted_bincount(self.c_rater * n + self.c_lo, resid, minlength=size)
+            - weighted_bincount(self.c_rater * n + self.c_hi, resid, minlength=size)
+        ).reshape(self.r, n)
         # Taking rater r out leaves the gradient -g_r at theta: the Newton step is -(H - H_r)^-1 g_r.
         shift = -_solve(hessian, grad.T).T
         counted = weighted_bincount(self.c_rater, w * self.c_tot, minlength=self.r)
@@ -289,11 +291,20 @@ class _Reweighted:
 
     def loglik_grid(self, gaps: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Per cell and per rater, for each grid value, the log-likelihood of the votes given the
-        held-out board."""
+        held-out board. ``1 - q(p) = q(1 - p)``, so a cell's log-likelihood is ``w_lo log q(p) + w_hi
+        log q(1 - p)``, and a side with no wins (most cells hold one vote) costs nothing; the work runs
+        in chunks of ``CHUNK`` rows so no (cells x grid) temporary is built beyond the result."""
         p = expit(gaps)
-        q = np.clip((1.0 - GRID)[None, :] + (2.0 * GRID - 1.0)[None, :] * p[:, None], 1e-300, 1.0 - 1e-16)
-        per_cell = self.c_wlo[:, None] * np.log(q) + self.c_whi[:, None] * np.log1p(-q)
-        ll: NDArray[np.float64] = np.asarray(self.rater_cells @ per_cell)
+        per_cell = np.zeros((gaps.shape[0], GRID.shape[0]))
+        for rows, wins, flip in self.won:
+            x = 1.0 - p if flip else p
+            for start in range(0, rows.shape[0], CHUNK):
+                idx = rows[start : start + CHUNK]
+                q = (1.0 - GRID)[None, :] + (2.0 * GRID - 1.0)[None, :] * x[idx, None]
+                per_cell[idx] += wins[start : start + CHUNK, None] * np.log(np.maximum(q, 1e-300))
+        ll = np.empty((self.r, GRID.shape[0]))
+        for k in range(GRID.shape[0]):
+            ll[:, k] = weighted_bincount(self.c_rater, per_cell[:, k], minlength=self.r)
         return per_cell, ll
 
     def cell_weights(
@@ -301,11 +312,15 @@ class _Reweighted:
     ) -> NDArray[np.float64]:
         """Per cell, the weight its rater earns on its *other* cells: the posterior mean of ``rho``
         from the rater's log-likelihood without the cell's own votes (held raters: 1)."""
+        out = np.ones(per_cell.shape[0])
         with np.errstate(divide="ignore"):
-            z = ll[self.c_rater] - per_cell + np.log(pop)[None, :]
-        z -= z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        out: NDArray[np.float64] = np.where(self.estimated[self.c_rater], (e @ RHO) / e.sum(axis=1), 1.0)
+            logpop = np.log(pop)
+        for start in range(0, per_cell.shape[0], CHUNK):
+            sl = slice(start, start + CHUNK)
+            z = ll[self.c_rater[sl]] - per_cell[sl] + logpop[None, :]
+            z -= z.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            out[sl] = np.where(self.estimated[self.c_rater[sl]], (e @ RHO) / e.sum(axis=1), 1.0)
         return out
 
     def population(
@@ -316,10 +331,10 @@ class _Reweighted:
         z = ll - ll.max(axis=1, keepdims=True)
         lik = np.exp(z)
         est = self.estimated & (m > 0)
+        lik_e, m_e = lik[est], m[est]
         for _ in range(POPULATION_ITER):
-            post = lik * weights[None, :]
-            post /= post.sum(axis=1, keepdims=True)
-            counts = (post[est] * m[est, None]).sum(axis=0) + self.alpha - 1.0
+            # Each rater's posterior is lik * w / (lik @ w); their m-weighted sum over raters in two products.
+            counts = weights * ((m_e / (lik_e @ weights)) @ lik_e) + self.alpha - 1.0
             new = np.maximum(counts, 0.0) / np.maximum(counts, 0.0).sum()
             done = float(np.abs(new - weights).max()) < 1e-9
             weights = new
