@@ -9,6 +9,13 @@ adversarial (always the weaker side). Printed per campaign type, averaged over t
 tau to the true order and its distance (discordant pairs of 45), top-1 and top-3 accuracy (share of
 the true top 3 among the estimated top 3), plain BT vs crowd BT.
 
+Error against plain BT (issue 20.2): the same three kinds of campaign on random true boards (10
+competitors drawn N(0, 0.5), 20 raters, 2,000 votes), per kind over the seeds: the ratio of the mean
+error (root mean square distance of the centred log-strengths to the truth) crowd / plain, the mean gap
+slope (crowd's centred scores on plain's, least squares through the origin) and the share of campaigns
+where crowd BT is further from the truth. Goal: honest ratio ~1.00 (under 1.02) and slope ~1.00
+(within 0.01); with bad raters a ratio well under 1.
+
 Time: one fit on 1,000 raters x 100,000 votes x 50 competitors (20% random raters), from the vote
 arrays: plain BT (aggregate the cells, fit) against crowd BT (the plain fit it starts from, the
 (rater, pair) cells, the EM fit), best of ``--repeat``, and a rater-bootstrap round (mean of five).
@@ -64,6 +71,28 @@ def accuracy(seeds: int) -> None:
             label = ""
 
 
+def error_ratios(seeds: int) -> None:
+    print(f"\nerror against plain BT: 10 competitors ~ N(0, 0.5), 20 raters, 2,000 votes, {seeds} seeds")
+    print(f"{'campaign':<22}{'error ratio':>12}{'gap slope':>11}{'worse in':>10}")
+    for kind in ("honest", "random", "adversarial"):
+        err_plain, err_crowd, slopes = [], [], []
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            truth = np.asarray(rng.normal(0.0, 0.5, 10), dtype=np.float64)
+            c = crowd_campaign(rng, truth, n_raters=20, n_votes=2000, kind=kind)  # type: ignore[arg-type]
+            raw = fit_bradley_terry(aggregate_cells(c.a, c.b, c.outcome, n_competitors=10))
+            fit = fit_crowd_bt(crowd_cells(c.a, c.b, c.outcome, c.rater, n_competitors=10), raw)
+            p, q, t = (x - x.mean() for x in (raw.log_strength, fit.log_strength, truth))
+            err_plain.append(float(np.sqrt(np.mean((p - t) ** 2))))
+            err_crowd.append(float(np.sqrt(np.mean((q - t) ** 2))))
+            slopes.append(float(q @ p / (p @ p)))
+        ratio = np.mean(err_crowd) / np.mean(err_plain)
+        worse = np.mean(np.array(err_crowd) > np.array(err_plain))
+        label = {"honest": "0% bad raters", "random": "20% random", "adversarial": "20% adversarial"}[kind]
+        goal = "  goal < 1.02, slope 1.00 +- 0.01" if kind == "honest" else "  goal well under 1"
+        print(f"{label:<22}{ratio:>12.3f}{np.mean(slopes):>11.3f}{worse:>10.2f}{goal}")
+
+
 def timing(n_raters: int, n_votes: int, n_competitors: int, repeat: int) -> None:
     rng = np.random.default_rng(0)
     theta = rng.normal(0.0, 0.8, n_competitors)
@@ -95,7 +124,7 @@ def timing(n_raters: int, n_votes: int, n_competitors: int, repeat: int) -> None
         f"\ntime: {n_raters:,} raters x {n_votes:,} votes x {n_competitors} competitors, best of {repeat}\n"
         f"  plain BT fit        {t_plain:8.3f} s\n"
         f"  crowd BT fit        {t_crowd:8.3f} s   ratio {t_crowd / t_plain:6.1f} x plain "
-        f"({fit.iterations} EM steps, converged {fit.converged}; "
+        f"({fit.iterations} iterations, converged {fit.converged}; "
         f"{int(fit.estimated.sum())} raters estimated)\n"
         f"  bootstrap round     {t_round:8.3f} s   (a 100-round rater bootstrap: about {100 * t_round:.0f} s)"
     )
@@ -110,6 +139,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     accuracy(args.seeds)
+    error_ratios(args.seeds)
     timing(args.raters, args.votes, args.competitors, args.repeat)
 
 

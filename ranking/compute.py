@@ -43,7 +43,7 @@ class Method:
             "estimator": {
                 "raw": "Bradley-Terry",
                 "style": "Bradley-Terry with style control",
-                "reliability": "crowd Bradley-Terry (a reliability per rater, fitted jointly)",
+                "reliability": "reliability-weighted Bradley-Terry (a reliability per rater, estimated held out)",
             }.get(view, view),
             "ties": "Davidson's tie model (tie parameter estimated, Wald intervals from the prior-regularised "
             "information; differences from the same covariance; profile likelihood where a record is one-sided, "
@@ -59,7 +59,8 @@ class Method:
             else "geometric mean of strengths at 1000",
             "style_features": list(STYLE_FEATURES) if view == "style" else [],
             "boundary": "a competitor whose record is one-sided, thin (under 5 wins or losses) or all ties gets the "
-            "union with its profile-likelihood interval; a side the votes cannot bound is open",
+            "union with its profile-likelihood interval; a side the votes cannot bound is open, and the other side of "
+            "such a record is where the record's probability is 2.5% (-log 0.025 = 3.69, not chi2/2 = 1.92)",
             "pairwise_correction": "Holm",
             "sequential": est.CONFIDENCE_SEQUENCE_METHOD,
             **({"reliability": RELIABILITY_METHOD} if view == "reliability" else {}),
@@ -71,9 +72,11 @@ RELIABILITY_METHOD: dict[str, Any] = {
     "rho_r the rater reports the model's preference, otherwise a coin flip; eta_r = (1 + rho_r) / 2 in [0.5, 1] is "
     "the probability of agreeing with it (crowd Bradley-Terry, Chen et al. 2013, without the flip side: a rater "
     "worse than chance counts as random)",
-    "estimation": "empirical Bayes EM (SQUAREM-accelerated): eta_r on the grid 0.5, 0.525, ..., 1 with its "
-    "distribution over the raters estimated (at least half of it at eta = 1, which pins the scale); scores from "
-    "the raw view's Bradley-Terry fit on the posterior-weighted votes; ties half a win each side",
+    "estimation": "alternating: scores from the raw view's Bradley-Terry fit with each vote counted its rater's "
+    "weight (the posterior mean of rho_r, from the rater's votes on its other pairs); eta_r from the rater's votes "
+    "against the board fitted without that rater (one Newton step), on the grid 0.5, 0.525, ..., 1 with its "
+    "distribution over the raters estimated (empirical Bayes); equal weights give plain Bradley-Terry; ties half "
+    "a win each side",
     "prior": f"Dirichlet on the grid weights worth {est.crowd.PRIOR_RATERS:g} rater, spread as Beta("
     f"{est.crowd.PRIOR_A:g}, {est.crowd.PRIOR_B:g}) (favours reliable raters)",
     "identifiability": f"eta_r is estimated for a rater with at least {est.crowd.MIN_OVERLAP} counted votes on pairs "
@@ -515,6 +518,7 @@ def _reliability_fit(
         {
             "rater_id": int(crowd_cells.rater_ids[r]),
             "eta": round(float(fit.eta[r]), 4),
+            "weight": round(float(fit.weight[r]), 4),
             "lower": round(float(fit.eta_lower[r]), 4) if fit.estimated[r] else None,
             "upper": round(float(fit.eta_upper[r]), 4) if fit.estimated[r] else None,
             "votes": int(round(float(crowd_cells.votes[r]))),

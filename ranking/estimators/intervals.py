@@ -576,6 +576,7 @@ def widen_levels(
                 confidence=confidence,
                 need_lower=not b.open_lower[i],
                 need_upper=not b.open_upper[i],
+                one_sided=bool(b.open_lower[i] != b.open_upper[i]),
             )
         else:
             lo_t, hi_t = conditional_bounds(
@@ -585,6 +586,7 @@ def widen_levels(
                 confidence=confidence,
                 need_lower=not b.open_lower[i],
                 need_upper=not b.open_upper[i],
+                one_sided=bool(b.open_lower[i] != b.open_upper[i]),
             )
             level = float(nm[i] @ theta_hat[:n])
             l_theta, u_theta = level + nm[i, i] * lo_t, level + nm[i, i] * hi_t
@@ -623,6 +625,7 @@ def widen_differences(
                 confidence=confidence,
                 need_lower=not open_lo[a, b],
                 need_upper=not open_up[a, b],
+                one_sided=bool(open_lo[a, b] != open_up[a, b]),
             )
             lower[a, b] = min(lower[a, b], SCALE * lo_t)
             upper[a, b] = max(upper[a, b], SCALE * hi_t)

@@ -19,6 +19,20 @@ battles, exactly, over every possible outcome).
 
 A side the data alone cannot bound (``graph.Boundedness``) is reported open (infinite), whatever the
 prior would put there: the prior keeps the point estimate finite but is not evidence.
+
+**One open side: the boundary rule** (``one_sided=True``). When one side is open the record is the most
+extreme one possible from that side (every vote lost, say) and the maximum sits on the boundary, where
+the chi-square calibration fails: there the likelihood of the record *is* its tail probability (losing
+all of 40 games at strength ``c`` has probability ``L(c)``, and the maximised likelihood is 1). So the
+finite side is where that probability is ``(1 - confidence) / 2``: ``f_max - f(c) = -log((1 -
+confidence) / 2)`` (3.69 at 95%), the Clopper-Pearson bound of a binomial record with no successes,
+not ``chi2_1(confidence) / 2`` (1.92, where an all-loss record still has probability 0.15). Why half
+of the error rate and not all of it (``-log(0.05) = 3.00``, the one-sided bound): the interval is one
+member of a two-sided procedure, and at a strength where losing all 40 has probability 0.03-0.05 the
+lucky records of the same newcomer already miss on the other side about 2.5% of the time; enumerated
+exactly (``tests/ranking/test_boundary.py``: one opponent, 40 votes), 3.00 covers 0.92-0.93 there and
+3.69 covers 0.95-0.97. With 1.92 a newcomer that lost all of its first 40 votes covered 0.82-0.89
+(issue 20.6).
 """
 
 from __future__ import annotations
@@ -36,7 +50,16 @@ from .aggregate import weighted_bincount
 from .graph import laplacian
 from .newton import damped_newton
 
-__all__ = ["BTLikelihood", "Likelihood", "conditional_bounds", "damped_newton", "profile_bounds"]
+__all__ = ["BTLikelihood", "Likelihood", "conditional_bounds", "damped_newton", "deviance_cutoff", "profile_bounds"]
+
+
+def deviance_cutoff(confidence: float, *, one_sided: bool = False) -> float:
+    """The drop of the log-likelihood from its maximum that bounds the interval: ``chi2_1(confidence) / 2``,
+    or ``-log((1 - confidence) / 2)`` for the finite side of a record whose other side is open (the
+    boundary rule in the module docstring)."""
+    if one_sided:
+        return float(-np.log((1.0 - confidence) / 2.0))
+    return 0.5 * float(chi2.ppf(confidence, 1))
 
 
 class Likelihood(Protocol):
@@ -100,17 +123,19 @@ def profile_bounds(
     need_upper: bool = True,
     scale_hint: float = 1.0,
     limit: float = 60.0,
+    one_sided: bool = False,
 ) -> tuple[float, float]:
     """Profile-likelihood bounds of ``a . theta`` (natural-log units); a side not needed is +-inf.
 
     ``limit``: no bound is sought beyond this distance from the estimate (in log-strength: e^60);
-    a side the profile does not leave within it is returned infinite.
+    a side the profile does not leave within it is returned infinite. ``one_sided``: the other side
+    is open, and the finite one follows the boundary rule (``deviance_cutoff``).
     """
     if lik.prior <= 0:
         raise ValueError("profile intervals need a prior > 0 (a strictly concave likelihood)")
     f_hat = lik.value(theta_hat)
     c_hat = float(a @ theta_hat)
-    q = 0.5 * float(chi2.ppf(confidence, 1))
+    q = deviance_cutoff(confidence, one_sided=one_sided)
     aa = float(a @ a)
     state = {"theta": theta_hat.copy()}
 
@@ -149,6 +174,7 @@ def conditional_bounds(
     need_lower: bool = True,
     need_upper: bool = True,
     limit: float = 60.0,
+    one_sided: bool = False,
 ) -> tuple[float, float]:
     """Likelihood-ratio bounds of ``theta_i`` with every other strength held at its estimate (natural-log
     units, as offsets from ``theta_hat[i]``). One dimension, so each point costs one pass over the
@@ -156,7 +182,7 @@ def conditional_bounds(
     ignores the others' uncertainty, which for a thin record (the only case it serves) is small beside
     its own."""
     f_hat = lik.value(theta_hat)
-    q = 0.5 * float(chi2.ppf(confidence, 1))
+    q = deviance_cutoff(confidence, one_sided=one_sided)
     e = np.zeros_like(theta_hat)
     e[i] = 1.0
 

@@ -9,6 +9,7 @@ simulations. The published level is ``theta_i - mean_centre(theta)``, with the c
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.stats import binom
 
 from ranking.estimators import (
@@ -43,10 +44,10 @@ def test_one_sided_pair_exact_coverage() -> None:
         covered["a"] += weight * float(iv.lower[0] <= truth[0] <= iv.upper[0])
         covered["b"] += weight * float(iv.lower[1] <= truth[1] <= iv.upper[1])
         if k == m:
-            # 30-0 bounds the gap below (the likelihood-ratio bound: p^30 = exp(-1.92), p = 0.938, a gap
-            # of 472 points, level +236), not above.
+            # 30-0 bounds the gap below (the boundary rule: p^30 = 0.025, p = 0.884, a gap of 353 points,
+            # level +176), not above.
             covered["gap_30_0_open"] = bool(np.isinf(iv.upper[0]) and np.isinf(iv.lower[1]))
-            assert 230 < iv.lower[0] - 1000 < 240
+            assert 170 < iv.lower[0] - 1000 < 182
     assert covered["gap_30_0_open"]
     assert covered["a"] >= 0.93 and covered["b"] >= 0.93, covered
 
@@ -80,6 +81,31 @@ def test_newcomer_losing_every_vote() -> None:
     assert lost_all > 120
     coverage = hits / reps
     assert (coverage >= 0.93).all(), coverage
+
+
+@pytest.mark.parametrize("p", [0.92, 0.94])
+def test_newcomer_that_lost_all_of_its_first_40_votes_is_covered(p: float) -> None:
+    """Issue 20.6, exact: a newcomer plays 40 votes against an established competitor that wins each
+    with probability p (the newcomer loses all 40 with probability 0.036 at p = 0.92, 0.084 at 0.94).
+    Every outcome is enumerated and weighted by its binomial probability. At 0-40 the interval opens
+    downward and its upper end follows the boundary rule (``p^40 = 0.025``, Clopper-Pearson's bound).
+    The two-sided likelihood cutoff (``p^40 = exp(-1.92)``: p = 0.953, above the truth) covered 0.927
+    and 0.885; the one-sided cutoff (``p^40 = 0.05``) 0.927 at p = 0.92."""
+    m = 40
+    theta = np.array([np.log(p / (1 - p)), 0.0])
+    covered = np.zeros(2)
+    for k in range(m + 1):
+        o = np.array([0] * (m - k) + [1] * k)  # the established competitor (b = 0) wins k
+        cells = aggregate_cells(np.ones(m, int), np.zeros(m, int), o, n_competitors=2)
+        fit = fit_bradley_terry(cells)
+        sand = sandwich_intervals(cells, fit)
+        iv = boundary_intervals(cells, fit, sand.lower, sand.upper)
+        truth = _levels(theta, fit.bounds.centre)
+        covered += binom.pmf(k, m, p) * ((iv.lower <= truth) & (truth <= iv.upper))
+        if k == m:  # lost all 40
+            assert np.isneginf(iv.lower[1]) and np.isfinite(iv.upper[1])
+            assert iv.upper[1] >= truth[1]
+    assert 0.93 <= covered[1] <= 0.98 and 0.93 <= covered[0] <= 0.98, covered
 
 
 def test_all_ties() -> None:

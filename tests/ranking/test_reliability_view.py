@@ -51,7 +51,7 @@ def test_reliability_view_down_weights_an_adversary(acme, bob, alice_client, cha
     snap = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="reliability")
     raw = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="raw")
     assert "reliability_withheld" not in snap.extra
-    assert snap.method["estimator"].startswith("crowd Bradley-Terry")
+    assert snap.method["estimator"].startswith("reliability-weighted Bradley-Terry")
     assert snap.method["interval"] == "rater_bootstrap" and snap.method["rounds"] == raw.method["rounds"]
     assert snap.extra["bootstrap_rounds"] == raw.method["rounds"] and snap.extra["bootstrap_rounds_not_converged"] == 0
     assert "Beta(2, 1)" in snap.method["reliability"]["prior"]
@@ -61,6 +61,8 @@ def test_reliability_view_down_weights_an_adversary(acme, bob, alice_client, cha
     assert snap.extra["raters"][0]["rater_id"] == evil.pk  # least reliable first
     assert raters[evil.pk]["eta"] < 0.6 and raters[evil.pk]["upper"] < 0.75
     assert all(raters[u.pk]["eta"] > 0.85 and raters[u.pk]["lower"] <= raters[u.pk]["eta"] for u in honest)
+    # The adversary's votes count for (almost) nothing, the honest raters' nearly in full.
+    assert raters[evil.pk]["weight"] < 0.2 and all(raters[u.pk]["weight"] > 0.7 for u in honest)
     assert raters[evil.pk]["votes"] == 100 and all(r["estimated"] for r in raters.values())
     shown = [r for r in snap.rows if not r["hidden"]]
     assert [r["competitor_id"] for r in shown] == [c.pk for c in competitors]  # strongest first
@@ -88,7 +90,7 @@ def test_reliability_view_down_weights_an_adversary(acme, bob, alice_client, cha
 
     page = alice_client.get(f"/leaderboard/{campaign.pk}/?view=reliability").content.decode()
     assert "Reliability-weighted" in page and "Rater reliability" in page
-    assert f'data-rater="{evil.pk}"' in page
+    assert f'data-rater="{evil.pk}"' in page and "Weight" in page
     assert "view=reliability" in alice_client.get(f"/leaderboard/{campaign.pk}/").content.decode()  # the switcher
 
 
@@ -113,6 +115,7 @@ def test_reliability_view_is_withheld_with_one_rater(acme, bob, alice_client):  
         {
             "rater_id": bob.pk,
             "eta": 1.0,
+            "weight": 1.0,
             "lower": None,
             "upper": None,
             "votes": 80,
