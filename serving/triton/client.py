@@ -7,7 +7,8 @@ when both have answered (the parity buffer); `stream_pair` does the same over tw
 hands every chunk to the caller as it arrives, stamped on one clock for both sides. Failures are
 data, not exceptions: a side that is down, slow, broken or refusing yields a `GenerationResult` with
 a human-readable `error`, so the caller can void the battle with a clear message instead of handling
-a zoo of client exceptions.
+a zoo of client exceptions. Special tokens (`<start_of_image>`, `<|im_end|>`...) are stripped from every
+answer, a streamed one chunk by chunk (`special_tokens.py`): they would name the model family.
 
 An endpoint names its wire contract (`EndpointSpec.contract`):
 
@@ -63,6 +64,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .special_tokens import SpecialTokenFilter, strip_special_tokens
 from .templates import Message, PromptFormat, TemplateError, conversation, render
 
 __all__ = [
@@ -269,7 +271,8 @@ def _as_text(value: Any, name: str) -> str:
 
 
 def _parse(result: Any, params: SamplingParams, latency_s: float) -> GenerationResult:
-    text = _as_text(_single(result, "text_output", required=True), "text_output")
+    # Special tokens name a model family: never part of an answer (special_tokens.py).
+    text = strip_special_tokens(_as_text(_single(result, "text_output", required=True), "text_output"))
     raw_tokens = _single(result, "output_tokens", required=False)
     if raw_tokens is None:
         # Models without a token count: count whitespace words, as the shipped models do.
@@ -500,6 +503,8 @@ class _Call:
         tokens: list[int | None] = []
         finish: str | None = None
         first_at: float | None = None
+        # A token split across chunks is held back until it is whole (and removed) or shown not to be one.
+        special = SpecialTokenFilter()
         while True:
             try:
                 # Our own deadline as well as the stream's: a server that accepts the stream and then says
@@ -515,17 +520,20 @@ class _Call:
                 return self._malformed(exc, arrived - started)
             tokens.append(chunk.tokens)
             finish = chunk.finish or finish
-            if chunk.delta:
-                if first_at is None:
-                    first_at = arrived
-                parts.append(chunk.delta)
+            if chunk.delta and first_at is None:
+                first_at = arrived  # the model's first text, shown or not
+            shown = special.feed(chunk.delta) + (special.flush() if chunk.final else "")
+            if shown:
+                parts.append(shown)
                 if emit is not None and not chunk.final:
-                    emit(chunk.delta, arrived)
+                    emit(shown, arrived)
             if chunk.final:
-                self.final_delta = chunk.delta
+                self.final_delta = shown
                 break
         latency_s = arrived - started
         text = "".join(parts)
+        if special.removed:
+            logger.info("%s: %d special tokens removed from the answer", endpoint.where, special.removed)
         counted = [n for n in tokens if n is not None]
         output_tokens = sum(counted) if counted else len(text.split())
         if finish is None:

@@ -84,6 +84,20 @@ def test_malformed_replies_are_refusals_recorded_and_excluded(acme: Tenant, trit
 
 
 @pytest.mark.triton
+def test_a_judge_that_writes_special_tokens_around_its_reply_is_read(acme: Tenant, triton_server: TritonServer) -> None:
+    # The reply comes as <|im_start|>{...}<|im_end|><end_of_turn>: the client strips the tokens (they
+    # would name the judge's family too), so the strict JSON inside is read, never refused.
+    for i in range(6):
+        battle_plant(acme, left=acme.left, right=acme.right, better="left" if i % 2 else "right", index=i)
+    run = _run(judge_make(acme, url=triton_server.grpc_url, model="judge-sim-tokens"), acme)
+    assert run.status == JudgeRun.Status.DONE, run.error
+    assert run.pairs_judged == 6 and run.pairs_refused == 0 and run.calls_refused == 0
+    for verdict in JudgeVerdict.objects.filter(run=run):
+        assert "<" not in verdict.reply_ab + verdict.reply_ba
+        assert verdict.consistent and verdict.choice in ("left", "right")
+
+
+@pytest.mark.triton
 def test_an_answer_that_tries_to_inject_a_verdict_is_judged_on_its_merits(
     acme: Tenant, triton_server: TritonServer
 ) -> None:
