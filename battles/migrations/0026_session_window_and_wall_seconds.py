@@ -4,6 +4,35 @@ import django.core.validators
 from django.db import migrations, models
 
 
+def timings_tell_the_truth(apps, schema_editor):  # type: ignore[no-untyped-def]
+    """Store nothing rather than a wrong figure: a time to first token equal to the whole latency was the
+    latency of an answer asked for in one piece (the client copied it), never a first token's time; shadow
+    answers keep what their caller sent. Judge runs' stored stats name their seconds for what they are."""
+    db = schema_editor.connection.alias
+    Generation = apps.get_model("battles", "Generation")
+    JudgeRun = apps.get_model("battles", "JudgeRun")
+    Generation._base_manager.using(db).filter(ttft_s=models.F("latency_s")).exclude(battle__source="shadow").update(
+        ttft_s=None
+    )
+    renamed = []
+    for run in JudgeRun._base_manager.using(db).exclude(stats={}).only("pk", "stats").iterator():
+        if isinstance(run.stats, dict) and "gpu_seconds" in run.stats:
+            run.stats["call_wall_seconds"] = run.stats.pop("gpu_seconds")
+            renamed.append(run)
+    JudgeRun._base_manager.using(db).bulk_update(renamed, ["stats"], batch_size=500)
+
+
+def judge_stats_back(apps, schema_editor):  # type: ignore[no-untyped-def]
+    db = schema_editor.connection.alias
+    JudgeRun = apps.get_model("battles", "JudgeRun")
+    renamed = []
+    for run in JudgeRun._base_manager.using(db).exclude(stats={}).only("pk", "stats").iterator():
+        if isinstance(run.stats, dict) and "call_wall_seconds" in run.stats:
+            run.stats["gpu_seconds"] = run.stats.pop("call_wall_seconds")
+            renamed.append(run)
+    JudgeRun._base_manager.using(db).bulk_update(renamed, ["stats"], batch_size=500)
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -21,4 +50,22 @@ class Migration(migrations.Migration):
             name='session_cap',
             field=models.PositiveIntegerField(default=20, help_text='Battles one rater may take in any session window (the hours below), whatever their logins.', validators=[django.core.validators.MinValueValidator(1)]),
         ),
+        migrations.RenameField(model_name='judgerun', old_name='gpu_seconds', new_name='call_wall_seconds'),
+        migrations.RenameField(model_name='judgerun', old_name='generation_seconds', new_name='answer_wall_seconds'),
+        migrations.AlterField(
+            model_name='judgerun',
+            name='call_wall_seconds',
+            field=models.FloatField(default=0.0, help_text="The judge calls' wall-clock latencies, summed (not GPU time)."),
+        ),
+        migrations.AlterField(
+            model_name='judgerun',
+            name='answer_wall_seconds',
+            field=models.FloatField(default=0.0, help_text="Golden runs: the competitors' answer calls' wall-clock latencies, summed (not GPU time)."),
+        ),
+        migrations.AlterField(
+            model_name='generation',
+            name='ttft_s',
+            field=models.FloatField(blank=True, help_text='Seconds from the request to the first chunk of a streamed answer; empty where not measured (an answer asked for in one piece).', null=True),
+        ),
+        migrations.RunPython(timings_tell_the_truth, judge_stats_back, elidable=False),
     ]

@@ -339,10 +339,10 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
             left_result = right_result = failed
         for side, result in (("left", left_result), ("right", right_result)):
             logger.info(
-                "battle %s %s: ttft %.3f s, latency %.3f s, %d output tokens, %s tokens/s%s",
+                "battle %s %s: ttft %s, latency %.3f s, %d output tokens, %s tokens/s%s",
                 battle.pk,
                 side,
-                result.ttft_s,
+                "n/a" if result.ttft_s is None else f"{result.ttft_s:.3f} s",
                 result.latency_s,
                 result.output_tokens,
                 _streamed_timing(result)["tokens_per_s"],

@@ -135,13 +135,9 @@ class GenerationResult:
     # A fixed, model-free class of the failure ("timeout", "unreachable", "not_served", "malformed",
     # "error"), for messages that may reach a rater: `error` names the model and its server.
     error_kind: str = ""
-    # Seconds from the request leaving to the first chunk of text; a model answering in one piece (or a
-    # failure) has it equal to `latency_s`, which is what the default (negative: unset) becomes.
-    ttft_s: float = -1.0
-
-    def __post_init__(self) -> None:
-        if self.ttft_s < 0:
-            object.__setattr__(self, "ttft_s", self.latency_s)
+    # Seconds from the request leaving to the first chunk of text of a streamed answer; None where it was
+    # not measured (an answer asked for in one piece, a failure): its latency is no time to first token.
+    ttft_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -538,7 +534,8 @@ class _Call:
         output_tokens = sum(counted) if counted else len(text.split())
         if finish is None:
             finish = "length" if output_tokens >= self.params.max_tokens else "stop"
-        ttft_s = (first_at if first_at is not None else arrived) - started
+        # Only a streamed answer has a first token to time: one asked for in one piece arrives whole.
+        ttft_s = (first_at - started) if self.stream and first_at is not None else None
         return GenerationResult(text, output_tokens, finish, latency_s, ttft_s=ttft_s)
 
     def close(self) -> None:
@@ -564,9 +561,9 @@ class _Call:
 def _log(endpoint: EndpointSpec, result: GenerationResult) -> None:
     if result.ok:
         logger.info(
-            "%s: ttft %.3f s, latency %.3f s, %d output tokens, %.1f tokens/s, finish %s",
+            "%s: ttft %s, latency %.3f s, %d output tokens, %.1f tokens/s, finish %s",
             endpoint.where,
-            result.ttft_s,
+            "n/a" if result.ttft_s is None else f"{result.ttft_s:.3f} s",
             result.latency_s,
             result.output_tokens,
             result.tokens_per_s,

@@ -117,8 +117,9 @@ def test_generate_sends_every_parameter_the_contract_way(triton_server, arena_ng
     )
     roomy = SamplingParams(temperature=0.0, top_p=1.0, max_tokens=400, seed=0)
     assert generate(_endpoint(triton_server, model), PROMPT, roomy).finish_reason == "stop"
-    # One final answer: the first token is the whole answer.
-    assert result.ttft_s == result.latency_s > 0
+    # One final answer, asked for in one piece: no first token was timed, so none is reported (its
+    # latency is not a time to first token).
+    assert result.ttft_s is None and result.latency_s > 0
     assert result.tokens_per_s == pytest.approx(result.output_tokens / result.latency_s)
 
 
@@ -215,11 +216,12 @@ def test_stream_pair_streams_both_contracts_and_the_deltas_reassemble_the_answer
         assert result.text == _expected(arena_ngram, endpoint.model_name, PROMPT, PARAMS).text
         assert result.text == generate(endpoint, PROMPT, PARAMS).text
         assert result.output_tokens == PARAMS.max_tokens and result.finish_reason == "length"
-        assert 0 < result.ttft_s < result.latency_s
+        assert result.ttft_s is not None and 0 < result.ttft_s < result.latency_s  # streamed: timed
         # Both requests left at the common origin: each side's first chunk is stamped at its own ttft.
         assert events[0].t == pytest.approx(result.ttft_s, abs=0.05)
     # The stand-ins' first tokens come after 150 ms (vLLM) and 100 ms (TRT-LLM), then 30 / 20 ms a token.
     vllm, trtllm = results
+    assert vllm.ttft_s is not None and trtllm.ttft_s is not None
     assert 0.14 <= vllm.ttft_s < 0.4 and 0.09 <= trtllm.ttft_s < 0.35
     assert vllm.latency_s >= 0.15 + 0.03 * (PARAMS.max_tokens - 1) - 0.02
 
@@ -251,7 +253,7 @@ def test_a_slow_first_token_shows_as_time_to_first_token(triton_server):
         PARAMS,
         recorder,
     )
-    assert slow.ok and fast.ok
+    assert slow.ok and fast.ok and slow.ttft_s is not None and fast.ttft_s is not None
     assert slow.ttft_s >= 0.4 > fast.ttft_s
     assert recorder.side(0)[0].t >= 0.4 > recorder.side(1)[0].t
     # After its first token the slow starter is quicker per token (10 ms against 20 ms).
@@ -271,7 +273,7 @@ def test_an_arena_model_streams_as_one_chunk(triton_server):
     assert arena.ok and vllm.ok
     (only,) = recorder.side(0)
     assert only.done and only.delta == arena.text and only.result == arena
-    assert arena.ttft_s == arena.latency_s
+    assert arena.ttft_s is None and arena.latency_s > 0  # answered in one piece: no first token timed
     assert arena.text == generate(_endpoint(triton_server, "zen-bigram"), PROMPT, PARAMS).text
 
 
