@@ -265,7 +265,7 @@ def _names_a_model(*texts: str) -> bool:
 
 def _streamed_timing(result: GenerationResult) -> dict[str, float | None]:
     """Time to first token and tokens per second (output tokens / the whole call), of a side that
-    answered; a model answering in one piece has its first token at its latency."""
+    answered; an answer asked for (or sent) in one piece has no first token timed: None, not its latency."""
     if not result.ok:
         return {"ttft_s": None, "tokens_per_s": None}
     return {"ttft_s": result.ttft_s, "tokens_per_s": result.tokens_per_s if result.latency_s > 0 else None}
