@@ -8,32 +8,69 @@ import importlib
 
 import pytest
 from django.apps import apps
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 
 from battles.models import Battle, Generation, JudgeRun
-from tests.battles.judge_world import battle_plant, judge_make
+from tests.battles.judge_world import judge_make
 from tests.conftest import MODEL_SERVER_URL, Tenant
+from tests.factories import PromptFactory
 
 pytestmark = pytest.mark.django_db
 
 MIGRATION = importlib.import_module("battles.migrations.0026_session_window_and_wall_seconds")
 
 
-def _timed(generation: Generation, *, latency_s: float, ttft_s: float | None) -> Generation:
-    Generation.objects.filter(pk=generation.pk).update(latency_s=latency_s, ttft_s=ttft_s)
-    generation.refresh_from_db()
-    return generation
+def _battle(tenant: Tenant, *, latency_s: float, ttft_s: float | None, source: str = "generated") -> list[Generation]:
+    """A ready battle whose two answers carry these timings from their creation (answers are append-only:
+    never updated after)."""
+    battle = Battle.objects.create(
+        organization=tenant.organization,
+        campaign=tenant.campaign,
+        prompt=PromptFactory.create(campaign=tenant.campaign),
+        left=tenant.left,
+        right=tenant.right,
+        status=Battle.Status.READY,
+        source=source,
+        ready_at=timezone.now(),
+    )
+    return [
+        Generation.objects.create(
+            battle=battle,
+            side=side,
+            competitor=competitor,
+            text=f"{side} answer",
+            output_tokens=5,
+            finish_reason="stop",
+            latency_s=latency_s,
+            ttft_s=ttft_s,
+        )
+        for side, competitor in (("left", tenant.left), ("right", tenant.right))
+    ]
+
+
+def _answers_append_only() -> None:
+    """The append-only trigger on answers, as the append-only migration creates it, where this database has
+    none yet (inside the test's transaction: rolled back with it), so the migration is tested against it."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_trigger WHERE tgname = %s", [MIGRATION.ANSWER_TRIGGER])
+        if cursor.fetchone() is None:
+            cursor.execute(
+                "CREATE FUNCTION test_answer_no_update() RETURNS trigger AS $$ BEGIN "
+                "RAISE EXCEPTION 'answers are append-only'; END; $$ LANGUAGE plpgsql"
+            )
+            cursor.execute(
+                f"CREATE TRIGGER {MIGRATION.ANSWER_TRIGGER} BEFORE UPDATE ON battles_generation "
+                "FOR EACH ROW EXECUTE FUNCTION test_answer_no_update()"
+            )
 
 
 def test_the_migration_clears_a_latency_stored_as_ttft_and_keeps_true_ones(acme: Tenant) -> None:
-    one_piece, streamed, shadow = (
-        battle_plant(acme, left=acme.left, right=acme.right, better="left", index=i).battle for i in range(3)
-    )
-    Battle.objects.filter(pk=shadow.pk).update(source=Battle.Source.SHADOW)
-    wrong = [_timed(g, latency_s=1.25, ttft_s=1.25) for g in one_piece.generations.all()]
-    true = [_timed(g, latency_s=1.25, ttft_s=0.18) for g in streamed.generations.all()]
-    # A shadow answer's figures are its caller's: an equal pair is kept as sent.
-    sent = [_timed(g, latency_s=0.9, ttft_s=0.9) for g in shadow.generations.all()]
+    wrong = _battle(acme, latency_s=1.25, ttft_s=1.25)  # asked for in one piece: the latency was copied
+    true = _battle(acme, latency_s=1.25, ttft_s=0.18)  # streamed: a real first token
+    sent = _battle(acme, latency_s=0.9, ttft_s=0.9, source=Battle.Source.SHADOW)  # the caller's own figures
     judge = judge_make(acme, url=MODEL_SERVER_URL)
     run = JudgeRun.objects.create(
         organization=acme.organization,
@@ -43,6 +80,12 @@ def test_the_migration_clears_a_latency_stored_as_ttft_and_keeps_true_ones(acme:
         status=JudgeRun.Status.DONE,
         stats={"refusal_rate": 0.0, "gpu_seconds": 12.5},
     )
+    _answers_append_only()
+    if connection.vendor == "postgresql":
+        # The rows above were written in this transaction: their deferred foreign-key checks run now, as
+        # they would have at its commit (ALTER TABLE refuses a table with checks pending; a migration has none).
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     with connection.schema_editor(atomic=False) as schema_editor:
         MIGRATION.timings_tell_the_truth(apps, schema_editor)
     assert all(Generation.objects.get(pk=g.pk).ttft_s is None for g in wrong)
@@ -50,6 +93,9 @@ def test_the_migration_clears_a_latency_stored_as_ttft_and_keeps_true_ones(acme:
     assert [Generation.objects.get(pk=g.pk).ttft_s for g in sent] == [0.9, 0.9]
     run.refresh_from_db()
     assert run.stats == {"refusal_rate": 0.0, "call_wall_seconds": 12.5}
+    if connection.vendor == "postgresql":  # the answers are append-only again afterwards
+        with pytest.raises(DatabaseError), transaction.atomic():
+            Generation.objects.filter(pk=true[0].pk).update(ttft_s=None)
     with connection.schema_editor(atomic=False) as schema_editor:
         MIGRATION.judge_stats_back(apps, schema_editor)
     run.refresh_from_db()
