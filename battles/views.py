@@ -144,9 +144,7 @@ def campaign_detail(request: AuthenticatedHttpRequest, campaign_id: int) -> Http
             "consent_html": markdown_to_safe_html(campaign.consent_text) if consent_due else "",
             "consent_hash": consent_hash(campaign.consent_text) if consent_due else "",
             "pending": selectors.battle_pending_for_rater(campaign=campaign, user=request.user),
-            "progress": selectors.rater_progress(
-                campaign=campaign, user=request.user, session_key=_session_key(request)
-            ),
+            "progress": selectors.rater_progress(campaign=campaign, user=request.user),
             "prompt_max_chars": PROMPT_MAX_CHARS,
             "prompt_draft": _prompt_draft(request, campaign.pk),
         },
@@ -295,7 +293,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         else None,
         "choices": Choice.choices,
         "position": selectors.battle_position_in_session(battle) if battle.status != Battle.Status.VOID else None,
-        "progress": selectors.rater_progress(campaign=campaign, user=request.user, session_key=_session_key(request)),
+        "progress": selectors.rater_progress(campaign=campaign, user=request.user),
         "study": _study_progress(request, campaign),
         "prompt_max_chars": PROMPT_MAX_CHARS,
         "prompt_draft": _prompt_draft(request, campaign.pk)

@@ -70,6 +70,7 @@ class CampaignForm(_CampaignModelForm):
             "system_prompt",
             "sampling",
             "session_cap",
+            "session_window_h",
             "rater_vote_cap",
             "prompt_hash_cap",
             "min_decision_ms",
@@ -139,7 +140,16 @@ class CampaignAdmin(TenantAdmin):
         ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens", "system_prompt")}),
         (
             "Sampling, caps and filters",
-            {"fields": ("sampling", "session_cap", "rater_vote_cap", "prompt_hash_cap", "min_decision_ms")},
+            {
+                "fields": (
+                    "sampling",
+                    "session_cap",
+                    "session_window_h",
+                    "rater_vote_cap",
+                    "prompt_hash_cap",
+                    "min_decision_ms",
+                )
+            },
         ),
         (
             "Battles generated ahead (pool prompts)",

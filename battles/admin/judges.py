@@ -104,7 +104,7 @@ class JudgeRunAdmin(TenantAdmin):
         "order_disagreement",
         "position_bias",
         "refusal_rate",
-        "gpu_seconds",
+        "call_wall_seconds",
         "created_at",
     )
     list_filter = ("status", "kind")
@@ -125,8 +125,8 @@ class JudgeRunAdmin(TenantAdmin):
         "second_position",
         "input_tokens",
         "output_tokens",
-        "gpu_seconds",
-        "generation_seconds",
+        "call_wall_seconds",
+        "answer_wall_seconds",
         "stats",
         "created_at",
         "started_at",

@@ -35,7 +35,12 @@ class CampaignParamsOutput(serializers.Serializer[Any]):
 
 
 class CampaignCapsOutput(serializers.Serializer[Any]):
-    session_cap = serializers.IntegerField(help_text="Battles per rater session.")
+    session_cap = serializers.IntegerField(
+        help_text="Battles one rater may take in any session window, whatever their logins."
+    )
+    session_window_h = serializers.IntegerField(
+        help_text="The session cap's window in hours: a rater's battles of the last this many hours count."
+    )
     rater_vote_cap = serializers.IntegerField(allow_null=True, help_text="Votes per rater; null: no cap.")
     prompt_hash_cap = serializers.IntegerField(
         allow_null=True, help_text="Votes per normalised prompt text; null: no cap."
@@ -84,7 +89,13 @@ _CAMPAIGN_EXAMPLE = {
     "max_turns": 1,
     "allow_rater_prompts": False,
     "identity_policy": "flag",
-    "caps": {"session_cap": 20, "rater_vote_cap": None, "prompt_hash_cap": None, "min_decision_ms": 1500},
+    "caps": {
+        "session_cap": 20,
+        "session_window_h": 12,
+        "rater_vote_cap": None,
+        "prompt_hash_cap": None,
+        "min_decision_ms": 1500,
+    },
     "counts": {"competitors": 2, "prompts": 120, "votes": 431},
     "created_at": "2026-11-02T09:00:00Z",
     "opened_at": "2026-11-03T08:30:00Z",

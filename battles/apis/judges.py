@@ -64,7 +64,9 @@ class JudgeRunStatsOutput(serializers.Serializer[Any]):
     tokens = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
-    gpu_seconds = serializers.FloatField(help_text="Model time: the judge calls' summed latencies.")
+    call_wall_seconds = serializers.FloatField(
+        help_text="The judge calls' wall-clock latencies, summed: not GPU time (calls overlap, servers batch)."
+    )
 
 
 class JudgeRunOutput(serializers.Serializer[Any]):
@@ -136,7 +138,7 @@ JUDGE_RUN_EXAMPLE = {
         "tokens": 160000,
         "input_tokens": 150000,
         "output_tokens": 10000,
-        "gpu_seconds": 95.2,
+        "call_wall_seconds": 95.2,
     },
 }
 

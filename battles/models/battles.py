@@ -173,7 +173,12 @@ class Generation(models.Model):
     finish_reason = models.CharField(max_length=16, blank=True)
     latency_s = models.FloatField(default=0.0)
     # Null for a side that failed; never shown before the vote, like the latency.
-    ttft_s = models.FloatField(null=True, blank=True, help_text="Seconds from the request to the first token.")
+    ttft_s = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Seconds from the request to the first chunk of a streamed answer; empty where not measured "
+        "(an answer asked for in one piece).",
+    )
     tokens_per_s = models.FloatField(null=True, blank=True, help_text="Output tokens / total generation time.")
     error = models.TextField(blank=True)
     style = models.JSONField(default=dict, help_text="Style counts from the markdown parser.")

@@ -58,8 +58,18 @@ class Campaign(models.Model):
     rater_vote_cap = models.PositiveIntegerField(
         null=True, blank=True, help_text="Most votes one rater may cast in this campaign; empty means no cap."
     )
+    # A rater's "session" is a rolling window of hours, not a login: logging out and in again must not
+    # reset the cap (it would then bind nobody).
     session_cap = models.PositiveIntegerField(
-        default=20, validators=[MinValueValidator(1)], help_text="Battles per rater session."
+        default=20,
+        validators=[MinValueValidator(1)],
+        help_text="Battles one rater may take in any session window (the hours below), whatever their logins.",
+    )
+    session_window_h = models.PositiveIntegerField(
+        default=12,
+        db_default=12,
+        validators=[MinValueValidator(1), MaxValueValidator(24 * 30)],
+        help_text="The session cap's window: a rater's battles of the last this many hours count against it.",
     )
     # Pool prompts are generated ahead by workers (the generation queue) and claimed by raters.
     buffer_size = models.PositiveIntegerField(

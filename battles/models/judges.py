@@ -232,8 +232,15 @@ class JudgeRun(models.Model):
     )
     input_tokens = models.PositiveBigIntegerField(default=0, help_text="Judge prompt size, in whitespace words.")
     output_tokens = models.PositiveBigIntegerField(default=0)
-    gpu_seconds = models.FloatField(default=0.0, help_text="Model time: the sum of the judge calls' latencies.")
-    generation_seconds = models.FloatField(default=0.0, help_text="Golden runs: the competitors' model time.")
+    # Wall-clock seconds, summed: not GPU time (calls overlap, servers batch, queues wait), so named for what
+    # they are.
+    call_wall_seconds = models.FloatField(
+        default=0.0, help_text="The judge calls' wall-clock latencies, summed (not GPU time)."
+    )
+    answer_wall_seconds = models.FloatField(
+        default=0.0,
+        help_text="Golden runs: the competitors' answer calls' wall-clock latencies, summed (not GPU time).",
+    )
     stats = models.JSONField(default=dict, blank=True)
 
     objects = TenantManager()
@@ -262,7 +269,7 @@ class JudgeRun(models.Model):
             "tokens": int(self.input_tokens + self.output_tokens),
             "input_tokens": int(self.input_tokens),
             "output_tokens": int(self.output_tokens),
-            "gpu_seconds": round(self.gpu_seconds, 3),
+            "call_wall_seconds": round(self.call_wall_seconds, 3),
         }
 
 

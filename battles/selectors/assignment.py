@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from serving.models import Health
@@ -41,25 +42,54 @@ def battle_pending_for_rater(*, campaign: Campaign, user: User) -> Battle | None
     )
 
 
-def battles_in_session(*, campaign: Campaign, user: User, session_key: str) -> int:
-    return (
-        Battle.objects.filter(campaign=campaign, rater=user, session_key=session_key)
-        .exclude(status=Battle.Status.VOID)
-        .count()
+# When the rater got a battle: its claim (a battle from before claims were stamped: its creation).
+_TAKEN_AT = Coalesce("claimed_at", "created_at")
+
+
+def _taken_between(since: datetime, until: datetime | None = None) -> Q:
+    """Battles the rater got after `since` (and at or before `until`)."""
+    claimed = Q(claimed_at__gt=since)
+    created = Q(claimed_at__isnull=True, created_at__gt=since)
+    if until is not None:
+        claimed &= Q(claimed_at__lte=until)
+        created &= Q(created_at__lte=until)
+    return claimed | created
+
+
+def _rater_battles_counted(*, campaign_id: int, rater_id: int) -> QuerySet[Battle]:
+    """The rater's battles of the campaign that count against the session cap: those not voided."""
+    return Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id).exclude(status=Battle.Status.VOID)
+
+
+def battles_in_session_window(*, campaign: Campaign, user: User, now: datetime | None = None) -> int:
+    """The rater's battles of the last `campaign.session_window_h` hours, over every login: what the
+    session cap counts."""
+    since = (now or timezone.now()) - timedelta(hours=campaign.session_window_h)
+    return _rater_battles_counted(campaign_id=campaign.pk, rater_id=user.pk).filter(_taken_between(since)).count()
+
+
+def session_window_frees_at(*, campaign: Campaign, user: User, now: datetime | None = None) -> datetime | None:
+    """When the oldest battle of the rater's session window leaves it (one more battle may then be
+    taken); None when the window holds none."""
+    window = timedelta(hours=campaign.session_window_h)
+    oldest = (
+        _rater_battles_counted(campaign_id=campaign.pk, rater_id=user.pk)
+        .filter(_taken_between((now or timezone.now()) - window))
+        .aggregate(oldest=Min(_TAKEN_AT))["oldest"]
     )
+    return oldest + window if oldest is not None else None
 
 
 def battle_position_in_session(battle: Battle) -> int:
-    """The battle's number in the session it was handed out in (1 for the first), counted as the
-    session cap counts: battles that were not voided."""
+    """The battle's number in its rater's session window as it was when they got it (1 for the first),
+    counted as the session cap counts: battles not voided, of the window's hours before it, any login."""
+    taken_at = battle.claimed_at or battle.created_at
+    window = timedelta(hours=battle.campaign.session_window_h)
+    if battle.rater_id is None:
+        return 0
     return (
-        Battle.objects.filter(
-            campaign_id=battle.campaign_id,
-            rater_id=battle.rater_id,
-            session_key=battle.session_key,
-            created_at__lte=battle.created_at,
-        )
-        .exclude(status=Battle.Status.VOID)
+        _rater_battles_counted(campaign_id=battle.campaign_id, rater_id=battle.rater_id)
+        .filter(_taken_between(taken_at - window, taken_at))
         .count()
     )
 
@@ -68,10 +98,11 @@ def battle_position_in_session(battle: Battle) -> int:
 class RaterProgress:
     """Where the rater stands against the campaign's caps, for the pages to say so before a refusal."""
 
-    in_session: int
+    in_session: int  # battles in the session window (the last `window_h` hours, any login)
     session_cap: int
     votes: int
     vote_cap: int | None
+    window_h: int = 12
 
     @property
     def session_full(self) -> bool:
@@ -87,12 +118,13 @@ class RaterProgress:
         return self.session_full or self.campaign_full
 
 
-def rater_progress(*, campaign: Campaign, user: User, session_key: str) -> RaterProgress:
+def rater_progress(*, campaign: Campaign, user: User) -> RaterProgress:
     return RaterProgress(
-        in_session=battles_in_session(campaign=campaign, user=user, session_key=session_key),
+        in_session=battles_in_session_window(campaign=campaign, user=user),
         session_cap=campaign.session_cap,
         votes=votes_by_rater(campaign=campaign, user=user),
         vote_cap=campaign.rater_vote_cap,
+        window_h=campaign.session_window_h,
     )
 
 

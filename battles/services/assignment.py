@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.timesince import timeuntil
 
 from raters.models import RaterPool
 
@@ -47,11 +48,16 @@ class Assignment:
     resumed: bool
 
 
-def _check_caps(*, campaign: Campaign, user: User, session_key: str) -> None:
-    if selectors.battles_in_session(campaign=campaign, user=user, session_key=session_key) >= campaign.session_cap:
+def _check_caps(*, campaign: Campaign, user: User) -> None:
+    # The session cap counts the rater's battles of the last session_window_h hours over every login:
+    # logging out and in again does not reset it.
+    now = timezone.now()
+    if selectors.battles_in_session_window(campaign=campaign, user=user, now=now) >= campaign.session_cap:
+        frees_at = selectors.session_window_frees_at(campaign=campaign, user=user, now=now)
+        when = f"in {timeuntil(frees_at, now)}" if frees_at is not None else "later"
         raise CapReached(
-            f"You have rated {campaign.session_cap} battles in this session, the most this campaign allows "
-            "at a stretch. Thank you! Take a break and log in again later to continue."
+            f"You have rated {campaign.session_cap} battles in the last {campaign.session_window_h} hours, the "
+            f"most this campaign allows at a stretch. Thank you! Take a break: you can continue {when}."
         )
     if campaign.rater_vote_cap is not None and (
         selectors.votes_by_rater(campaign=campaign, user=user) >= campaign.rater_vote_cap
@@ -82,7 +88,7 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_te
             "You have missed too many of this campaign's attention checks, so it has no more battles for you. "
             "If you think this is a mistake, contact the team running the study."
         )
-    _check_caps(campaign=campaign, user=user, session_key=session_key)
+    _check_caps(campaign=campaign, user=user)
     qualifying = _qualification_battle(campaign=campaign, user=user, pool=pool, session_key=session_key)
     if qualifying is not None:
         return qualifying

@@ -266,7 +266,7 @@ def _names_a_model(*texts: str) -> bool:
 
 def _streamed_timing(result: GenerationResult) -> dict[str, float | None]:
     """Time to first token and tokens per second (output tokens / the whole call), of a side that
-    answered; a model answering in one piece has its first token at its latency."""
+    answered; an answer asked for (or sent) in one piece has no first token timed: None, not its latency."""
     if not result.ok:
         return {"ttft_s": None, "tokens_per_s": None}
     return {"ttft_s": result.ttft_s, "tokens_per_s": result.tokens_per_s if result.latency_s > 0 else None}
@@ -340,10 +340,10 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
             left_result = right_result = failed
         for side, result in (("left", left_result), ("right", right_result)):
             logger.info(
-                "battle %s %s: ttft %.3f s, latency %.3f s, %d output tokens, %s tokens/s%s",
+                "battle %s %s: ttft %s, latency %.3f s, %d output tokens, %s tokens/s%s",
                 battle.pk,
                 side,
-                result.ttft_s,
+                "n/a" if result.ttft_s is None else f"{result.ttft_s:.3f} s",
                 result.latency_s,
                 result.output_tokens,
                 _streamed_timing(result)["tokens_per_s"],

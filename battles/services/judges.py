@@ -361,7 +361,7 @@ def _golden_answers(run: JudgeRun, competitors: list[Competitor], prompts: list[
                     error=result.error,
                 )
                 JudgeRun.objects.filter(pk=run.pk).update(
-                    generation_seconds=models.F("generation_seconds") + result.latency_s
+                    answer_wall_seconds=models.F("answer_wall_seconds") + result.latency_s
                 )
 
 
@@ -442,7 +442,7 @@ def _verdict_record(run: JudgeRun, judge: Judge, pair: JudgePair, ab: _Call, ba:
                 second_position=F("second_position") + decisive.count("B"),
                 input_tokens=F("input_tokens") + ab.input_tokens + ba.input_tokens,
                 output_tokens=F("output_tokens") + sum(c.result.output_tokens for c in calls),
-                gpu_seconds=F("gpu_seconds") + sum(c.result.latency_s for c in calls),
+                call_wall_seconds=F("call_wall_seconds") + sum(c.result.latency_s for c in calls),
             )
     except IntegrityError:
         return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -19,6 +20,7 @@ from raters.authentication import ApiKeyPrincipal
 from raters.models import AuditAction
 from raters.services import audit_record
 from serving.analysis import answer_model_mentions, prompt_asks_identity, style_counts
+from serving.triton import strip_special_tokens
 
 from ..models import Battle, Campaign, Competitor, Experiment, Generation, Prompt, Side, Variant
 from ..prompting import CATEGORIES, prompt_classify, prompt_hash, prompt_validate
@@ -131,8 +133,8 @@ def _shadow_validate(index: int, item: ShadowBattleInput, errors: _Errors) -> st
         return clean
     for side, answer in enumerate(item.answers):
         field = f"answers.{side}."
-        if not answer.text.strip():
-            errors.add(index, field + "text", "An answer cannot be empty.")
+        if not strip_special_tokens(answer.text).strip():
+            errors.add(index, field + "text", "An answer cannot be empty (special tokens aside).")
         elif len(answer.text) > SHADOW_ANSWER_MAX_CHARS:
             errors.add(index, field + "text", f"At most {SHADOW_ANSWER_MAX_CHARS} characters.")
         if answer.output_tokens < 0:
@@ -337,7 +339,8 @@ def _shadow_battles_import(
     for position, index in enumerate(fresh):
         item = items[index]
         first, second = (competitors[identity] for identity in identities[position])
-        answers = item.answers
+        # Special tokens name a model family: out of a pushed answer too, as out of a generated one.
+        answers = tuple(dataclasses.replace(a, text=strip_special_tokens(a.text)) for a in item.answers)
         # The server decides the sides: the order of the request says nothing about what raters see.
         if _rng.random() < 0.5:
             first, second = second, first

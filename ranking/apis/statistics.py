@@ -66,7 +66,7 @@ class CompetitorStatisticsOutput(serializers.Serializer[Any]):
     )
 
 
-class ServingSecondsOutput(serializers.Serializer[Any]):
+class AnswerWallSecondsOutput(serializers.Serializer[Any]):
     total = serializers.FloatField()
     mean_per_vote = serializers.FloatField(allow_null=True)
 
@@ -79,9 +79,9 @@ class StatisticsOutput(serializers.Serializer[Any]):
     policy = PolicyOutput()
     excluded = ExcludedOutput()
     tokens_by_side = TokensBySideOutput()
-    serving_seconds = ServingSecondsOutput(
-        help_text="Sum of both sides' latency_s per vote: wall-clock seconds of the serving calls. An upper "
-        "bound of GPU time when the model servers batch requests (several calls share the GPU at once)."
+    answer_wall_seconds = AnswerWallSecondsOutput(
+        help_text="Both sides' latency_s per vote, summed: wall-clock seconds of the calls that produced the "
+        "answers. Not GPU time: calls overlap, servers batch and queue."
     )
     competitors = CompetitorStatisticsOutput(many=True)
 
@@ -95,9 +95,9 @@ class StatisticsApi(APIView):
         "(UTC), votes each rule of the campaign's current exclusion policy excludes (caps counted over the "
         "whole log in order, as a recompute does), output tokens per side and per competitor (mean, median, "
         "p95), serving latency per competitor (mean, p50, p95), finish-reason shares per competitor, "
-        "exposure (battles served and voted, share of voted sides) and serving seconds per vote. Serving "
-        "seconds are the sum of both sides' latency_s: wall-clock seconds of the serving call, an upper bound "
-        "of GPU time when the servers batch.",
+        "exposure (battles served and voted, share of voted sides) and answer wall seconds per vote: the sum "
+        "of both sides' latency_s, wall-clock seconds of the calls that produced the answers (not GPU time: "
+        "calls overlap, servers batch and queue).",
         parameters=[
             OpenApiParameter("since", OpenApiTypes.DATETIME, description="Inclusive."),
             OpenApiParameter("until", OpenApiTypes.DATETIME, description="Exclusive."),
@@ -131,7 +131,7 @@ class StatisticsApi(APIView):
                         "left": {"count": 5, "mean": 38.0, "p50": 40.0, "p95": 58.0},
                         "right": {"count": 5, "mean": 24.0, "p50": 20.0, "p95": 38.0},
                     },
-                    "serving_seconds": {"total": 18.5, "mean_per_vote": 3.7},
+                    "answer_wall_seconds": {"total": 18.5, "mean_per_vote": 3.7},
                     "competitors": [
                         {
                             "competitor_id": 7,

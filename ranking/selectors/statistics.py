@@ -1,5 +1,5 @@
 """Campaign statistics over a time window (the v1 API): votes per day, exclusions by rule, output tokens,
-latency, finish reasons, serving seconds and exposure, each an SQL aggregate; the percentile SQL is shared
+latency, finish reasons, answer wall seconds and exposure, each an SQL aggregate; the percentile SQL is shared
 with the dashboard."""
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def exclusions_in_window(
 def campaign_statistics(
     *, campaign: Campaign, since: datetime | None = None, until: datetime | None = None
 ) -> dict[str, Any]:
-    """Votes per day, exclusions by rule, output tokens, latency, finish reasons, serving seconds per
+    """Votes per day, exclusions by rule, output tokens, latency, finish reasons, answer wall seconds per
     vote and exposure, for the votes with ``since <= created_at < until``. Every number is an SQL
     aggregate (the exclusions use the policy's arrays, as a recompute does)."""
     votes = Vote.objects.filter(campaign=campaign)
@@ -190,7 +190,7 @@ def campaign_statistics(
         "policy": exclusion_policy_for(campaign).as_dict(),
         "excluded": exclusions_in_window(campaign=campaign, since=since, until=until),
         "tokens_by_side": {side: _as_dict(tokens_side[side]) for side in ("left", "right") if side in tokens_side},
-        "serving_seconds": {
+        "answer_wall_seconds": {
             "total": round(float(serving["total"] or 0.0), 3),
             "mean_per_vote": round(float(serving["mean"]), 4) if serving["mean"] is not None else None,
         },

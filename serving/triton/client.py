@@ -7,7 +7,8 @@ when both have answered (the parity buffer); `stream_pair` does the same over tw
 hands every chunk to the caller as it arrives, stamped on one clock for both sides. Failures are
 data, not exceptions: a side that is down, slow, broken or refusing yields a `GenerationResult` with
 a human-readable `error`, so the caller can void the battle with a clear message instead of handling
-a zoo of client exceptions.
+a zoo of client exceptions. Special tokens (`<start_of_image>`, `<|im_end|>`...) are stripped from every
+answer, a streamed one chunk by chunk (`special_tokens.py`): they would name the model family.
 
 An endpoint names its wire contract (`EndpointSpec.contract`):
 
@@ -63,6 +64,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .special_tokens import SpecialTokenFilter, strip_special_tokens
 from .templates import Message, PromptFormat, TemplateError, conversation, render
 
 __all__ = [
@@ -135,13 +137,9 @@ class GenerationResult:
     # A fixed, model-free class of the failure ("timeout", "unreachable", "not_served", "malformed",
     # "error"), for messages that may reach a rater: `error` names the model and its server.
     error_kind: str = ""
-    # Seconds from the request leaving to the first chunk of text; a model answering in one piece (or a
-    # failure) has it equal to `latency_s`, which is what the default (negative: unset) becomes.
-    ttft_s: float = -1.0
-
-    def __post_init__(self) -> None:
-        if self.ttft_s < 0:
-            object.__setattr__(self, "ttft_s", self.latency_s)
+    # Seconds from the request leaving to the first chunk of text of a streamed answer; None where it was
+    # not measured (an answer asked for in one piece, a failure): its latency is no time to first token.
+    ttft_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -271,7 +269,8 @@ def _as_text(value: Any, name: str) -> str:
 
 
 def _parse(result: Any, params: SamplingParams, latency_s: float) -> GenerationResult:
-    text = _as_text(_single(result, "text_output", required=True), "text_output")
+    # Special tokens name a model family: never part of an answer (special_tokens.py).
+    text = strip_special_tokens(_as_text(_single(result, "text_output", required=True), "text_output"))
     raw_tokens = _single(result, "output_tokens", required=False)
     if raw_tokens is None:
         # Models without a token count: count whitespace words, as the shipped models do.
@@ -524,6 +523,8 @@ class _Call:
         tokens: list[int | None] = []
         finish: str | None = None
         first_at: float | None = None
+        # A token split across chunks is held back until it is whole (and removed) or shown not to be one.
+        special = SpecialTokenFilter()
         while True:
             try:
                 # Our own deadline as well as the stream's: a server that accepts the stream and then says
@@ -539,22 +540,26 @@ class _Call:
                 return self._malformed(exc, arrived - started)
             tokens.append(chunk.tokens)
             finish = chunk.finish or finish
-            if chunk.delta:
-                if first_at is None:
-                    first_at = arrived
-                parts.append(chunk.delta)
+            if chunk.delta and first_at is None:
+                first_at = arrived  # the model's first text, shown or not
+            shown = special.feed(chunk.delta) + (special.flush() if chunk.final else "")
+            if shown:
+                parts.append(shown)
                 if emit is not None and not chunk.final:
-                    emit(chunk.delta, arrived)
+                    emit(shown, arrived)
             if chunk.final:
-                self.final_delta = chunk.delta
+                self.final_delta = shown
                 break
         latency_s = arrived - started
         text = "".join(parts)
+        if special.removed:
+            logger.info("%s: %d special tokens removed from the answer", endpoint.where, special.removed)
         counted = [n for n in tokens if n is not None]
         output_tokens = sum(counted) if counted else len(text.split())
         if finish is None:
             finish = "length" if output_tokens >= self.params.max_tokens else "stop"
-        ttft_s = (first_at if first_at is not None else arrived) - started
+        # Only a streamed answer has a first token to time: one asked for in one piece arrives whole.
+        ttft_s = (first_at - started) if self.stream and first_at is not None else None
         return GenerationResult(text, output_tokens, finish, latency_s, ttft_s=ttft_s)
 
     def close(self) -> None:
@@ -580,9 +585,9 @@ class _Call:
 def _log(endpoint: EndpointSpec, result: GenerationResult) -> None:
     if result.ok:
         logger.info(
-            "%s: ttft %.3f s, latency %.3f s, %d output tokens, %.1f tokens/s, finish %s",
+            "%s: ttft %s, latency %.3f s, %d output tokens, %.1f tokens/s, finish %s",
             endpoint.where,
-            result.ttft_s,
+            "n/a" if result.ttft_s is None else f"{result.ttft_s:.3f} s",
             result.latency_s,
             result.output_tokens,
             result.tokens_per_s,

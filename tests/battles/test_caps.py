@@ -24,18 +24,42 @@ def test_session_cap_stops_with_a_clear_message_that_is_not_a_rate_limit(acme, b
     _vote_n(bob_client, acme.campaign, 2)
     response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert response.status_code == 200  # the end of a stint, not an error; 429 is for rate limits
-    assert "2 battles in this session" in response.content.decode()
+    body = response.content.decode()
+    assert "2 battles in the last 12 hours" in body and "you can continue in 11" in body
     assert Battle.objects.count() == 2
 
 
 @pytest.mark.triton
-def test_session_cap_counts_per_session(acme, bob, triton_server):
+def test_the_session_cap_binds_the_rater_whatever_the_login(acme, bob, triton_server):
     from tests.conftest import login
 
-    Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=1)
+    Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=2)
     _vote_n(login(bob), acme.campaign, 1)
-    _vote_n(login(bob), acme.campaign, 1)  # a new login is a new session
-    assert Vote.objects.count() == 2
+    _vote_n(login(bob), acme.campaign, 1)  # another login: the same rater, the same window
+    again = login(bob)  # logged out and in again: still capped
+    response = again.post(reverse("battles:next", args=[acme.campaign.pk]))
+    assert response.status_code == 200 and "2 battles in the last 12 hours" in response.content.decode()
+    assert Vote.objects.count() == 2 and Battle.objects.count() == 2
+    page = again.get(reverse("battles:campaign", args=[acme.campaign.pk])).content.decode()
+    assert "2 of 2 battles in the last 12 hours" in page and 'id="cap-reached"' in page
+
+
+@pytest.mark.triton
+def test_battles_older_than_the_session_window_no_longer_count(acme, bob, bob_client, triton_server):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Campaign.objects.filter(pk=acme.campaign.pk).update(session_cap=2, session_window_h=6)
+    _vote_n(bob_client, acme.campaign, 2)
+    assert bob_client.post(reverse("battles:next", args=[acme.campaign.pk])).status_code == 200  # capped
+    # The first battle was taken 6 hours and a minute ago: it has left the window, one battle is free.
+    first = Battle.objects.order_by("claimed_at").first()
+    assert first is not None
+    Battle.objects.filter(pk=first.pk).update(claimed_at=timezone.now() - timedelta(hours=6, minutes=1))
+    battle, page = start_battle(bob_client, acme.campaign)
+    assert battle.pk != first.pk and "Battle 2 of 2 in the last 6 hours" in page.content.decode()
+    assert Battle.objects.count() == 3
 
 
 @pytest.mark.triton

@@ -56,7 +56,7 @@ def test_counterbalancing_removes_a_planted_position_bias(acme: Tenant, triton_s
     assert 0.25 < stats["order_disagreement_rate"] < 0.55  # P(one of two calls biased the wrong way) = 0.4
     assert stats["refusal_rate"] == 0.0
     assert stats["tokens"] == run.input_tokens + run.output_tokens > 0
-    assert stats["gpu_seconds"] > 0
+    assert stats["call_wall_seconds"] > 0 and "gpu_seconds" not in stats
     # Both raw replies are kept verbatim, with the rubric version they were given under.
     one = verdicts[0]
     assert judging.reply_parse(one.reply_ab).verdict == one.verdict_ab
@@ -81,6 +81,20 @@ def test_malformed_replies_are_refusals_recorded_and_excluded(acme: Tenant, trit
         assert bad and all(judging.reply_parse(text).refused and text for text in bad)
     assert 0.03 < run.stats["refusal_rate"] < 0.2  # set: 10% of calls
     assert run.calls_refused == sum(not v.verdict_ab for v in refused) + sum(not v.verdict_ba for v in refused)
+
+
+@pytest.mark.triton
+def test_a_judge_that_writes_special_tokens_around_its_reply_is_read(acme: Tenant, triton_server: TritonServer) -> None:
+    # The reply comes as <|im_start|>{...}<|im_end|><end_of_turn>: the client strips the tokens (they
+    # would name the judge's family too), so the strict JSON inside is read, never refused.
+    for i in range(6):
+        battle_plant(acme, left=acme.left, right=acme.right, better="left" if i % 2 else "right", index=i)
+    run = _run(judge_make(acme, url=triton_server.grpc_url, model="judge-sim-tokens"), acme)
+    assert run.status == JudgeRun.Status.DONE, run.error
+    assert run.pairs_judged == 6 and run.pairs_refused == 0 and run.calls_refused == 0
+    for verdict in JudgeVerdict.objects.filter(run=run):
+        assert "<" not in verdict.reply_ab + verdict.reply_ba
+        assert verdict.consistent and verdict.choice in ("left", "right")
 
 
 @pytest.mark.triton

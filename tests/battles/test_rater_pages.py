@@ -33,14 +33,14 @@ def _title(html: str) -> str:
     return " ".join(match.group(1).split())
 
 
-def test_progress_counter_counts_the_battles_of_this_session(acme: Tenant, bob_client: Client) -> None:
-    assert "0 of 20 battles in this session" in _campaign_page(bob_client, acme.campaign)
+def test_progress_counter_counts_the_battles_of_the_session_window(acme: Tenant, bob_client: Client) -> None:
+    assert "0 of 20 battles in the last 12 hours" in _campaign_page(bob_client, acme.campaign)
     first, page = start_battle(bob_client, acme.campaign)
-    assert "Battle 1 of 20 in this session" in page.content.decode()
-    assert "Battle 1 of 20 in this session" in _vote(bob_client, first)
+    assert "Battle 1 of 20 in the last 12 hours" in page.content.decode()
+    assert "Battle 1 of 20 in the last 12 hours" in _vote(bob_client, first)
     second, page = start_battle(bob_client, acme.campaign)
-    assert "Battle 2 of 20 in this session" in page.content.decode()
-    assert "2 of 20 battles in this session" in _campaign_page(bob_client, acme.campaign)
+    assert "Battle 2 of 20 in the last 12 hours" in page.content.decode()
+    assert "2 of 20 battles in the last 12 hours" in _campaign_page(bob_client, acme.campaign)
     # The first battle keeps its number when opened again.
     assert "Battle 1 of 20" in bob_client.get(reverse("battles:battle", args=[first.pk])).content.decode()
 
@@ -52,7 +52,7 @@ def test_after_the_session_cap_no_next_or_start_button_and_no_429(acme: Tenant, 
     second, _ = start_battle(bob_client, acme.campaign)
     revealed = _vote(bob_client, second)
     assert 'id="next-form"' not in revealed and "Next battle" not in revealed
-    assert 'id="cap-reached"' in revealed and "2 of 2 battles in this session" in revealed
+    assert 'id="cap-reached"' in revealed and "2 of 2 battles in the last 12 hours" in revealed
 
     response = bob_client.get(reverse("battles:campaign", args=[acme.campaign.pk]))
     assert response.status_code == 200
@@ -62,8 +62,9 @@ def test_after_the_session_cap_no_next_or_start_button_and_no_429(acme: Tenant, 
 
     refused = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
     assert refused.status_code == 200 and "Take a break" in refused.content.decode()
-    # A new session (logging in again) may go on.
-    assert "Start rating" in _campaign_page(login(acme.pool.members.get()), acme.campaign)
+    # Logging in again does not reset the cap: the window counts the rater's battles, not the login's.
+    html = _campaign_page(login(acme.pool.members.get()), acme.campaign)
+    assert "Start rating" not in html and 'id="cap-reached"' in html
 
 
 def test_after_the_rater_vote_cap_no_start_button_in_any_session(acme: Tenant, bob_client: Client) -> None:

@@ -48,7 +48,7 @@ def test_the_real_small_llm_judges_battles_end_to_end(alice, bob, llm_triton_ser
     done = judge_run_execute(run_id=run.pk)
     assert done is not None and done.status == JudgeRun.Status.DONE, done and done.error
     assert done.pairs_excluded_family == 1
-    assert done.calls == 6 and done.calls_failed == 0 and done.output_tokens > 0 and done.gpu_seconds > 0
+    assert done.calls == 6 and done.calls_failed == 0 and done.output_tokens > 0 and done.call_wall_seconds > 0
     for verdict in JudgeVerdict.objects.filter(run=done):
         for reply, parsed in ((verdict.reply_ab, verdict.verdict_ab), (verdict.reply_ba, verdict.verdict_ba)):
             assert reply  # the model's own text, kept verbatim

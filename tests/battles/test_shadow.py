@@ -52,6 +52,25 @@ def _import(tenant: Tenant, *items: ShadowBattleInput) -> list[services.ShadowRe
     return services.shadow_battles_import(campaign=tenant.campaign, items=list(items), actor=None)
 
 
+def test_special_tokens_of_a_pushed_answer_never_reach_a_rater(acme):
+    tokens = ShadowAnswer(
+        model="gemma-ish",
+        version="1",
+        text="<start_of_image>" * 8 + "Water the garden.<end_of_turn>",
+        output_tokens=12,
+        finish_reason="stop",
+        latency_s=1.0,
+    )
+    [result] = _import(acme, item(answers=(item().answers[0], tokens)))
+    texts = set(Generation.objects.filter(battle_id=result.battle_id).values_list("text", flat=True))
+    assert texts == {ANSWER_A, "Water the garden."}
+    only_tokens = ShadowAnswer(
+        model="m", version="1", text="<|im_start|><|im_end|>\n", output_tokens=2, finish_reason="stop", latency_s=1.0
+    )
+    with pytest.raises(Invalid, match="empty"):
+        _import(acme, item("k2", answers=(item().answers[0], only_tokens)))
+
+
 def test_a_shadow_battle_waits_in_the_buffer_ready_with_both_answers_analysed(acme):
     [result] = _import(acme, item())
     assert result.created and result.status == Battle.Status.READY

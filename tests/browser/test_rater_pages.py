@@ -65,7 +65,7 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     expect(page).to_have_title(f"Battle 1 of 20 · {acme.campaign.name} · Arena")
     expect(page.locator("h1")).to_have_count(1)
     assert _headings(page) == [f"Battle 1 · {acme.campaign.name}", "Prompt", "Answer A", "Answer B"]
-    expect(page.locator("#progress")).to_have_text("Battle 1 of 20 in this session")
+    expect(page.locator("#progress")).to_have_text("Battle 1 of 20 in the last 12 hours")
     expect(page.locator("#pane-A .md-h1")).to_have_text("Heading from a model")
     _shot(page, screenshot_dir, "battle")
 
@@ -98,7 +98,7 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     page.keyboard.press("n")
     page.wait_for_url(lambda url: BATTLE_URL.search(url) is not None and str(battle.pk) not in url)
     expect(page).to_have_title(f"Battle 2 of 20 · {acme.campaign.name} · Arena")
-    expect(page.locator("#progress")).to_have_text("Battle 2 of 20 in this session")
+    expect(page.locator("#progress")).to_have_text("Battle 2 of 20 in the last 12 hours")
 
 
 def test_after_the_session_cap_there_is_no_next_or_start_button(
@@ -113,7 +113,7 @@ def test_after_the_session_cap_there_is_no_next_or_start_button(
     logged_in(sized_context, live_server.url, bob)
     page = sized_context.new_page()
     _start(page, live_server.url, acme)
-    expect(page.locator("#progress")).to_have_text("Battle 1 of 1 in this session")
+    expect(page.locator("#progress")).to_have_text("Battle 1 of 1 in the last 12 hours")
     page.keyboard.press("3")
     expect(page.locator("#result")).to_contain_text("Tie")
     expect(page.get_by_role("button", name=re.compile("Next battle"))).to_have_count(0)
@@ -122,7 +122,7 @@ def test_after_the_session_cap_there_is_no_next_or_start_button(
     page.goto(f"{live_server.url}/c/{acme.campaign.pk}/")
     expect(page.locator("#cap-reached")).to_be_visible()
     expect(page.get_by_role("button", name="Start rating")).to_have_count(0)
-    expect(page.locator("#progress")).to_have_text("1 of 1 battles in this session")
+    expect(page.locator("#progress")).to_have_text("1 of 1 battles in the last 12 hours")
     _shot(page, screenshot_dir, "session-cap")
     assert Battle.objects.count() == 1
 

@@ -68,7 +68,7 @@ def test_the_golden_command_exits_by_whether_the_candidate_beats_the_baseline(
     # Three competitors answered the eight pool prompts once each; every pair of answers was judged.
     assert run.kind == JudgeRun.Kind.GOLDEN and GoldenAnswer.objects.filter(run=run).count() == 3 * 8
     assert JudgeVerdict.objects.filter(run=run, battle__isnull=True).count() == 3 * 8
-    assert run.calls == 2 * 3 * 8 and run.generation_seconds > 0
+    assert run.calls == 2 * 3 * 8 and run.answer_wall_seconds > 0
     board = selectors.judge_board_latest(campaign=acme.campaign, judge=judge, kind="golden")
     assert board is not None and board.run_id == run.pk and board.verdicts_used == 24
     last = next(row for row in board.rows if row["competitor_id"] == echo.pk)

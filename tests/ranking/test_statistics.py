@@ -117,7 +117,7 @@ def test_statistics_match_the_hand_computed_numbers(log):
     assert stats["tokens_by_side"]["left"] == {"count": 5, "mean": 38.0, "p50": 40.0, "p95": 58.0}
     assert stats["tokens_by_side"]["right"] == {"count": 5, "mean": 24.0, "p50": 20.0, "p95": 38.0}
     # Serving seconds per vote: 3.0, 4.0, 2.5, 5.0, 4.0.
-    assert stats["serving_seconds"] == {"total": 18.5, "mean_per_vote": 3.7}
+    assert stats["answer_wall_seconds"] == {"total": 18.5, "mean_per_vote": 3.7}
     by_id = {row["competitor_id"]: row for row in stats["competitors"]}
     ra, rb, rc = by_id[a.pk], by_id[b.pk], by_id[c.pk]
     assert ra["tokens"] == {"count": 4, "mean": 25.0, "p50": 25.0, "p95": 38.5}
@@ -138,7 +138,7 @@ def test_statistics_window(log):
     stats = campaign_statistics(campaign=campaign, since=DAY2.replace(hour=0), until=DAY3.replace(hour=0))
     assert stats["votes"] == 2 and [d["votes"] for d in stats["votes_per_day"]] == [2]
     assert stats["excluded"]["too_fast"] == 1 and stats["excluded"]["total"] == 1
-    assert stats["serving_seconds"] == {"total": 7.5, "mean_per_vote": 3.75}
+    assert stats["answer_wall_seconds"] == {"total": 7.5, "mean_per_vote": 3.75}
     by_id = {row["competitor_id"]: row for row in stats["competitors"]}
     assert by_id[a.pk]["tokens"] == {"count": 1, "mean": 20.0, "p50": 20.0, "p95": 20.0}
     assert by_id[a.pk]["battles_served"] == 2  # vote 3 and the voided battle, both shown on day 2
@@ -182,7 +182,7 @@ def test_statistics_api(log, acme, globex, alice, charlie):
     url = reverse("api-statistics", args=[campaign.pk])
     body = reader.get(url).json()
     assert body["votes"] == 5 and body["votes_per_day"][0] == {"day": "2026-11-02", "votes": 2}
-    assert body["serving_seconds"] == {"total": 18.5, "mean_per_vote": 3.7}
+    assert body["answer_wall_seconds"] == {"total": 18.5, "mean_per_vote": 3.7}
     assert body["excluded"]["total"] == 2 and body["tokens_by_side"]["left"]["p95"] == 58.0
     row = next(r for r in body["competitors"] if r["competitor_id"] == a.pk)
     assert row["latency_s"]["p95"] == 2.85 and row["finish_reasons"]["stop"] == {"count": 3, "share": 0.75}

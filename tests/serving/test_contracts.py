@@ -26,6 +26,7 @@ from serving.triton.client import (
     stream_pair,
 )
 from serving.triton.server import TritonServer
+from serving.triton.special_tokens import strip_special_tokens
 from serving.triton.templates import render
 
 pytestmark = pytest.mark.triton
@@ -116,8 +117,9 @@ def test_generate_sends_every_parameter_the_contract_way(triton_server, arena_ng
     )
     roomy = SamplingParams(temperature=0.0, top_p=1.0, max_tokens=400, seed=0)
     assert generate(_endpoint(triton_server, model), PROMPT, roomy).finish_reason == "stop"
-    # One final answer: the first token is the whole answer.
-    assert result.ttft_s == result.latency_s > 0
+    # One final answer, asked for in one piece: no first token was timed, so none is reported (its
+    # latency is not a time to first token).
+    assert result.ttft_s is None and result.latency_s > 0
     assert result.tokens_per_s == pytest.approx(result.output_tokens / result.latency_s)
 
 
@@ -131,7 +133,9 @@ def test_prompt_format_renders_the_system_prompt_and_turns_into_text_input(trito
     ]
     result = generate(_endpoint(triton_server, "vllm-standin", prompt_format=fmt), conversation, params)
     rendered = render(conversation, fmt, system_prompt="Be brief.")
-    assert result.text == _expected(arena_ngram, "vllm-standin", rendered, params).text
+    # The stand-in's answer repeats words of its input, the template's tokens among them: the client strips
+    # those (serving/triton/special_tokens.py), so what it returns is the model's text without them.
+    assert result.text == strip_special_tokens(_expected(arena_ngram, "vllm-standin", rendered, params).text)
 
 
 def test_a_system_prompt_is_never_dropped_by_a_contract_without_one(triton_server):
@@ -212,11 +216,12 @@ def test_stream_pair_streams_both_contracts_and_the_deltas_reassemble_the_answer
         assert result.text == _expected(arena_ngram, endpoint.model_name, PROMPT, PARAMS).text
         assert result.text == generate(endpoint, PROMPT, PARAMS).text
         assert result.output_tokens == PARAMS.max_tokens and result.finish_reason == "length"
-        assert 0 < result.ttft_s < result.latency_s
+        assert result.ttft_s is not None and 0 < result.ttft_s < result.latency_s  # streamed: timed
         # Both requests left at the common origin: each side's first chunk is stamped at its own ttft.
         assert events[0].t == pytest.approx(result.ttft_s, abs=0.05)
     # The stand-ins' first tokens come after 150 ms (vLLM) and 100 ms (TRT-LLM), then 30 / 20 ms a token.
     vllm, trtllm = results
+    assert vllm.ttft_s is not None and trtllm.ttft_s is not None
     assert 0.14 <= vllm.ttft_s < 0.4 and 0.09 <= trtllm.ttft_s < 0.35
     assert vllm.latency_s >= 0.15 + 0.03 * (PARAMS.max_tokens - 1) - 0.02
 
@@ -248,7 +253,7 @@ def test_a_slow_first_token_shows_as_time_to_first_token(triton_server):
         PARAMS,
         recorder,
     )
-    assert slow.ok and fast.ok
+    assert slow.ok and fast.ok and slow.ttft_s is not None and fast.ttft_s is not None
     assert slow.ttft_s >= 0.4 > fast.ttft_s
     assert recorder.side(0)[0].t >= 0.4 > recorder.side(1)[0].t
     # After its first token the slow starter is quicker per token (10 ms against 20 ms).
@@ -268,7 +273,7 @@ def test_an_arena_model_streams_as_one_chunk(triton_server):
     assert arena.ok and vllm.ok
     (only,) = recorder.side(0)
     assert only.done and only.delta == arena.text and only.result == arena
-    assert arena.ttft_s == arena.latency_s
+    assert arena.ttft_s is None and arena.latency_s > 0  # answered in one piece: no first token timed
     assert arena.text == generate(_endpoint(triton_server, "zen-bigram"), PROMPT, PARAMS).text
 
 
@@ -284,8 +289,10 @@ def test_each_side_gets_its_own_conversation(triton_server, arena_ngram):
         PARAMS,
         Recorder(),
     )
-    assert left.text == _expected(arena_ngram, "vllm-standin", render(left_input, "chatml"), PARAMS).text
-    assert right.text == _expected(arena_ngram, "trtllm-standin", render(right_input, "llama3"), PARAMS).text
+    expected_left = _expected(arena_ngram, "vllm-standin", render(left_input, "chatml"), PARAMS).text
+    expected_right = _expected(arena_ngram, "trtllm-standin", render(right_input, "llama3"), PARAMS).text
+    assert left.text == strip_special_tokens(expected_left)  # (the template's tokens stripped, as above)
+    assert right.text == strip_special_tokens(expected_right)
 
 
 def test_a_hung_stream_ends_as_a_timeout_and_the_other_side_is_untouched(triton_server):

@@ -11,6 +11,7 @@ import json
 import queue
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,3 +207,50 @@ def test_real_llm_tenant_pits_the_two_models_against_each_other(llm_triton_serve
         if hasattr(endpoint, "contract"):  # the endpoint fields of the `contracts` work
             assert endpoint.contract == "vllm"
             assert endpoint.prompt_format == REAL_LLM_MODELS[endpoint.model_name]  # type: ignore[attr-defined]
+
+
+def test_the_real_models_answers_carry_no_special_token_and_no_signature(llm_triton_server, record_property):
+    """The signature test of the shipped contestants (test_ngram_signatures.py), on the real models'
+    answers as a battle gets them through the client: no special token (Gemma 3 270M writes
+    `<start_of_image>` into some answers: prompt 56 at seed 4 is one, checked raw below), no opening or
+    closing three words in more than a fifth of a model's answers. The first-ten-words classifier's
+    accuracy is reported, not asserted: a base and an instruct model differ in style, not by a mark."""
+    from serving.triton.client import EndpointSpec, SamplingParams, generate_pair
+    from serving.triton.special_tokens import SPECIAL_TOKEN, strip_special_tokens
+    from serving.triton.templates import render
+    from tests.serving.test_ngram_signatures import PROMPTS as SUBJECT_PROMPTS
+    from tests.serving.test_ngram_signatures import _naive_bayes_accuracy, _words
+
+    smol, gemma = (
+        EndpointSpec(
+            url=llm_triton_server.grpc_url,
+            protocol="grpc",
+            model_name=model,
+            contract="vllm",
+            prompt_format=REAL_LLM_MODELS[model],  # type: ignore[arg-type]
+            timeout_s=120.0,
+        )
+        for model in ("smollm2-135m-instruct", "gemma3-270m")
+    )
+    prompts = SUBJECT_PROMPTS[::14][:12]
+    answers: dict[str, list[str]] = {"smollm2-135m-instruct": [], "gemma3-270m": []}
+    for seed, prompt in enumerate(prompts):
+        params = SamplingParams(temperature=0.7, top_p=0.95, max_tokens=64, seed=seed)
+        left, right = generate_pair(smol, gemma, prompt, params)
+        assert left.ok and right.ok, (left.error, right.error)
+        answers["smollm2-135m-instruct"].append(left.text)
+        answers["gemma3-270m"].append(right.text)
+    # The known case: the raw answer has the tokens, the one a battle shows has not, and is otherwise the same.
+    sampling = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 64, "seed": 4}
+    raw = call(llm_triton_server, "gemma3-270m", render(prompts[4], "raw", ""), sampling, stream=False)
+    assert raw.error is None and SPECIAL_TOKEN.search(raw.text), raw.text
+    assert answers["gemma3-270m"][4] == strip_special_tokens(raw.text)
+    for name, texts in answers.items():
+        assert not any(SPECIAL_TOKEN.search(text) for text in texts), name
+        ((top_open, n_open),) = Counter(tuple(_words(t)[:3]) for t in texts).most_common(1)
+        ((top_close, n_close),) = Counter(tuple(_words(t)[-3:]) for t in texts).most_common(1)
+        assert n_open <= 0.2 * len(texts), (name, top_open, n_open)
+        assert n_close <= 0.2 * len(texts), (name, top_close, n_close)
+    accuracy = _naive_bayes_accuracy([(_words(t)[:10], name) for name, texts in answers.items() for t in texts])
+    record_property("first-ten-words-classifier-accuracy", accuracy)
+    print(f"real models: first-ten-words classifier accuracy {accuracy:.3f} (chance 0.500)")

@@ -15,6 +15,8 @@ a pure function of (text_input, seed, model name, settings):
   "A", the answer shown first. Counterbalancing turns such a call into an order disagreement.
 - ``malformed_rate``: per call, the probability that the reply is not the strict JSON asked for
   (prose around the object, a code fence, a repeated key): a refusal for the platform.
+- ``special_tokens``: the strict reply wrapped in chat tokens (``<|im_start|>...<|im_end|><end_of_turn>``),
+  which the client removes before the platform reads it (serving/triton/special_tokens.py).
 
 A prompt without exactly one decodable data block (a broken escape) always gets a malformed reply."""
 
@@ -49,6 +51,7 @@ class Settings:
     accuracy: float = 1.0
     position_bias: float = 0.0
     malformed_rate: float = 0.0
+    special_tokens: bool = False  # the reply wrapped in chat tokens, as a model that renders them writes it
 
 
 def quality(answer: str) -> int:
@@ -88,7 +91,8 @@ def reply(text: str, *, seed: int, name: str, settings: Settings) -> str:
     if _unit("malformed", name, seed, text) < settings.malformed_rate:
         shape = MALFORMED[int(_unit("shape", name, seed, text) * len(MALFORMED))]
         return shape.format(v=verdict)
-    return json.dumps({"verdict": verdict, "reason": f"quality {qa} against {qb}"})
+    strict = json.dumps({"verdict": verdict, "reason": f"quality {qa} against {qb}"})
+    return f"<|im_start|>{strict}<|im_end|><end_of_turn>" if settings.special_tokens else strict
 
 
 def respond(pb_utils: object, model_name: str, settings: Settings, request: object) -> object:

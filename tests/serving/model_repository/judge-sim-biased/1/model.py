@@ -33,6 +33,7 @@ class TritonPythonModel:
             accuracy=float(params.get("accuracy", "1.0")),
             position_bias=float(params.get("position_bias", "0.0")),
             malformed_rate=float(params.get("malformed_rate", "0.0")),
+            special_tokens=params.get("special_tokens", "0") == "1",
         )
 
     def execute(self, requests: list[Any]) -> list[Any]:

@@ -3,7 +3,8 @@
 It reads the attribute-board prompt (serving/ratio_judging.py): the two items between their markers
 (JSON string literals), and the attribute line. Each item carries its hidden true log-strength as
 ``[[true=<float>]]``; the attribute line may carry the judge's settings as
-``[[sim noise=<sd> refuse=<rate> malformed=<rate> bias=<log-ratio>]]`` (defaults 0.5, 0, 0, 0).
+``[[sim noise=<sd> refuse=<rate> malformed=<rate> bias=<log-ratio> tokens=<0|1>]]`` (defaults 0.5, 0, 0,
+0, 0; ``tokens=1`` wraps the reply in chat tokens, as a model that renders them writes it).
 The answer is ``log(A/B) = true_A - true_B + bias + N(0, noise²)``, reported as "more" and a ratio
 clipped to the ladder's 1 to 26, with a confidence that grows with the gap. ``bias`` favours
 whichever item is shown first (a position bias the two presentation orders cancel).
@@ -31,7 +32,7 @@ except ImportError:  # loaded by the tests without Triton (tests/ranking/ratio_s
 ITEM = re.compile(r"<<<ITEM ([AB])>>>\n(.*?)\n<<<END ITEM \1>>>", re.S)
 TRUTH = re.compile(r"\[\[true=(-?[0-9.]+(?:e-?[0-9]+)?)\]\]")
 SETTINGS = re.compile(r"\[\[sim ([^\]]*)\]\]")
-DEFAULTS = {"noise": 0.5, "refuse": 0.0, "malformed": 0.0, "bias": 0.0}
+DEFAULTS = {"noise": 0.5, "refuse": 0.0, "malformed": 0.0, "bias": 0.0, "tokens": 0.0}
 
 
 def _uniforms(prompt: str, count: int) -> list[float]:
@@ -52,6 +53,11 @@ def _settings(prompt: str) -> dict[str, float]:
 
 
 def judge(prompt: str) -> str:
+    answer = _judge(prompt)
+    return f"<start_of_turn>{answer}<end_of_turn><eos>" if _settings(prompt)["tokens"] else answer
+
+
+def _judge(prompt: str) -> str:
     settings = _settings(prompt)
     items = {side: json.loads(body) for side, body in ITEM.findall(prompt)}
     truths = {side: TRUTH.search(text) for side, text in items.items()}
