@@ -66,7 +66,7 @@ def judge_stats_back(apps, schema_editor):  # type: ignore[no-untyped-def]
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('battles', '0023_campaign_instructions_consent'),
+        ('battles', '0025_active_sampling_default'),
     ]
 
     operations = [

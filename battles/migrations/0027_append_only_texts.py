@@ -85,5 +85,5 @@ def backward(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 
 class Migration(migrations.Migration):
-    dependencies = [("battles", "0025_active_sampling_default")]
+    dependencies = [("battles", "0026_session_window_and_wall_seconds")]
     operations = [migrations.RunPython(forward, backward)]
