@@ -171,7 +171,7 @@ def _attribute_run_body(run: AttributeRun) -> AttributeRun:
     cc: list[float] = []
     banned: set[tuple[int, int]] = set()
     consecutive = 0
-    fit = fit_ratio(n, ii, jj, rr, seed=run.seed)
+    fit = fit_ratio(n, ii, jj, rr, seed=run.seed, **selectors.RUN_FIT_OPTIONS)
     stop_reason = ""
     batch = 0
     while True:
@@ -238,7 +238,7 @@ def _attribute_run_body(run: AttributeRun) -> AttributeRun:
             # rest of the budget on it would only repeat the same error.
             stop_reason = "failed"
             break
-        fit = fit_ratio(n, ii, jj, rr, cc, seed=run.seed)
+        fit = fit_ratio(n, ii, jj, rr, cc, seed=run.seed, **selectors.RUN_FIT_OPTIONS)
     return _attribute_run_finish(run, fit, entities, top_k=top_k, stop_reason=stop_reason)
 
 
