@@ -7,6 +7,7 @@ import logging
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from celery import shared_task
@@ -292,6 +293,34 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def order_figures(run_id: int) -> dict[str, Any]:
+    """What the two presentation orders of the run's usable pairs say about the judge (recorded in
+    ``solve["order"]``). Order 1 shows ``a`` first and answers ``r1 = log(a/b)``, order 2 shows ``b`` first
+    and answers ``r2 = log(b/a)``; an order-free judge gives ``r1 = -r2``. *Disagreements*: pairs whose two
+    answers favour the same position (``r1 * r2 > 0``: the verdict flips with the order). *Signed order
+    residual*: the mean of ``(r1 + r2) / 2`` in natural-log units, positive when the item shown first is
+    favoured (``exp`` of it: by what factor), with its standard error."""
+    by_pair: dict[tuple[int, int, int], dict[int, float]] = {}
+    for first, second, order, batch, r in AttributeJudgement.objects.filter(run_id=run_id, used=True).values_list(
+        "first_id", "second_id", "order", "batch", "log_ratio"
+    ):
+        if r is not None:  # a used judgement always has its log-ratio
+            by_pair.setdefault((min(first, second), max(first, second), batch), {})[order] = float(r)
+    both = np.array([[v[1], v[2]] for v in by_pair.values() if 1 in v and 2 in v], dtype=np.float64).reshape(-1, 2)
+    n = int(both.shape[0])
+    disagree = int(np.sum(both[:, 0] * both[:, 1] > 0))
+    residual = (both[:, 0] + both[:, 1]) / 2.0
+    mean = float(residual.mean()) if n else None
+    return {
+        "pairs": n,
+        "disagreements": disagree,
+        "disagreement_rate": round(disagree / n, 4) if n else None,
+        "signed_residual": mean,
+        "signed_residual_se": float(residual.std(ddof=1) / np.sqrt(n)) if n > 1 else None,
+        "first_shown_factor": float(np.exp(mean)) if mean is not None else None,
+    }
+
+
 def _thin_evidence(run: AttributeRun, fit: RatioFit, entities: list[AttributeEntity]) -> str:
     """Why the run's evidence is too thin to rank (MIN_USABLE), or "" when it is enough."""
     usable = fit.n_comparisons
@@ -341,6 +370,7 @@ def _attribute_run_finish(
         "std_method": fit.std_method,
         "method": {k: v for k, v in fit.method.items() if isinstance(v, (str, int, float, bool))},
         "cold_start_retries": cold_starts,
+        "order": order_figures(run.pk),
     }
     thin = "" if fit.edges.lo.size == 0 else _thin_evidence(run, fit, entities)
     if fit.edges.lo.size == 0 or thin:
