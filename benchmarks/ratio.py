@@ -272,7 +272,8 @@ def main() -> None:
         f"  diagnostics: cyclic share {fit.cyclic_share:.3f}, "
         f"overridden {int(fit.overridden.sum())} of {fit.edges.y.size} edges"
     )
-    coverage(args.coverage_boards)
+    if args.coverage_boards:
+        coverage(args.coverage_boards)
     if args.design_seeds:
         print(f"design: 50 entities, budget 8 calls per entity (400), batches of 20 pairs, {args.design_seeds} seeds")
         design(args.design_seeds)
