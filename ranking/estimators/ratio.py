@@ -103,7 +103,7 @@ class Edges:
     y: NDArray[np.float64]
     n_obs: NDArray[np.int64]
     variance: NDArray[np.float64]  # per-observation variance used
-    weight: NDArray[np.float64]  # precision of the fused value, n_obs / variance
+    weight: NDArray[np.float64]  # precision of the fused value, n_obs / variance (sum of info / variance)
     confidence: NDArray[np.float64]  # mean stated confidence (NaN when none was stated); recorded only
     pooled_variance: float
     pooled_from_repeats: bool

@@ -1,26 +1,31 @@
 """Per-entity noise and answers at the ladder's end, for the ratio estimator (``ratio.fit_ratio``).
 
 Per-entity noise. A judge may find some entities hard: every judgement touching them is noisier. The
-model: a judgement of ``(i, j)`` has variance ``a_i + a_j`` (each entity adds its own share), so an edge
-between two easy entities keeps the pooled level and an edge touching a hard one is wider. Given the
-current fit, each observation's squared residual ``q_o = r_o^2 / (1 - h_o)`` estimates ``a_lo + a_hi``;
-``h_o`` is approximated by ``(n - k) / n * (w_o / W_lo + w_o / W_hi)`` (``W_i`` the precision touching
-``i``; the sum over observations is ``n - k``, the parameters the fit spends). The ``a`` solve a
-weighted least-squares problem, each row ``a_lo + a_hi = q_o`` weighted by ``1 / v_o^2`` (a squared
-Gaussian residual has variance ``2 v^2``), with ``ENTITY_PRIOR_OBS`` pseudo-observations per entity at
-half the pooled level (``pooled / 2``, the pooled level the mean of ``q``): shrinkage toward the pooled
-noise, strong for an entity seen a few times, weak for one seen often. ``q_o`` is winsorised at
-``WINSOR^2`` times its current variance, so one wild answer (which Huber's loss already discounts in the
-scores) cannot make its entities look hard. The solution is floored at half the variance floor.
+model: a judgement of ``(i, j)`` has variance ``a_i + a_j`` (each entity adds its own share). Given the
+fit, each observation's squared residual ``q_o = r_o^2 / (1 - h_o)`` estimates ``a_lo + a_hi``; ``h_o``
+is approximated by ``(n - k) / n * (w_o / W_lo + w_o / W_hi)`` (``W_i`` the precision touching ``i``; the
+sum over observations is ``n - k``, the parameters the fit spends). The shares solve a least-squares
+problem, rows ``a_lo + a_hi = q_o``, with ``ENTITY_PRIOR_OBS`` pseudo-observations per entity at half
+the pooled level (shrinkage toward the pooled noise, strong for an entity seen a few times). The first
+pass weighs the rows alike; ``VARIANCE_PASSES`` more weigh each row by ``1 / prediction^2`` (a squared
+Gaussian residual has variance ``2 v^2``) and winsorise it at ``WINSOR^2`` times its prediction, so one
+wild answer cannot make its entities look hard. A row is never weighed by its own spread (that weighed
+the noisy rows down because they were noisy: the hard entities' shares came out 35% low). No share
+goes below ``MIN_SHARE`` of the pooled level.
 
-Answers at the ladder's end. The judge cannot answer beyond the ladder (26x): an answer at its end says
-"at least that much", a censored observation. Given the current fit (mean ``mu``, variance ``v`` of the
-observation), a right-censored answer at ``c`` is replaced by its conditional mean ``mu + sd lambda(z)``,
-``z = (c - mu) / sd``, ``lambda`` the inverse Mills ratio, and its squared residual by ``v (1 + z
-lambda)``; a left-censored one mirrors it. Refitting on these values is the EM algorithm for the
-censored (Tobit) likelihood: its fixed point solves the censored score equations. Its precision for the
-intervals is the observed information of a censored observation, ``lambda (lambda - z) / v`` (between
-0, far beyond the end, and 1), floored at ``INFO_FLOOR`` of the uncensored precision.
+Intervals. ``huber_sandwich`` gives, per edge, the Huber M-estimator's sandwich weights when the
+standardised residual is ``N(0, rho)`` (``rho`` the entity model's variance over the one the weights
+assumed): the bread (expected Hessian) and the meat (expected squared score). ``t_inflation`` widens the
+meat to Student's t with the noise estimate's degrees of freedom; ``sandwich_diag`` gives the scores'
+variances, exact or by Hutchinson's estimator.
+
+Answers at the ladder's end. The judge cannot answer beyond the ladder (26x): an answer at its end ``c``
+says the log-ratio lies in ``[c, CEILING c]`` (at least 26x; at most 26^2, so that an entity above all its
+partners in every answer still has a finite estimate), an interval-censored observation. Given the fit
+(mean ``mu``, variance ``v``), ``censored_moments`` gives its conditional mean and second moment under
+the doubly truncated normal and its information ``1 - Var(Y | interval) / v`` (at least ``INFO_FLOOR``);
+a left-censored answer mirrors it. ``fit_ratio`` refits by Fisher scoring (working value ``mu + (E -
+mu) / info`` at weight ``info``) until the scores settle.
 """
 
 from __future__ import annotations
