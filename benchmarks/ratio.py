@@ -1,6 +1,7 @@
 """Benchmark of the ratio-judgement estimator: one command, figures as ratios to a baseline measured alongside.
 
     python benchmarks/ratio.py [--entities 1000] [--pairs 4000] [--repeat 3] [--design-seeds 16]
+    python benchmarks/ratio.py --coverage-only [--coverage-boards 200]
 
 The board: ``--entities`` log-strengths ~ N(0, 1), ``--pairs`` distinct random pairs (a ring first, so
 the graph is connected) each judged in both orders (8,000 observations by default), Gaussian
@@ -18,6 +19,14 @@ Printed:
                     (and the true log-strength lost from the chosen top 10) and Spearman of the adaptive
                     design against uniform random pairs at the same budget,
                     and on boards with a planted top-k gap, the calls the stopping rule saved.
+  coverage          --coverage-boards boards of 50 entities (log-strengths ~ N(0, 1)), 200 random distinct
+                    pairs in both orders (8 calls per entity), 20% of the entities judged with 3x the noise
+                    sd (an answer about (i, j) has variance a_i + a_j, a = 0.125 or 9 x 0.125: sd 0.5
+                    between two easy ones), answers clipped at the ladder's end (26x): the share of 95%
+                    intervals (score +- 1.96 sd, both centred) that cover the truth, for the hard
+                    entities, the easy ones and the top and bottom tenth, with one pooled noise level and
+                    no censoring (before) and with per-entity noise and the ladder's end censored (after).
+                    Goal: 0.93-0.97 in every group.
 Best of ``--repeat`` runs for every time.
 """
 
@@ -165,13 +174,56 @@ def design(seeds: int) -> None:
             )
 
 
+COVERAGE_GROUPS = ("hard", "easy", "top/bottom tenth")
+
+
+def coverage_study(boards: int, *, n: int = 50, pairs: int = 200, seed: int = 0, **fit_kw: object) -> dict[str, float]:
+    """The coverage simulation (module docstring): the share of 95% intervals covering the truth per group,
+    and ``"sd z <group>"`` the sd of the standardised errors (1 when the sds are honest)."""
+    z: dict[str, list[float]] = {g: [] for g in COVERAGE_GROUPS}
+    for b in range(boards):
+        rng = np.random.default_rng(seed + b)
+        theta = rng.normal(0.0, 1.0, n)
+        hard = np.zeros(n, dtype=bool)
+        hard[rng.choice(n, n // 5, replace=False)] = True
+        share = np.where(hard, 9.0, 1.0) * 0.125
+        i, j, _ = board(n, pairs, seed=int(rng.integers(2**31)))
+        r = theta[i] - theta[j] + rng.normal(0.0, 1.0, i.size) * np.sqrt(share[i] + share[j])
+        fit = fit_ratio(n, i, j, np.clip(r, -LADDER, LADDER), **fit_kw)  # type: ignore[arg-type]
+        err = (fit.scores - fit.scores.mean() - (theta - theta.mean())) / fit.std
+        rank = np.argsort(np.argsort(theta))
+        tenth = (rank < n // 10) | (rank >= n - n // 10)
+        for group, mask in zip(COVERAGE_GROUPS, (hard, ~hard, tenth), strict=True):
+            z[group].extend(err[mask].tolist())
+    out = {g: float(np.mean(np.abs(np.array(v)) < 1.96)) for g, v in z.items()}
+    out.update({f"sd z {g}": float(np.std(v)) for g, v in z.items()})
+    return out
+
+
+def coverage(boards: int) -> None:
+    print(f"coverage: {boards} boards of 50 entities, 8 calls per entity, 20% judged with 3x the noise, clipped at 26x")
+    before = coverage_study(boards, noise="pooled")
+    after = coverage_study(boards, noise="entity", censor_at=LADDER)
+    for group in COVERAGE_GROUPS:
+        met = "met" if 0.93 <= after[group] <= 0.97 else "NOT met"
+        print(
+            f"  {group:17s} 95% coverage {before[group]:.3f} -> {after[group]:.3f} (goal 0.93-0.97: {met}); "
+            f"sd of z {before['sd z ' + group]:.2f} -> {after['sd z ' + group]:.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--entities", type=int, default=1000)
     parser.add_argument("--pairs", type=int, default=4000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--design-seeds", type=int, default=16)
+    parser.add_argument("--coverage-only", action="store_true", help="run only the coverage simulation")
+    parser.add_argument("--coverage-boards", type=int, default=200)
     args = parser.parse_args()
+    if args.coverage_only:
+        coverage(args.coverage_boards)
+        return
     n = args.entities
     i, j, r = board(n, args.pairs, seed=0)
     print(f"{n} entities, {args.pairs} pairs x 2 orders = {i.size} observations")
@@ -220,6 +272,8 @@ def main() -> None:
         f"  diagnostics: cyclic share {fit.cyclic_share:.3f}, "
         f"overridden {int(fit.overridden.sum())} of {fit.edges.y.size} edges"
     )
+    if args.coverage_boards:
+        coverage(args.coverage_boards)
     if args.design_seeds:
         print(f"design: 50 entities, budget 8 calls per entity (400), batches of 20 pairs, {args.design_seeds} seeds")
         design(args.design_seeds)

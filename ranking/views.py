@@ -386,6 +386,7 @@ def attribute_board_public(request: HttpRequest, slug: str) -> HttpResponse:
             "scores": scores[:PUBLIC_ATTRIBUTE_ROWS],
             "truncated": len(scores) > PUBLIC_ATTRIBUTE_ROWS,
             "ledger_url": reverse("api-public-attribute-board-judgements", args=[slug]),
+            "order": dict((run.solve or {}).get("order") or {}) if run else {},
         }
         response = render(request, "ranking/public_attribute_board.html", context)
     response["X-Robots-Tag"] = "noindex"

@@ -186,6 +186,12 @@ ARENA_HEALTH_CONCURRENCY = env_int("ARENA_HEALTH_CONCURRENCY", 16, minimum=1)
 # Judge runs (battles/services/judges.py judge_run_execute): how many pairs are judged at once (each pair is two
 # calls, one per presentation order), and golden runs' answers generated at once.
 ARENA_JUDGE_CONCURRENCY = env_int("ARENA_JUDGE_CONCURRENCY", 4, minimum=1)
+# Attribute runs: a judge call that fails (an error, not a refusal) is retried ARENA_RATIO_CALL_RETRIES
+# times, the k-th retry after k x ARENA_RATIO_RETRY_WAIT_MS; a first batch whose every call fails (a cold
+# judge: loading, not yet served) is asked again after each of ARENA_RATIO_COLD_START_WAITS_S seconds.
+ARENA_RATIO_CALL_RETRIES = env_int("ARENA_RATIO_CALL_RETRIES", 2, minimum=0)
+ARENA_RATIO_RETRY_WAIT_MS = env_int("ARENA_RATIO_RETRY_WAIT_MS", 500, minimum=0)
+ARENA_RATIO_COLD_START_WAITS_S = tuple(float(x) for x in env_list("ARENA_RATIO_COLD_START_WAITS_S", ["5", "20", "60"]))
 CELERY_TASK_ACKS_LATE = True
 # A recompute that runs away is killed and not redelivered (acks on failure/timeout stay on).
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800, minimum=10)

@@ -51,3 +51,8 @@ ARENA_MODEL_HOSTS = ["127.0.0.0/8", "[::1]"]
 # tests of prompts, caps and drafts need no streaming reader; the streaming tests make live battles
 # themselves (tests/battles/test_streaming.py), the browser test runs a worker (ARENA_LIVE_STREAMING on).
 ARENA_LIVE_STREAMING = False
+
+# Attribute runs retry failed judge calls and a cold first batch; the tests' judges fail on cue, so the
+# waits are short here (the production defaults are in base.py).
+ARENA_RATIO_RETRY_WAIT_MS = 5
+ARENA_RATIO_COLD_START_WAITS_S = (0.05, 0.05)

@@ -64,8 +64,31 @@ class AttributeRunOutput(RunProvenanceFields):
     failure_reason = serializers.CharField()
     pairs_refused = serializers.IntegerField()
     checks = serializers.IntegerField()
-    solve = serializers.DictField(help_text="The final fit: hash, dispersion, cyclic share, components, method.")
+    solve = serializers.DictField(
+        help_text="The final fit: hash, dispersion, cyclic share, components, method; `order`: the figures below."
+    )
+    order_disagreements = serializers.SerializerMethodField(
+        help_text="Usable pairs whose two presentation orders favoured the same position (the verdict flipped)."
+    )
+    order_pairs = serializers.SerializerMethodField(help_text="Usable pairs judged in both orders.")
+    order_residual = serializers.SerializerMethodField(
+        help_text="Signed order residual: mean of (log(a/b) shown a first + log(b/a) shown b first) / 2, natural "
+        "log; positive when the item shown first is favoured. Null before the run finishes."
+    )
     created_at = serializers.DateTimeField()
+
+    def _order(self, run: AttributeRun) -> dict[str, Any]:
+        return dict((run.solve or {}).get("order") or {})
+
+    def get_order_disagreements(self, run: AttributeRun) -> int | None:
+        return self._order(run).get("disagreements")
+
+    def get_order_pairs(self, run: AttributeRun) -> int | None:
+        return self._order(run).get("pairs")
+
+    def get_order_residual(self, run: AttributeRun) -> float | None:
+        return self._order(run).get("signed_residual")
+
     started_at = serializers.DateTimeField(allow_null=True)
 
 
@@ -97,6 +120,9 @@ RUN_EXAMPLE = {
     "call_seconds": 61.2,
     "degraded": False,
     "solve": {"hash": "e3b0" + "0" * 60, "components": 1, "cyclic_share": 0.04},
+    "order_disagreements": 9,
+    "order_pairs": 189,
+    "order_residual": 0.031,
     "created_at": "2026-12-01T12:00:00Z",
     "started_at": "2026-12-01T12:00:01Z",
     "finished_at": "2026-12-01T12:01:10Z",

@@ -40,6 +40,14 @@ with zeros at the pinned nodes, ``P`` the centring per component). Exact up to `
 entities; above, ``diag(P C P)`` by Hutchinson's diagonal estimator ``mean_k z_k * (P C P z_k)`` with
 seeded Rademacher probes (deterministic given the seed).
 
+Per-entity noise and the ladder's end (``ratio_noise``; ``noise="entity"``, the default, and
+``censor_at``). With per-entity noise the reported ``std`` is the Huber sandwich under the model "an
+answer about (i, j) has variance a_i + a_j" (each a_i estimated from the residuals, shrunk toward the
+pooled level), widened to Student's t for the noise estimate's degrees of freedom; ``model_std`` keeps
+``phi * P C P`` for the design. The weights of the solve stay pooled (per-entity weights from 8 calls
+an entity cost more precision than they gained). Answers at the ladder's end are interval-censored,
+refitted by Fisher scoring until the scores settle.
+
 Diagnostics. The cyclic share of the judgement flow: the Hodge decomposition of the edge flow ``y``
 (precision-weighted inner product) into its gradient part (the plain weighted least-squares fit) and
 the cyclic remainder; ``share = ||cyclic||^2_w / ||y||^2_w``. Leave-one-out studentised residuals of
@@ -57,16 +65,15 @@ same accepted observations in any order and orientation give byte-identical outp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-import scipy.linalg as la
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from numpy.typing import ArrayLike, NDArray
 
+from . import ratio_noise
 from .graph import components as graph_components
 from .graph import laplacian
+from .ratio_factor import _Factor, factor_reduced, factor_reduced_sparse, laplacian_sparse
 
 HUBER_K = 1.5
 MAD_TO_SD = 1.4826
@@ -78,8 +85,6 @@ PRIOR_VARIANCE = 0.25
 PRIOR_DF = 8.0
 VARIANCE_FLOOR = 0.01
 MIN_POOLED_DF = 5
-RIDGE = 1e-12
-RIDGE_DOMINATED = 1e3
 # Reduced systems above this size are factorised sparse (below it, dense LAPACK is as fast and the
 # figures measured on it stand).
 SPARSE_ABOVE = 2000
@@ -98,10 +103,12 @@ class Edges:
     y: NDArray[np.float64]
     n_obs: NDArray[np.int64]
     variance: NDArray[np.float64]  # per-observation variance used
-    weight: NDArray[np.float64]  # precision of the fused value, n_obs / variance
+    weight: NDArray[np.float64]  # precision of the fused value, n_obs / variance (sum of info / variance)
     confidence: NDArray[np.float64]  # mean stated confidence (NaN when none was stated); recorded only
     pooled_variance: float
     pooled_from_repeats: bool
+    # Per edge, the answers at the ladder's end (censored; ``ratio_noise``); None when none was looked for.
+    n_censored: NDArray[np.int64] | None = None
 
 
 def _as_ids(x: ArrayLike, name: str) -> NDArray[np.int64]:
@@ -125,8 +132,14 @@ def fuse_observations(
     prior_variance: float = PRIOR_VARIANCE,
     prior_df: float = PRIOR_DF,
     variance_floor: float = VARIANCE_FLOOR,
+    info: ArrayLike | None = None,
+    spread: ArrayLike | None = None,
 ) -> Edges:
-    """Fold the judgements onto canonical edges and fuse repeats by precision (module docstring)."""
+    """Fold the judgements onto canonical edges and fuse repeats by precision (module docstring). With
+    ``info`` (per observation, in (0, 1]; an answer at the ladder's end, ``ratio_noise``) each observation
+    counts by its information: the edge's value is the info-weighted mean and its precision ``sum(info) /
+    v``; ``spread`` (the answers themselves, when ``log_ratio`` holds working values) sets the repeat
+    spread."""
     a, b = _as_ids(i, "i"), _as_ids(j, "j")
     r = np.asarray(log_ratio, dtype=np.float64)
     if not (a.shape == b.shape == r.shape):
@@ -145,8 +158,10 @@ def fuse_observations(
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     y = np.where(a < b, r, -r) + 0.0  # + 0.0 turns -0.0 into 0.0
     conf = conf + 0.0
-    order = np.lexsort((conf, y, hi, lo))
-    lo, hi, y, conf = lo[order], hi[order], y[order], conf[order]
+    factor = np.ones(r.shape) if info is None else np.asarray(info, dtype=np.float64)
+    raw = y if spread is None else np.where(a < b, np.asarray(spread, dtype=np.float64), -np.asarray(spread)) + 0.0
+    order = np.lexsort((factor, conf, y, hi, lo))
+    lo, hi, y, conf, factor, raw = lo[order], hi[order], y[order], conf[order], factor[order], raw[order]
     if y.size == 0:
         empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
         return Edges(empty_i, empty_i, empty_f, empty_i, empty_f, empty_f, empty_f, prior_variance, False)
@@ -154,8 +169,10 @@ def fuse_observations(
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     m = np.diff(np.r_[starts, key.size]).astype(np.int64)
     group = np.repeat(np.arange(starts.size), m)
-    mean = np.add.reduceat(y, starts) / m
-    ss = np.add.reduceat((y - mean[group]) ** 2, starts)
+    info_sum = np.add.reduceat(factor, starts)
+    mean = np.add.reduceat(factor * y, starts) / info_sum
+    raw_mean = np.add.reduceat(raw, starts) / m
+    ss = np.add.reduceat((raw - raw_mean[group]) ** 2, starts)
     repeat_df = int((m - 1).sum())
     pooled_from_repeats = repeat_df >= MIN_POOLED_DF
     tau2 = max(float(ss.sum()) / repeat_df, variance_floor) if pooled_from_repeats else prior_variance
@@ -171,141 +188,12 @@ def fuse_observations(
         y=mean,
         n_obs=m,
         variance=variance,
-        weight=m / variance,
+        weight=info_sum / variance,
         confidence=conf_mean,
         pooled_variance=float(tau2),
         pooled_from_repeats=pooled_from_repeats,
+        n_censored=None if info is None else np.add.reduceat((factor < 1.0).astype(np.int64), starts),
     )
-
-
-@dataclass
-class _Factor:
-    """Cholesky factor of a reduced Laplacian (rows/cols ``free``), or a pseudo-inverse fallback."""
-
-    n: int
-    free: NDArray[np.int64]
-    cho: tuple[NDArray[np.float64], bool] | None
-    pinv: NDArray[np.float64] | None
-    ridge: float
-    reasons: list[str]
-    lu: Any = None  # a sparse symmetric factor (scipy SuperLU, diagonal pivots) above SPARSE_ABOVE
-
-    def solve(self, rhs: NDArray[np.float64]) -> NDArray[np.float64]:
-        """``C rhs`` with ``C`` the reduced inverse padded with zeros at the pinned nodes."""
-        out = np.zeros(rhs.shape)
-        if self.free.size == 0:
-            return out
-        sub = rhs[self.free]
-        if self.lu is not None:
-            out[self.free] = self.lu.solve(np.ascontiguousarray(sub))
-        elif self.cho is not None:
-            out[self.free] = la.cho_solve(self.cho, sub, check_finite=False)
-        else:
-            assert self.pinv is not None
-            out[self.free] = self.pinv @ sub
-        return out
-
-    def inverse(self) -> NDArray[np.float64]:
-        """The padded reduced inverse ``C`` (n x n)."""
-        out = np.zeros((self.n, self.n))
-        if self.free.size == 0:
-            return out
-        if self.lu is not None:
-            sub = self.lu.solve(np.eye(self.free.size))
-        elif self.cho is not None:
-            sub = la.cho_solve(self.cho, np.eye(self.free.size), check_finite=False)
-        else:
-            assert self.pinv is not None
-            sub = self.pinv
-        out[np.ix_(self.free, self.free)] = sub
-        return out
-
-
-def factor_reduced(mat: NDArray[np.float64], free: NDArray[np.int64], n: int) -> _Factor:
-    """Cholesky of ``mat`` (the reduced Laplacian on ``free``) with a tiny ridge, escalated on failure."""
-    size = mat.shape[0]
-    if size == 0:
-        return _Factor(n, free, None, np.zeros((0, 0)), 0.0, [])
-    top = float(np.max(np.abs(np.diag(mat)))) if np.all(np.isfinite(mat)) else np.inf
-    scale = top if np.isfinite(top) and top > 0 else 1.0
-    ridge = RIDGE * scale
-    reasons: list[str] = []
-    eye = np.eye(size)
-    for _ in range(5):
-        try:
-            if not np.all(np.isfinite(mat)):
-                raise la.LinAlgError("non-finite weights")
-            c, lower = la.cho_factor(mat + ridge * eye, lower=True, check_finite=False)
-        except la.LinAlgError:
-            reasons.append(f"Cholesky failed with ridge {ridge:.3g}; ridge escalated")
-            ridge *= 1e3
-            continue
-        pivots = np.diag(c) ** 2
-        if not np.all(np.isfinite(pivots)):
-            reasons.append(f"Cholesky gave non-finite pivots with ridge {ridge:.3g}; ridge escalated")
-            ridge *= 1e3
-            continue
-        if float(pivots.min()) < RIDGE_DOMINATED * ridge:
-            reasons.append(
-                f"ill-conditioned: smallest Cholesky pivot {float(pivots.min()):.3g} is within "
-                f"{RIDGE_DOMINATED:g}x of the ridge {ridge:.3g} (the ridge, not the data, sets that direction)"
-            )
-        return _Factor(n, free, (c, lower), None, ridge, reasons)
-    clean = np.where(np.isfinite(mat), mat, 0.0)
-    reasons.append("Cholesky failed at every ridge; eigen-decomposition pseudo-inverse used")
-    vals, vecs = np.linalg.eigh(clean)
-    keep = vals > 1e-12 * max(float(np.abs(vals).max()), 1e-300)
-    inv = (vecs[:, keep] / vals[keep]) @ vecs[:, keep].T
-    return _Factor(n, free, None, inv, ridge, reasons)
-
-
-def _laplacian_sparse(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w: NDArray[np.float64]) -> sp.csc_matrix:
-    off = sp.coo_matrix((np.r_[-w, -w], (np.r_[lo, hi], np.r_[hi, lo])), shape=(n, n))
-    diag = sp.diags(np.bincount(lo, w, minlength=n) + np.bincount(hi, w, minlength=n))
-    return (off + diag).tocsc()
-
-
-def factor_reduced_sparse(mat: sp.csc_matrix, free: NDArray[np.int64], n: int) -> _Factor:
-    """The sparse counterpart of ``factor_reduced``: a symmetric factorisation ``L D L^T`` (SuperLU in
-    symmetric mode with diagonal pivots only and a minimum-degree ordering, so it is a Cholesky factor
-    up to scaling: the pivots ``D`` are positive exactly when the matrix is positive definite), with
-    the same ridge, the same escalation and the same ill-conditioning flag. If every ridge fails, the
-    dense path (and its pseudo-inverse fallback) takes over."""
-    size = mat.shape[0]
-    if size == 0:
-        return _Factor(n, free, None, np.zeros((0, 0)), 0.0, [])
-    diag = mat.diagonal()
-    finite = bool(np.all(np.isfinite(mat.data)))
-    top = float(np.max(np.abs(diag))) if finite else np.inf
-    ridge = RIDGE * (top if np.isfinite(top) and top > 0 else 1.0)
-    reasons: list[str] = []
-    eye = sp.identity(size, format="csc")
-    for _ in range(5) if finite else ():
-        try:
-            lu = spla.splu(
-                (mat + ridge * eye).tocsc(),
-                permc_spec="MMD_AT_PLUS_A",
-                diag_pivot_thresh=0.0,
-                options={"SymmetricMode": True},
-            )
-        except RuntimeError:
-            reasons.append(f"sparse Cholesky failed with ridge {ridge:.3g}; ridge escalated")
-            ridge *= 1e3
-            continue
-        pivots = lu.U.diagonal()
-        if not np.all(np.isfinite(pivots)) or float(pivots.min()) <= 0.0:
-            reasons.append(f"sparse Cholesky met a non-positive pivot with ridge {ridge:.3g}; ridge escalated")
-            ridge *= 1e3
-            continue
-        if float(pivots.min()) < RIDGE_DOMINATED * ridge:
-            reasons.append(
-                f"ill-conditioned: smallest Cholesky pivot {float(pivots.min()):.3g} is within "
-                f"{RIDGE_DOMINATED:g}x of the ridge {ridge:.3g} (the ridge, not the data, sets that direction)"
-            )
-        return _Factor(n, free, None, None, ridge, reasons, lu=lu)
-    dense = factor_reduced(mat.toarray(), free, n)
-    dense.reasons[:0] = [*reasons, "sparse factorisation failed at every ridge; dense path used"]
-    return dense
 
 
 def factor_laplacian(
@@ -316,7 +204,7 @@ def factor_laplacian(
     10,000 x 10,000 matrix would be 800 MB a copy, and each factorisation minutes on two cores)."""
     if free.size <= SPARSE_ABOVE:
         return factor_reduced(laplacian(n, lo, hi, w)[np.ix_(free, free)], free, n)
-    return factor_reduced_sparse(_laplacian_sparse(n, lo, hi, w)[free][:, free].tocsc(), free, n)
+    return factor_reduced_sparse(laplacian_sparse(n, lo, hi, w)[free][:, free].tocsc(), free, n)
 
 
 @dataclass(frozen=True)
@@ -350,6 +238,12 @@ class RatioFit:
     probes: int
     seed: int
     method: dict[str, object] = field(default_factory=dict)
+    # Each entity's noise share (an observation of (i, j) has variance a_i + a_j); None when pooled.
+    entity_variance: NDArray[np.float64] | None = None
+    # The model-based sd (one noise level, no Student-t widening): what the design plans with; ``std``
+    # is the interval's. Equal to ``std`` with pooled noise.
+    model_std: NDArray[np.float64] | None = field(default=None, compare=False)
+    _meat: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
     _factor: _Factor | None = field(default=None, repr=False, compare=False)
     _cov: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
     _sketch: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
@@ -396,6 +290,9 @@ class RatioFit:
         rhs = np.zeros(self.n_entities)
         rhs[a], rhs[b] = 1.0, -1.0
         x = self._factor.solve(rhs)
+        if self._meat is not None:  # the sandwich (ratio_noise)
+            e = self.edges
+            return float(np.sqrt(max(float(np.sum(self._meat * (x[e.lo] - x[e.hi]) ** 2)), 0.0)))
         return float(np.sqrt(max(self.dispersion * (x[a] - x[b]), 0.0)))
 
 
@@ -478,30 +375,27 @@ def posterior(
     return Posterior(diag, resist, None, sketch)
 
 
-def fit_ratio(
-    n_entities: int,
-    i: ArrayLike,
-    j: ArrayLike,
-    log_ratio: ArrayLike,
-    confidence: ArrayLike | None = None,
-    *,
-    huber_k: float = HUBER_K,
-    prior_variance: float = PRIOR_VARIANCE,
-    variance_floor: float = VARIANCE_FLOOR,
-    exact_limit: int = EXACT_LIMIT,
-    probes: int = PROBES,
-    seed: int = 0,
-    max_iter: int = 200,
-    tol: float = 1e-10,
-    flag_t: float = FLAG_T,
-) -> RatioFit:
-    """Fit an attribute board from ratio judgements ``(i, j, log_ratio)`` (see the module docstring)."""
-    n = int(n_entities)
-    if n < 1:
-        raise ValueError("a board needs at least one entity")
-    edges = fuse_observations(
-        n, i, j, log_ratio, confidence, prior_variance=prior_variance, variance_floor=variance_floor
-    )
+@dataclass(frozen=True)
+class _Robust:
+    """The robust solve on fused edges (before the intervals)."""
+
+    s: NDArray[np.float64]
+    sigma: float
+    omega: NDArray[np.float64]
+    converged: bool
+    iterations: int
+    reasons: list[str]
+    k_comp: int
+    comp: NDArray[np.int64]
+    pinned: NDArray[np.int64]
+    free: NDArray[np.int64]
+    df: int
+    cyclic_share: float
+    fac: _Factor
+
+
+def _robust_solve(n: int, edges: Edges, *, huber_k: float, max_iter: int, tol: float) -> _Robust:
+    """Huber M-estimate of the scores on the fused edges (module docstring: loss and solve)."""
     lo, hi, y, w = edges.lo, edges.hi, edges.y, edges.weight
     n_edges = int(y.size)
     k_comp, comp = graph_components(n, lo, hi, w)
@@ -510,10 +404,7 @@ def fit_ratio(
     free_mask = np.ones(n, dtype=bool)
     free_mask[pinned] = False
     free = np.flatnonzero(free_mask).astype(np.int64)
-    n_comparisons = (np.bincount(lo, edges.n_obs, minlength=n) + np.bincount(hi, edges.n_obs, minlength=n)).astype(
-        np.int64
-    )
-    observed = n_comparisons > 0
+    observed = (np.bincount(lo, minlength=n) + np.bincount(hi, minlength=n)) > 0
     df = n_edges - (n - k_comp)
     mean_leverage = (n - k_comp) / n_edges if n_edges else 0.0
     reasons: list[str] = []
@@ -577,18 +468,169 @@ def fit_ratio(
         reasons.append(f"IRLS did not converge in {max_iter} iterations")
     u = (y - (s[lo] - s[hi])) * sqrt_w
     omega = np.where(np.abs(u) <= huber_k * sigma, 1.0, huber_k * sigma / np.maximum(np.abs(u), 1e-300))
-    fac = _solve_scores(n, lo, hi, y, w * omega, free)[1]
+    return _Robust(
+        s, float(sigma), omega, converged, iterations, reasons, k_comp, comp, pinned, free, df, cyclic_share, fac
+    )
+
+
+def fit_ratio(
+    n_entities: int,
+    i: ArrayLike,
+    j: ArrayLike,
+    log_ratio: ArrayLike,
+    confidence: ArrayLike | None = None,
+    *,
+    huber_k: float = HUBER_K,
+    prior_variance: float = PRIOR_VARIANCE,
+    variance_floor: float = VARIANCE_FLOOR,
+    exact_limit: int = EXACT_LIMIT,
+    probes: int = PROBES,
+    seed: int = 0,
+    max_iter: int = 200,
+    tol: float = 1e-10,
+    flag_t: float = FLAG_T,
+    noise: str = "entity",
+    censor_at: float | None = None,
+) -> RatioFit:
+    """Fit an attribute board from ratio judgements ``(i, j, log_ratio)`` (see the module docstring).
+    ``noise="entity"`` estimates each entity's noise share (``ratio_noise``), ``"pooled"`` assumes one
+    level for every edge; ``censor_at`` (the ladder's end in log units, e.g. ``ratio_noise.LADDER_END``)
+    treats answers there as censored; None: none is."""
+    n = int(n_entities)
+    if n < 1:
+        raise ValueError("a board needs at least one entity")
+    if noise not in ("entity", "pooled"):
+        raise ValueError('noise must be "entity" or "pooled"')
+    fuse_kw = {"prior_variance": prior_variance, "variance_floor": variance_floor}
+    edges = fuse_observations(n, i, j, log_ratio, confidence, **fuse_kw)  # validates the input
+    # Observations in canonical orientation and order (lo < hi, y estimates s_lo - s_hi): every
+    # per-observation step below is then independent of how the caller listed them.
+    a_in, b_in = _as_ids(i, "i"), _as_ids(j, "j")
+    r_in = np.asarray(log_ratio, dtype=np.float64)
+    c_in = np.full(r_in.shape, np.nan) if confidence is None else np.asarray(confidence, dtype=np.float64) + 0.0
+    o_lo, o_hi = np.minimum(a_in, b_in), np.maximum(a_in, b_in)
+    o_y = np.where(a_in < b_in, r_in, -r_in) + 0.0
+    order = np.lexsort((c_in, o_y, o_hi, o_lo))
+    o_lo, o_hi, o_y, o_c = o_lo[order], o_hi[order], o_y[order], c_in[order]
+    side = ratio_noise.censored_side(o_y, censor_at)
+    rob = _robust_solve(n, edges, huber_k=huber_k, max_iter=max_iter, tol=tol)
+    rounds, last_step = 0, 0.0
+    entity_var: NDArray[np.float64] | None = None
+    pooled_noise = float("nan")
+    edge_of = np.searchsorted(edges.lo * n + edges.hi, o_lo * n + o_hi)
+    if side.any():
+        # The censored likelihood: answers at the ladder's end replaced under the current fit,
+        # refitted until the scores settle (ratio_noise).
+        for round_no in range(1, ratio_noise.ROUNDS + 1):
+            rounds = round_no
+            phi = rob.sigma**2 if rob.df >= MIN_DF else 1.0
+            mu = rob.s[o_lo] - rob.s[o_hi]
+            value, _, info = ratio_noise.censored_moments(
+                o_y, side, mu, phi * edges.variance[edge_of], censor_at or 0.0
+            )
+            # Fisher scoring: the working value mu + (E - mu) / info at weight info (plain EM, the
+            # conditional mean at full weight, crept at 0.9 per round).
+            working = mu + (value - mu) / info
+            edges = fuse_observations(n, o_lo, o_hi, working, o_c, **fuse_kw, info=info, spread=o_y)
+            previous = rob.s
+            rob = _robust_solve(n, edges, huber_k=huber_k, max_iter=max_iter, tol=tol)
+            last_step = float(np.max(np.abs(rob.s - previous)))
+            if last_step <= ratio_noise.ROUND_TOL * (1.0 + float(np.max(np.abs(rob.s)))):
+                break
+    if o_y.size and noise == "entity":
+        # Each entity's noise share from the final fit's residuals, for the intervals (ratio_noise).
+        phi = rob.sigma**2 if rob.df >= MIN_DF else 1.0
+        var_o = phi * edges.variance[edge_of]
+        _, sq, info = ratio_noise.censored_moments(o_y, side, rob.s[o_lo] - rob.s[o_hi], var_o, censor_at or 0.0)
+        h_o = ratio_noise.observation_leverage(n, rob.k_comp, o_lo, o_hi, info * rob.omega[edge_of] / var_o)
+        entity_var, pooled_noise = ratio_noise.entity_variances(n, o_lo, o_hi, sq / (1.0 - h_o), floor=variance_floor)
+    reasons = list(rob.reasons)
+    if last_step > ratio_noise.ROUND_UNSETTLED:
+        # Flat stretches of the censored likelihood (an entity above all its partners by 26x) settle
+        # slowly; a last step under ROUND_UNSETTLED (log units) moves no ratio by 1%.
+        reasons.append(f"the ladder-end rounds had not settled after {rounds} rounds (last step {last_step:.3g})")
+    return _assemble(
+        n,
+        edges,
+        rob,
+        reasons,
+        huber_k=huber_k,
+        exact_limit=exact_limit,
+        probes=probes,
+        seed=seed,
+        flag_t=flag_t,
+        method={
+            "prior_variance": prior_variance,
+            "variance_floor": variance_floor,
+            "noise": noise,
+            "noise_prior_obs": ratio_noise.ENTITY_PRIOR_OBS,
+            "pooled_noise": pooled_noise if np.isfinite(pooled_noise) else None,
+            "censor_at": censor_at,
+            "censored": int((side != 0).sum()),
+            "rounds": rounds,
+            "round_step": last_step,
+        },
+        entity_variance=entity_var,
+    )
+
+
+def _assemble(
+    n: int,
+    edges: Edges,
+    rob: _Robust,
+    reasons: list[str],
+    *,
+    huber_k: float,
+    exact_limit: int,
+    probes: int,
+    seed: int,
+    flag_t: float,
+    method: dict[str, object],
+    entity_variance: NDArray[np.float64] | None,
+) -> RatioFit:
+    """The intervals and diagnostics of a solve (module docstring: intervals, diagnostics)."""
+    lo, hi, y = edges.lo, edges.hi, edges.y
+    s, omega, sigma, comp, k_comp, free = rob.s, rob.omega, rob.sigma, rob.comp, rob.k_comp, rob.free
+    n_comparisons = (np.bincount(lo, edges.n_obs, minlength=n) + np.bincount(hi, edges.n_obs, minlength=n)).astype(
+        np.int64
+    )
+    observed = n_comparisons > 0
+    # The intervals' precision: an answer at the ladder's end says less than its weight in the solve.
+    a = edges.weight * omega
+    fac = _solve_scores(n, lo, hi, y, a, free)[1]
     for reason in fac.reasons:
         if reason not in reasons:
             reasons.append(reason)
-    a = w * omega
     residual = y - (s[lo] - s[hi])
-    phi = sigma**2 if df >= MIN_DF else 1.0
+    phi = sigma**2 if rob.df >= MIN_DF else 1.0
 
     post = posterior(fac, comp, lo, hi, a, exact=n <= exact_limit, probes=probes, seed=seed)
     diag, resist, cov, sketch = post.diag, post.resistance, post.cov, post.sketch
     std_method, used_probes = ("exact", 0) if cov is not None else ("hutchinson", probes)
-    std = np.sqrt(phi * np.maximum(diag, 0.0))
+    model_std = np.where(observed, np.sqrt(phi * np.maximum(diag, 0.0)), np.inf)
+    meat: NDArray[np.float64] | None = None
+    if entity_variance is not None and lo.size:
+        # The Huber sandwich under the per-entity noise model (ratio_noise): the bread is the expected
+        # Hessian, the meat the expected squared score; scale and shape both from the entity model.
+        rho = (entity_variance[lo] + entity_variance[hi]) / edges.variance
+        bread, meat = ratio_noise.huber_sandwich(edges.weight, rho, huber_k * sigma)
+        meat = meat * ratio_noise.t_inflation(n_comparisons, lo, hi)
+        fac = factor_laplacian(n, lo, hi, bread, free)
+        sizes = np.bincount(comp).astype(np.float64)
+        diag = ratio_noise.sandwich_diag(
+            fac.solve,
+            lambda x: _centre_per_component(x, comp, sizes),
+            fac.inverse() if cov is not None else None,
+            n,
+            lo,
+            hi,
+            meat,
+            probes=probes,
+            seed=seed,
+        )
+    # The sandwich is in absolute units (the entity model sets the scale); the model-based P C P in units
+    # of the dispersion.
+    std = np.sqrt((1.0 if meat is not None else phi) * np.maximum(diag, 0.0))
     std = np.where(observed, std, np.inf)
 
     leverage = np.clip(a * resist, 0.0, 1.0)
@@ -596,7 +638,7 @@ def fit_ratio(
     with np.errstate(divide="ignore", invalid="ignore"):
         one_minus = np.where(bridge, np.nan, 1.0 - leverage)
         loo_error = residual / one_minus
-        loo_sd = np.sqrt(phi * (1.0 / w + resist / one_minus))
+        loo_sd = np.sqrt(phi * (1.0 / edges.weight + resist / one_minus))
         loo_t = loo_error / loo_sd
     overridden = np.abs(np.nan_to_num(loo_t, nan=0.0)) > flag_t
 
@@ -611,7 +653,7 @@ def fit_ratio(
         std=std,
         component=comp,
         n_components=k_comp,
-        pinned=pinned,
+        pinned=rob.pinned,
         observed=observed,
         n_comparisons=n_comparisons,
         edges=edges,
@@ -619,13 +661,13 @@ def fit_ratio(
         huber_weight=omega,
         scale=float(sigma),
         dispersion=float(phi),
-        residual_df=int(df),
-        cyclic_share=cyclic_share,
+        residual_df=int(rob.df),
+        cyclic_share=rob.cyclic_share,
         leverage=leverage,
         loo_t=loo_t,
         overridden=overridden,
-        iterations=iterations,
-        converged=converged,
+        iterations=rob.iterations,
+        converged=rob.converged,
         degraded=bool(reasons),
         degraded_reasons=tuple(reasons),
         ridge=float(fac.ridge),
@@ -635,8 +677,7 @@ def fit_ratio(
         method={
             "model": "log-ratio r = s_i - s_j + noise; scores in natural-log units, min zero per component",
             "loss": f"huber k={huber_k}, scale 1.4826*MAD of standardised edge residuals",
-            "prior_variance": prior_variance,
-            "variance_floor": variance_floor,
+            **method,
             "pooled_variance": edges.pooled_variance,
             "pooled_from_repeats": edges.pooled_from_repeats,
             "std": std_method,
@@ -644,6 +685,9 @@ def fit_ratio(
             "flag_t": flag_t,
             "confidence": "recorded per edge, not used as a weight",
         },
+        entity_variance=entity_variance,
+        model_std=model_std,
+        _meat=meat,
         _factor=fac,
         _cov=cov,
         _sketch=sketch,

@@ -176,7 +176,8 @@ def _boundary_pairs_exact(
     if cov is None or np.unique(fit.component[fit.observed]).size != 1:
         return False
     ka, kb, c = boundary(fit, min(max(top_k, 1), n - 1))
-    sd = np.where(np.isfinite(fit.std) & (fit.std > 0), fit.std, 1e6)
+    plan = fit.std if fit.model_std is None else fit.model_std
+    sd = np.where(np.isfinite(plan) & (plan > 0), plan, 1e6)
     p = ndtr((fit.scores - c) / sd)
     relevance = p * (1.0 - p) + explore
     a, b = np.triu_indices(n, k=1)
@@ -216,7 +217,8 @@ def _boundary_pairs(
     n = fit.n_entities
     k = min(max(top_k, 1), n - 1)
     _, _, c = boundary(fit, k)
-    sd = np.where(np.isfinite(fit.std) & (fit.std > 0), fit.std, 1e6)
+    plan = fit.std if fit.model_std is None else fit.model_std
+    sd = np.where(np.isfinite(plan) & (plan > 0), plan, 1e6)
     p = ndtr((fit.scores - c) / sd)
     relevance = p * (1.0 - p) + explore
     if n <= ALL_PAIRS_UP_TO:
@@ -352,10 +354,11 @@ def run_board(
     batch_size: int,
     seed: int = 0,
     adaptive: bool = True,
+    censor_at: float | None = None,
 ) -> BoardRun:
     """Run a board against a judge until the stopping rule or the budget (calls, two per pair).
     ``adaptive=False`` draws uniform random unjudged pairs instead (the comparison baseline, which
-    also runs to budget)."""
+    also runs to budget). ``censor_at``: the judge's ladder end in log units (``fit_ratio``)."""
     rng = np.random.default_rng(seed)
     ii: list[int] = []
     jj: list[int] = []
@@ -363,7 +366,7 @@ def run_board(
     refused: set[tuple[int, int]] = set()
     asked: set[tuple[int, int]] = set()
     consecutive, calls, checks = 0, 0, 0
-    fit = fit_ratio(n_entities, ii, jj, rr, seed=seed)
+    fit = fit_ratio(n_entities, ii, jj, rr, seed=seed, censor_at=censor_at)
     while True:
         checks += 1
         stop = check_stop(fit, top_k=top_k, spent=calls, budget=budget, consecutive=consecutive)
@@ -392,7 +395,7 @@ def run_board(
                 ii.append(x)
                 jj.append(y)
                 rr.append(r)
-        fit = fit_ratio(n_entities, ii, jj, rr, seed=seed)
+        fit = fit_ratio(n_entities, ii, jj, rr, seed=seed, censor_at=censor_at)
     return BoardRun(
         fit=fit,
         stop=stop,

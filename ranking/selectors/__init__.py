@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from .arrays import exclusion_policy_for, vote_arrays, vote_items
 from .attribute_boards import (
+    RUN_FIT_OPTIONS,
     RunObservations,
     attribute_board_entities,
     attribute_board_latest_run,
@@ -167,6 +168,7 @@ __all__ = [
     "judge_of_campaign",
     "judge_verdicts_for_board",
     # attribute_boards
+    "RUN_FIT_OPTIONS",
     "RunObservations",
     "attribute_board_entities",
     "attribute_board_latest_run",

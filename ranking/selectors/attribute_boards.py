@@ -4,6 +4,7 @@ observations and its fit recomputed from the ledger, replication between two run
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +17,15 @@ from battles.models import Judge
 from raters.authentication import ApiKeyPrincipal
 from raters.selectors import organizations_viewable_by, organizations_writable_by
 from raters.tenancy import scopes_disabled
+from serving.ratio_judging import RATIO_MAX
 
 from ..estimators.ratio import RatioFit, fit_ratio
 from ..estimators.ratio_design import spearman
 from ..models import AttributeBoard, AttributeEntity, AttributeJudgement, AttributeRun, AttributeScore
+
+# How a run's judgements are fitted; the run and its recomputation from the ledger must agree. Each
+# entity's noise is estimated, and an answer at the judge's ladder end (RATIO_MAX) is censored: "at least".
+RUN_FIT_OPTIONS: dict[str, Any] = {"noise": "entity", "censor_at": math.log(RATIO_MAX)}
 
 
 def attribute_boards_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[AttributeBoard]:
@@ -91,7 +97,7 @@ def attribute_run_fit(run: AttributeRun) -> RatioFit:
     """The run's solve, recomputed from its ledger: the same accepted judgements give the same bytes as
     the run recorded (``run.solve["hash"]``)."""
     obs = attribute_run_observations(run)
-    return fit_ratio(len(obs.entities), obs.i, obs.j, obs.log_ratio, obs.confidence, seed=run.seed)
+    return fit_ratio(len(obs.entities), obs.i, obs.j, obs.log_ratio, obs.confidence, seed=run.seed, **RUN_FIT_OPTIONS)
 
 
 def attribute_fit_hash(fit: RatioFit) -> str:

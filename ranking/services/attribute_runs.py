@@ -4,11 +4,14 @@ pair judged in both orders, the ledger, the fit and the stopping rule, the score
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from celery import shared_task
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -30,6 +33,10 @@ logger = logging.getLogger(__name__)
 
 # Judge calls run concurrently within a batch (each pair's two orders included); the writes stay here.
 JUDGE_CONCURRENCY = 8
+# The evidence a finished run needs before it may rank (else it fails, saying which rule broke): every
+# entity in at least MIN_USABLE usable judgements (one pair judged in both orders), and the judged pairs
+# joining every entity into one comparison graph (scores across separate groups are not comparable).
+MIN_USABLE = 2
 
 
 @transaction.atomic
@@ -86,19 +93,30 @@ def _judge_pair_orders(
     attribute = run.attribute
     jobs = [(x, y) for a, b in pairs for x, y in ((a, b), (b, a))]
 
+    retries = settings.ARENA_RATIO_CALL_RETRIES
+    wait_s = settings.ARENA_RATIO_RETRY_WAIT_MS / 1000.0
+
     def call(job: tuple[AttributeEntity, AttributeEntity]) -> RatioCall:
         first, second = job
-        return ratio_judge_call(
-            spec,
-            attribute=attribute,
-            question=rubric.question,
-            instructions=rubric.instructions,
-            first=first.text,
-            second=second.text,
-            max_tokens=judge.max_tokens,
-            seed=run.seed,
-            temperature=judge.temperature,
-        )
+        for attempt in range(retries + 1):
+            if attempt:
+                time.sleep(attempt * wait_s)
+            result = ratio_judge_call(
+                spec,
+                attribute=attribute,
+                question=rubric.question,
+                instructions=rubric.instructions,
+                first=first.text,
+                second=second.text,
+                max_tokens=judge.max_tokens,
+                seed=run.seed,
+                temperature=judge.temperature,
+            )
+            # A failed call is asked again; a refusal or a malformed reply is the judge's answer (at
+            # temperature 0 asking again repeats it), and an address refused by the outbound rule stays so.
+            if result.verdict.status != "error" or result.error_kind == "refused":
+                break
+        return result
 
     with ThreadPoolExecutor(max_workers=JUDGE_CONCURRENCY) as pool:
         return list(pool.map(call, jobs))
@@ -134,7 +152,11 @@ def attribute_run_execute(*, run_id: int) -> AttributeRun:
     malformed reply or failed call is never proposed again, and neither of its orders reaches the
     estimator. A run that accepted nothing ends failed, naming the dominant failure; it writes no
     scores (a flat board would read as a tie of everything). Exactly one worker executes a run: the
-    claim is a conditional update."""
+    claim is a conditional update.
+
+    Failed calls are retried and a wholly failed first batch (a cold judge) is asked again
+    (settings ARENA_RATIO_*); a finished run whose evidence is too thin (MIN_USABLE) fails instead of
+    ranking."""
     claimed = AttributeRun.objects.filter(pk=run_id, status=AttributeRun.Status.QUEUED).update(
         status=AttributeRun.Status.RUNNING, started_at=timezone.now()
     )
@@ -171,9 +193,10 @@ def _attribute_run_body(run: AttributeRun) -> AttributeRun:
     cc: list[float] = []
     banned: set[tuple[int, int]] = set()
     consecutive = 0
-    fit = fit_ratio(n, ii, jj, rr, seed=run.seed)
+    fit = fit_ratio(n, ii, jj, rr, seed=run.seed, **selectors.RUN_FIT_OPTIONS)
     stop_reason = ""
     batch = 0
+    cold_starts = 0
     while True:
         run.checks += 1
         look = check_stop(fit, top_k=top_k, spent=run.calls, budget=run.budget_calls, consecutive=consecutive)
@@ -189,6 +212,16 @@ def _attribute_run_body(run: AttributeRun) -> AttributeRun:
         batch += 1
         pairs = [(entities[a], entities[b]) for a, b in proposal.pairs.tolist()]
         calls = _judge_pair_orders(run, run.judge, pairs)
+        if run.calls == 0:
+            # A cold judge (loading, not yet served) fails a whole first batch: ask again after each wait
+            # before the run may fail on it. The failed attempts are logged, not written to the ledger.
+            for wait in settings.ARENA_RATIO_COLD_START_WAITS_S:
+                if any(c.verdict.status != "error" for c in calls):
+                    break
+                cold_starts += 1
+                logger.warning("attribute run %s: first batch failed whole; asking again in %.1f s", run.pk, wait)
+                time.sleep(wait)
+                calls = _judge_pair_orders(run, run.judge, pairs)
         rows: list[AttributeJudgement] = []
         for p, (a, b) in enumerate(pairs):
             both = calls[2 * p : 2 * p + 2]
@@ -238,8 +271,8 @@ def _attribute_run_body(run: AttributeRun) -> AttributeRun:
             # rest of the budget on it would only repeat the same error.
             stop_reason = "failed"
             break
-        fit = fit_ratio(n, ii, jj, rr, cc, seed=run.seed)
-    return _attribute_run_finish(run, fit, entities, top_k=top_k, stop_reason=stop_reason)
+        fit = fit_ratio(n, ii, jj, rr, cc, seed=run.seed, **selectors.RUN_FIT_OPTIONS)
+    return _attribute_run_finish(run, fit, entities, top_k=top_k, stop_reason=stop_reason, cold_starts=cold_starts)
 
 
 _RUN_COUNTERS = [
@@ -260,9 +293,65 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def order_figures(run_id: int) -> dict[str, Any]:
+    """What the two presentation orders of the run's usable pairs say about the judge (recorded in
+    ``solve["order"]``). Order 1 shows ``a`` first and answers ``r1 = log(a/b)``, order 2 shows ``b`` first
+    and answers ``r2 = log(b/a)``; an order-free judge gives ``r1 = -r2``. *Disagreements*: pairs whose two
+    answers favour the same position (``r1 * r2 > 0``: the verdict flips with the order). *Signed order
+    residual*: the mean of ``(r1 + r2) / 2`` in natural-log units, positive when the item shown first is
+    favoured (``exp`` of it: by what factor), with its standard error."""
+    by_pair: dict[tuple[int, int, int], dict[int, float]] = {}
+    for first, second, order, batch, r in AttributeJudgement.objects.filter(run_id=run_id, used=True).values_list(
+        "first_id", "second_id", "order", "batch", "log_ratio"
+    ):
+        if r is not None:  # a used judgement always has its log-ratio
+            by_pair.setdefault((min(first, second), max(first, second), batch), {})[order] = float(r)
+    both = np.array([[v[1], v[2]] for v in by_pair.values() if 1 in v and 2 in v], dtype=np.float64).reshape(-1, 2)
+    n = int(both.shape[0])
+    disagree = int(np.sum(both[:, 0] * both[:, 1] > 0))
+    residual = (both[:, 0] + both[:, 1]) / 2.0
+    mean = float(residual.mean()) if n else None
+    return {
+        "pairs": n,
+        "disagreements": disagree,
+        "disagreement_rate": round(disagree / n, 4) if n else None,
+        "signed_residual": mean,
+        "signed_residual_se": float(residual.std(ddof=1) / np.sqrt(n)) if n > 1 else None,
+        "first_shown_factor": float(np.exp(mean)) if mean is not None else None,
+    }
+
+
+def _thin_evidence(run: AttributeRun, fit: RatioFit, entities: list[AttributeEntity]) -> str:
+    """Why the run's evidence is too thin to rank (MIN_USABLE), or "" when it is enough."""
+    usable = fit.n_comparisons
+    thin = [e.label or f"#{e.position}" for k, e in enumerate(entities) if usable[k] < MIN_USABLE]
+    problems = []
+    if thin:
+        named = ", ".join(thin[:5]) + (f" and {len(thin) - 5} more" if len(thin) > 5 else "")
+        problems.append(
+            f"{len(thin)} of {len(entities)} entities have fewer than {MIN_USABLE} usable judgements ({named})"
+        )
+    if fit.n_components > 1:
+        problems.append(f"the judged pairs form {fit.n_components} separate groups, not one comparison graph")
+    if not problems:
+        return ""
+    failed = run.calls - run.accepted
+    return (
+        f"Too little evidence to rank: {'; '.join(problems)}. Every entity needs at least {MIN_USABLE} usable "
+        f"judgements and the judged pairs must connect all entities. {failed} of {run.calls} calls gave no "
+        f"usable judgement ({run.call_errors} failed, {run.refused} refused, {run.malformed} malformed)."
+    )
+
+
 @transaction.atomic
 def _attribute_run_finish(
-    run: AttributeRun, fit: RatioFit, entities: list[AttributeEntity], *, top_k: int, stop_reason: str
+    run: AttributeRun,
+    fit: RatioFit,
+    entities: list[AttributeEntity],
+    *,
+    top_k: int,
+    stop_reason: str,
+    cold_starts: int = 0,
 ) -> AttributeRun:
     run.finished_at = timezone.now()
     run.degraded = fit.degraded
@@ -280,11 +369,16 @@ def _attribute_run_finish(
         "degraded_reasons": list(fit.degraded_reasons),
         "std_method": fit.std_method,
         "method": {k: v for k, v in fit.method.items() if isinstance(v, (str, int, float, bool))},
+        "cold_start_retries": cold_starts,
+        "order": order_figures(run.pk),
     }
-    if fit.edges.lo.size == 0:
+    thin = "" if fit.edges.lo.size == 0 else _thin_evidence(run, fit, entities)
+    if fit.edges.lo.size == 0 or thin:
         run.status = AttributeRun.Status.FAILED
         run.stop_reason = "failed"
-        run.failure_reason = _dominant_error(run.pk)
+        run.failure_reason = thin or _dominant_error(run.pk)
+        if cold_starts:
+            run.failure_reason += f" The first batch was asked again {cold_starts} times (a cold judge?) first."
         run.save(
             update_fields=[
                 *_RUN_COUNTERS,

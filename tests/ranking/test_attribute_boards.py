@@ -79,7 +79,15 @@ def test_every_pair_is_judged_in_both_orders_and_confidence_is_recorded_not_weig
     obs = selectors.attribute_run_observations(run)
     from ranking.estimators.ratio import fit_ratio
 
-    other = fit_ratio(len(obs.entities), obs.i, obs.j, obs.log_ratio, np.full(obs.i.size, 0.01), seed=run.seed)
+    other = fit_ratio(
+        len(obs.entities),
+        obs.i,
+        obs.j,
+        obs.log_ratio,
+        np.full(obs.i.size, 0.01),
+        seed=run.seed,
+        **selectors.RUN_FIT_OPTIONS,
+    )
     np.testing.assert_array_equal(other.scores, selectors.attribute_run_fit(run).scores)
 
 

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
 from ranking.estimators.graph import laplacian
-from ranking.estimators.ratio import HUBER_K, factor_reduced, fit_ratio, fuse_observations
+from ranking.estimators.ratio import HUBER_K, fit_ratio, fuse_observations
+from ranking.estimators.ratio_factor import factor_reduced, factor_reduced_sparse, laplacian_sparse
+from ranking.estimators.ratio_noise import t_inflation
 
 LADDER = np.log(26.0)
 
@@ -144,11 +146,15 @@ def test_one_wild_judgement_has_bounded_influence(wild: float) -> None:
     assert float(np.max(np.abs(plain.scores - fit_ratio(n, a, b, r, huber_k=1e9).scores))) > 4 * bound
 
 
+@pytest.mark.parametrize("noise", ["pooled", "entity"])
 @pytest.mark.parametrize("repeats", [False, True])
-def test_posterior_std_matches_monte_carlo(repeats: bool) -> None:
+def test_posterior_std_matches_monte_carlo(repeats: bool, noise: str) -> None:
     """A fixed design, fresh Gaussian noise (sd 0.5) 300 times: the empirical sd of each score (relative
-    to the mean, the reported gauge) against the mean reported sd. Without repeats the variance is the
-    prior (0.25, the truth here) and the scale is estimated; with both orders it is pooled from repeats."""
+    to the mean, the reported gauge) against the mean reported sd. Pooled: without repeats the variance is
+    the prior (0.25, the truth here) and the scale is estimated; with both orders it is pooled from
+    repeats. Per-entity noise (the default): the sd is widened by Student's t for the noise estimate's
+    degrees of freedom (ratio_noise.t_inflation: 8 and 16 observations per entity here), so it is never
+    narrower than Monte Carlo, and not more than that widening wider."""
     rng = np.random.default_rng(5)
     n = 30
     theta = rng.normal(size=n)
@@ -159,12 +165,17 @@ def test_posterior_std_matches_monte_carlo(repeats: bool) -> None:
     centred = np.empty((reps, n))
     reported = np.empty((reps, n))
     for k in range(reps):
-        fit = fit_ratio(n, a, b, judge(rng, theta, a, b, wild=0.0))
+        fit = fit_ratio(n, a, b, judge(rng, theta, a, b, wild=0.0), noise=noise)
         centred[k] = fit.scores - fit.scores.mean()
         reported[k] = fit.std
     ratio = reported.mean(axis=0) / centred.std(axis=0, ddof=1)
-    assert np.all(np.abs(ratio - 1) < 0.15), ratio
-    assert abs(float(np.median(ratio)) - 1) < 0.06
+    if noise == "pooled":
+        assert np.all(np.abs(ratio - 1) < 0.15), ratio
+        assert abs(float(np.median(ratio)) - 1) < 0.06
+    else:
+        widening = float(np.sqrt(t_inflation(np.array([8 if not repeats else 16]), np.array([0]), np.array([0]))[0]))
+        assert np.all((ratio > 0.9) & (ratio < 1.3 * widening)), ratio
+        assert 0.97 < float(np.median(ratio)) < 1.04 * widening
 
 
 def test_hutchinson_std_is_close_to_exact_and_deterministic() -> None:
@@ -340,8 +351,8 @@ def test_the_sparse_factorisation_gives_the_dense_fit(monkeypatch: pytest.Monkey
     assert np.max(np.abs(sparse.std - dense.std)) < 1e-10
     assert np.allclose(sparse.leverage, dense.leverage, atol=1e-10)
     assert sparse.degraded == dense.degraded is False and sparse.iterations == dense.iterations
-    fac = ratio.factor_reduced_sparse(
-        ratio._laplacian_sparse(3, np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1e-30]))[1:, 1:].tocsc(),
+    fac = factor_reduced_sparse(
+        laplacian_sparse(3, np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1e-30]))[1:, 1:].tocsc(),
         np.array([1, 2]),
         3,
     )
