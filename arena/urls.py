@@ -14,6 +14,10 @@ api_docs = [
     path("api/docs/", RedirectView.as_view(pattern_name="api-docs", permanent=False)),
 ]
 
+# A database that cannot serve the request (down, restarting, out of connections) is a 503 with
+# Retry-After, never the 500 of a bug (core/http.py).
+handler500 = "core.http.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),

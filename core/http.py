@@ -1,5 +1,7 @@
-"""Request types shared by every app's views and admin, the mapping of domain errors to HTTP, and the
-middleware that keeps private responses out of caches (``PrivateNoStoreMiddleware``).
+"""Request types shared by every app's views and admin, the mapping of domain errors to HTTP, the
+middleware that keeps private responses out of caches (``PrivateNoStoreMiddleware``), and the site's
+500 handler, which answers a database that cannot serve the request with 503 + Retry-After
+(``server_error``).
 
 This sits in ``core``, below every app, rather than in one app or in the project package (``arena``,
 which stands above the apps): battles, raters and ranking all have views behind ``@login_required`` and
@@ -10,16 +12,20 @@ without depending on another app, or on the project, for a type.
 from __future__ import annotations
 
 import ipaddress
+import sys
 from functools import lru_cache
 from typing import Any, cast
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render
+from django.template import loader
 from django.utils.cache import patch_cache_control
 from django.utils.deprecation import MiddlewareMixin
+from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -191,3 +197,37 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     else:
         response.data = error_body(code, str(exc.detail))
     return response
+
+
+# --- The 500 handler: an unavailable database is a 503 --------------------------------------------------
+
+# Seconds a client is asked to wait before it tries again when the database cannot serve the request.
+RETRY_AFTER_S = 5
+
+
+def database_unavailable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the database cannot serve the request right now, rather than that the code is
+    wrong: no connection (server down or restarting), the pool's wait for a connection ran out
+    (psycopg_pool's ``PoolTimeout``), too many clients, a connection that died under the request. Django
+    raises all of them as ``OperationalError`` (or ``InterfaceError`` for a closed connection)."""
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500`` (arena/urls.py). An overloaded or unreachable database answers 503 with
+    ``Retry-After``: the request stored nothing (its transaction rolled back) and the same request will
+    succeed once the database is back, so clients and load balancers should retry rather than report a
+    bug. API paths get the API's error body (code ``unavailable``), pages the site's 503 page, rendered
+    without the request (its context processors would ask the database again). Anything else is the
+    site's 500 page, as Django renders it."""
+    if database_unavailable(sys.exc_info()[1]):
+        response: HttpResponse
+        if request.path.startswith("/api/"):
+            message = "The service is briefly unavailable (its database is busy or restarting). Try again shortly."
+            response = JsonResponse(error_body("unavailable", message), status=503)
+        else:
+            response = HttpResponse(loader.get_template("503.html").render(), status=503)
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        patch_cache_control(response, no_store=True)
+        return response
+    return defaults.server_error(request)

@@ -84,3 +84,56 @@ def test_400_is_the_sites_page(client: Client) -> None:
     html = response.content.decode()
     assert "<h1>Bad request</h1>" in html and "ALLOWED_HOSTS" not in html
     _assert_site_page(html)
+
+
+def _database_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every statement fails as when PostgreSQL is stopped or out of connections (the boundary: the
+    database driver, whose error Django raises as OperationalError)."""
+    from django.db import OperationalError
+    from django.db.backends.utils import CursorWrapper
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OperationalError('connection to server at "127.0.0.1", port 5432 failed: Connection refused')
+
+    monkeypatch.setattr(CursorWrapper, "execute", refuse)
+    monkeypatch.setattr(CursorWrapper, "executemany", refuse)
+
+
+def test_a_database_that_cannot_serve_is_a_503_page_with_retry_after(alice, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    client = Client(raise_request_exception=False)
+    client.force_login(alice)
+    _database_down(monkeypatch)
+    response = client.get(reverse("battles:campaigns"))
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    assert "no-store" in response["Cache-Control"]
+    html = response.content.decode()
+    assert "<h1>Briefly unavailable</h1>" in html and "nothing was saved" in html
+    _assert_site_page(html)
+    assert "5432" not in html and "OperationalError" not in html
+
+
+def test_an_api_request_the_database_cannot_serve_is_a_503_in_the_apis_body(
+    acme, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import api_client
+
+    key = api_client(acme.organization).api_key_header
+    client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=key)
+    _database_down(monkeypatch)
+    response = client.get("/api/v1/campaigns/")
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    body = response.json()
+    assert body["error"]["code"] == "unavailable" and "5432" not in response.content.decode()
+
+
+def test_a_bug_is_still_a_500_not_a_503(alice, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from django.db import IntegrityError
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise IntegrityError("a constraint the code should have respected")
+
+    monkeypatch.setattr(battle_selectors, "campaigns_for_rater", crash)
+    client = Client(raise_request_exception=False)
+    client.force_login(alice)
+    response = client.get(reverse("battles:campaigns"))
+    assert response.status_code == 500 and "Retry-After" not in response

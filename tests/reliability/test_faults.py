@@ -43,7 +43,7 @@ def settle_failures(rater_of: dict[str, Rater], ledger: Ledger, settle_s: float 
     for battle, why in list(ledger.failed):
         rater = rater_of[battle]
         response = rater._post(f"/b/{battle}/vote/", {"choice": "left"})
-        while response.status_code == 500 and time.monotonic() < deadline:
+        while response.status_code in (500, 503) and time.monotonic() < deadline:
             time.sleep(0.5)
             response = rater._post(f"/b/{battle}/vote/", {"choice": "left"})
         if response.status_code == 302:
@@ -165,10 +165,12 @@ def test_postgresql_restart_fails_cleanly_and_clients_reconnect(stack: Stack) ->
             t0 = time.monotonic()
             assert not rater.vote(battle, ledger)
             assert time.monotonic() - t0 < 15  # answered, not hanging
-        # Answered with the site's error page (500), never a partial success.
-        assert [why for _, why in ledger.failed] == ["500", "500"], ledger.failed
+        # Answered with the site's 503 page and Retry-After (the database is unavailable: try again), never
+        # the 500 of a bug, never a partial success.
+        assert [why for _, why in ledger.failed] == ["503", "503"], ledger.failed
         page = raters[0].http.get(f"{raters[0].url}/b/{held[0]}/", timeout=15)
-        assert page.status_code == 500 and "Traceback" not in page.text
+        assert page.status_code == 503 and page.headers["Retry-After"] == "5" and "Traceback" not in page.text
+        assert "Briefly unavailable" in page.text
     finally:
         stack.pg.start()
     # The same sessions go on (the pool checks each connection it hands out and replaces the dead ones);
