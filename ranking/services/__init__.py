@@ -44,6 +44,7 @@ from .rater_figures import (
 )
 from .rater_flags import rater_flags_check
 from .recompute import (
+    leaderboards_rearm,
     leaderboards_recompute,
     leaderboards_recompute_pending,
     leaderboards_recompute_soon,
@@ -58,6 +59,7 @@ __all__ = [
     "leaderboards_recompute_pending",
     "leaderboards_recompute_soon",
     "leaderboards_schedule",
+    "leaderboards_rearm",
     "leaderboards_schedule_open_campaigns",
     "method_for",
     # rater_figures

@@ -4,20 +4,24 @@ at once for a manager, and beat's safety net over the open campaigns (self-heali
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Max
 
 from battles.models import Campaign, Competitor, Vote
 from battles.selectors import campaign_organization_id
+from core import queues
 from core.tasks import TransactionAwareTask
 from raters.models import WebhookEvent
 from raters.services import webhook_event_emit
@@ -157,6 +161,11 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
 # - "running" says a recompute is computing: set by the task for one lease and renewed by a heartbeat
 #   thread while it computes. Beat leaves a campaign alone while its heartbeat beats, and takes over
 #   within one lease when the worker died mid-computation.
+# - A recompute worker that starts (a supervisor's restart after a kill) re-arms at once every debounced
+#   recompute that is due and that nothing computes, for the time its mark says it was due
+#   (``leaderboards_rearm``): the delayed task a killed worker held is not delivered again before the
+#   broker's visibility timeout, and without the re-arm the board waited for the mark to expire and
+#   beat's next tick (61-64 s after a kill with the compose file's settings).
 # The broker's visibility timeout (settings) is the last resort: an unacknowledged task of a killed worker
 # is delivered again; recomputes are idempotent (a second one over the same votes changes nothing).
 
@@ -178,7 +187,9 @@ def leaderboards_schedule(
     is set at once. Raises if the broker refuses the task, after clearing the mark so the next vote
     retries. ``organization_id``: the campaign's, when the caller has it (else it is looked up)."""
     delay = settings.ARENA_RANKING_DEBOUNCE_S if countdown is None else countdown
-    if not cache.add(_pending_key(campaign_id), time.time(), timeout=delay + settings.ARENA_RANKING_LEASE_S):
+    # The mark holds the time the recompute is due (leaderboards_rearm reads it).
+    due = time.time() + delay
+    if not cache.add(_pending_key(campaign_id), due, timeout=delay + settings.ARENA_RANKING_LEASE_S):
         return False
     try:
         leaderboards_recompute_task.apply_async(
@@ -236,11 +247,9 @@ def leaderboards_recompute_task(campaign_id: int, *, organization_id: int) -> in
     return len(leaderboards_recompute_pending(campaign_id=campaign_id))
 
 
-def leaderboards_schedule_open_campaigns() -> int:
-    """Periodic safety net (celery beat): recompute now every open campaign with votes newer than its
-    latest snapshot, unless a recompute is queued (pending mark) or computing (live lease). This is what
-    takes over after a worker died, or after the broker was down when votes came in."""
-    count = 0
+def _campaigns_behind() -> Iterator[tuple[int, int]]:
+    """(campaign, organisation) of every open campaign with votes newer than its latest snapshot that no
+    recompute is computing (no live "running" lease); each yielded inside the organisation's scope."""
     with scopes_disabled():  # the one listing across organisations; each campaign then in its own scope
         open_campaigns = list(Campaign.objects.filter(status=Campaign.Status.OPEN).values_list("pk", "organization_id"))
     for campaign_id, organization_id in open_campaigns:
@@ -250,9 +259,58 @@ def leaderboards_schedule_open_campaigns() -> int:
             seen = snapshots.aggregate(v=Max("last_vote_id"))["v"] or 0
             if not newest or newest <= seen or cache.get(_running_key(campaign_id)) is not None:
                 continue
-            if leaderboards_schedule(campaign_id=campaign_id, countdown=0, organization_id=organization_id):
-                count += 1
+            yield campaign_id, organization_id
+
+
+def leaderboards_schedule_open_campaigns() -> int:
+    """Periodic safety net (celery beat): recompute now every open campaign with votes newer than its
+    latest snapshot, unless a recompute is queued (pending mark) or computing (live lease). This is what
+    takes over after a worker died, or after the broker was down when votes came in."""
+    count = 0
+    for campaign_id, organization_id in _campaigns_behind():
+        if leaderboards_schedule(campaign_id=campaign_id, countdown=0, organization_id=organization_id):
+            count += 1
     return count
+
+
+def leaderboards_rearm() -> int:
+    """Run by a recompute worker as it starts: queue again every recompute that is due and that nothing
+    computes, for the time its pending mark says (at once when it has none), and renew the mark for it.
+
+    A worker killed while it held a delayed recompute takes that task with it until the broker's
+    visibility timeout, and its mark keeps the next vote and beat away until the mark expires; the
+    supervisor's restart of the worker re-arms it instead, so the board is fresh when it was due. Where
+    another live worker still holds the original, the recompute runs twice at that time: one
+    recompute's cost, the same snapshot."""
+    count = 0
+    lease = settings.ARENA_RANKING_LEASE_S
+    for campaign_id, organization_id in _campaigns_behind():
+        due = cache.get(_pending_key(campaign_id))
+        countdown = max(0, math.ceil(float(due) - time.time())) if isinstance(due, (int, float)) else 0
+        cache.set(_pending_key(campaign_id), time.time() + countdown, timeout=countdown + lease)
+        leaderboards_recompute_task.apply_async(
+            args=[campaign_id], kwargs={"organization_id": organization_id}, countdown=countdown
+        )
+        count += 1
+    return count
+
+
+@worker_ready.connect
+def _rearm_when_a_recompute_worker_starts(sender: Any = None, **kwargs: Any) -> None:
+    """Celery's ``worker_ready``: a worker that consumes the recompute queue re-arms the recomputes a
+    killed one took with it (``leaderboards_rearm``). Never fails the worker's start."""
+    app = getattr(sender, "app", None)
+    consumed = set(app.amqp.queues.consume_from) if app is not None else set()
+    if queues.RECOMPUTE not in consumed:
+        return
+    try:
+        count = leaderboards_rearm()
+    except Exception:
+        logger.exception("recompute worker start: the due recomputes could not be re-armed")
+        return
+    finally:
+        connections.close_all()  # the worker's main process keeps no connection of its own
+    logger.info("recompute worker start: %d due recompute(s) re-armed", count)
 
 
 @shared_task(base=TransactionAwareTask, name="ranking.tasks.leaderboards_recompute_open_task")

@@ -304,6 +304,61 @@ def test_beat_goes_through_the_debounce(board):
     cache.delete(f"ranking:recompute-pending:{campaign.pk}")
 
 
+class _Sent:
+    """Stands in for the recompute task at the broker boundary: records what would be queued."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[int], dict[str, int], int]] = []
+
+    def apply_async(self, args: list[int], kwargs: dict[str, int], countdown: int) -> None:
+        self.calls.append((args, kwargs, countdown))
+
+
+def test_a_starting_recompute_worker_rearms_what_a_killed_worker_held(board, monkeypatch, settings):
+    """The delayed task a killed worker held is not delivered again before the visibility timeout, and its
+    mark keeps beat away until it expires: the restarted worker re-arms it for the time it was due."""
+    import time
+    from types import SimpleNamespace
+
+    from django.core.cache import cache
+
+    from ranking.services import leaderboards_rearm, leaderboards_schedule
+    from ranking.services import recompute as recompute_module
+
+    campaign, _, _ = board
+    pending, running = f"ranking:recompute-pending:{campaign.pk}", f"ranking:recompute-running:{campaign.pk}"
+    cache.delete_many([pending, running])
+    settings.ARENA_RANKING_DEBOUNCE_S = 30
+    assert leaderboards_schedule(campaign_id=campaign.pk)  # a vote: due in 30 s (then the worker was killed)
+    sent = _Sent()
+    monkeypatch.setattr(recompute_module, "leaderboards_recompute_task", sent)
+    assert leaderboards_schedule(campaign_id=campaign.pk) is False  # the mark keeps the next vote away
+    assert leaderboards_rearm() == 1
+    [(args, kwargs, countdown)] = sent.calls
+    assert args == [campaign.pk] and kwargs == {"organization_id": campaign.organization_id}
+    assert 28 <= countdown <= 30  # when it was due, not later, not at once
+    assert cache.get(pending) == pytest.approx(time.time() + countdown, abs=2)
+    # Without a mark (it expired): at once. While a recompute computes (its lease): nothing.
+    cache.delete(pending)
+    assert leaderboards_rearm() == 1 and sent.calls[-1][2] == 0
+    cache.set(running, time.time(), timeout=10)
+    assert leaderboards_rearm() == 0
+    cache.delete(running)
+
+    # Celery's worker_ready: only a worker that consumes the recompute queue re-arms.
+    def consumer(*queues: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            app=SimpleNamespace(amqp=SimpleNamespace(queues=SimpleNamespace(consume_from=dict.fromkeys(queues))))
+        )
+
+    calls = len(sent.calls)
+    recompute_module._rearm_when_a_recompute_worker_starts(sender=consumer("generation"))
+    assert len(sent.calls) == calls
+    recompute_module._rearm_when_a_recompute_worker_starts(sender=consumer("recompute", "celery"))
+    assert len(sent.calls) == calls + 1
+    cache.delete_many([pending, running])
+
+
 def test_both_bad_dropped_counts_only_decided_votes(acme, bob):
     from ranking.compute import Method, board_compute, elo_compute
     from ranking.selectors import vote_arrays

@@ -182,6 +182,9 @@ def test_a_killed_worker_does_not_freeze_the_leaderboards(
         assert not LeaderboardSnapshot.objects.filter(campaign=campaign).exists()
         second = _worker(celery_env)
         started.append(second)
+        # The restarted worker re-armed the recompute for the time it was due (before its "ready."), so
+        # it does not wait for the killed worker's mark to expire and beat's next tick.
+        assert "1 due recompute(s) re-armed" in "".join(second.log), "".join(second.log)[-3000:]
         took = _fresh_snapshot_within(campaign.pk, vote, killed, debounce + 30, started)
         print(f"killed holding the task: fresh snapshot {took:.1f} s after the kill")
         # Told to stop (it takes no new task from then on), it shuts down while the slow worker boots; it is
