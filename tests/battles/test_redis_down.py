@@ -56,7 +56,10 @@ class RedisServer:
         self.process = None
 
     def queued(self) -> int:
-        return int(redis.Redis(port=self.port).llen("celery"))  # type: ignore[arg-type]  # sync client
+        """Recomputes waiting on the broker (their own queue: core/queues.py)."""
+        from core import queues
+
+        return int(redis.Redis(port=self.port).llen(queues.RECOMPUTE))  # type: ignore[arg-type]  # sync client
 
 
 @pytest.fixture
