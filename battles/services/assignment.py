@@ -4,6 +4,7 @@ them now; caps and blocks checked first."""
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import secrets
@@ -12,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.timesince import timeuntil
@@ -35,6 +37,8 @@ from .generation import STALE_GENERATION_S, _generation_queue, battle_start_live
 from .gold import gold_battle_create, gold_item_draw
 from .identity import IDENTITY_QUESTION_REFUSED, identity_refused
 from .prompts import prompt_build
+
+logger = logging.getLogger(__name__)
 
 _rng = random.SystemRandom()
 
@@ -169,12 +173,31 @@ def _pending_or_none(*, campaign: Campaign, user: User) -> Battle | None:
     pending = selectors.battle_pending_for_rater(campaign=campaign, user=user)
     if pending is None or pending.status == Battle.Status.READY:
         return pending
-    if (timezone.now() - pending.requested_at).total_seconds() > STALE_GENERATION_S:
+    waited = (timezone.now() - pending.requested_at).total_seconds()
+    if waited > STALE_GENERATION_S:
         Battle.objects.filter(pk=pending.pk, status=Battle.Status.GENERATING).update(
             status=Battle.Status.VOID, void_reason="The answers were never completed."
         )
         return None
+    if waited > LOST_TASK_S and pending.generation_started_at is None and not pending.live:
+        _generation_resend(pending)
     return pending
+
+
+# A battle no generation worker has started this long after it was asked for has most likely lost its
+# task: the web worker that created it died between the commit and the send, or the broker was down
+# then. The rater's next request sends the task again (at most once per this many seconds); a
+# generation is started by one delivery only (battle_generate_queued's conditional update), so a task
+# that was merely slow makes the copy a no-op.
+LOST_TASK_S = 15
+
+
+def _generation_resend(battle: Battle) -> None:
+    if cache.add(f"battles:generation-resent:{battle.pk}", 1, timeout=LOST_TASK_S):
+        logger.warning(
+            "battle %s: no worker started its generation in %s s; its task is sent again", battle.pk, LOST_TASK_S
+        )
+        _generation_queue(battle)
 
 
 @transaction.atomic

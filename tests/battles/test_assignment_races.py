@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import timedelta
 
@@ -11,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from battles import services
-from battles.models import Battle, Vote
+from battles.models import Battle, Campaign, Vote
 from battles.services import generation as generation_services
 from raters.tenancy import principal_scope
 from tests.conftest import generation_worker_run, start_battle
@@ -97,3 +98,43 @@ def test_rater_removed_from_pool_cannot_vote_on_a_pending_battle(acme, bob, bob_
     response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
     assert response.status_code == 409 and "no longer in a rater pool" in response.content.decode()
     assert not Vote.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_battle_whose_generation_task_was_lost_is_sent_again_by_the_raters_next_request(
+    acme, bob, bob_client, settings, django_capture_on_commit_callbacks
+):
+    """The web worker that created the battle died between the commit and the send (the fault campaign's
+    web-worker kill): no generation worker ever starts it. The rater's next request sends its task again
+    (once per LOST_TASK_S) instead of leaving the rater on "Preparing" until the battle is stale."""
+    import redis
+
+    if not settings.REDIS_URL:
+        pytest.fail("needs the Redis broker (scripts/test sets REDIS_URL)")
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+
+    def generation_queued() -> int:
+        return int(broker.llen("generation"))  # type: ignore[arg-type]  # the sync client
+
+    lost = Battle.objects.create(
+        organization=acme.organization,
+        campaign=acme.campaign,
+        rater=bob,
+        pool=acme.pool,
+        prompt=acme.campaign.prompts.earliest("id"),
+        left=acme.left,
+        right=acme.right,
+    )
+    Battle.objects.filter(pk=lost.pk).update(requested_at=timezone.now() - timedelta(seconds=services.LOST_TASK_S + 5))
+    Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.OPEN)
+    queued = generation_queued()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
+    assert response["Location"] == reverse("battles:battle", args=[lost.pk])  # the same battle, preparing
+    assert generation_queued() == queued + 1  # its task, sent again
+    with django_capture_on_commit_callbacks(execute=True):
+        bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
+    assert generation_queued() == queued + 1  # not again within LOST_TASK_S
+    message = json.loads(broker.lindex("generation", 0))  # type: ignore[arg-type]  # the newest: Celery's message for this battle
+    assert message["headers"]["task"] == "battles.tasks.battle_generate_task"
+    assert message["headers"]["argsrepr"] == repr((str(lost.pk),))

@@ -268,8 +268,12 @@ def test_a_celery_worker_killed_mid_recompute_loses_no_vote_and_the_board_catche
     try:
         raters = [stack.rater(0), stack.rater(1)]
         ledger = Ledger()
-        for rater in raters:
-            assert rater.battle_and_vote(ledger)[1]
+        try:
+            for rater in raters:
+                assert rater.battle_and_vote(ledger)[1]
+        except TimeoutError:
+            print(stack.logs())  # the generator's log says why a battle stayed generating
+            raise
         wait_until(lambda: "recompute started" in slow.tail(20000), 60, "the slow worker's recompute")
         slow.stop(signal.SIGKILL)
         killed = time.monotonic()
