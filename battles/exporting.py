@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from core.spreadsheet import csv_cell
+from core.spreadsheet import csv_row as spreadsheet_row
 
 CSV_COLUMNS = (
     "battle_id",
@@ -144,7 +144,7 @@ def csv_row(event: dict[str, Any], *, texts: bool = False) -> list[Any]:
         row["left_text"] = turns[0].get("left", "")
         row["right_text"] = turns[0].get("right", "")
         row["later_turns"] = json.dumps(turns[1:], ensure_ascii=False) if len(turns) > 1 else ""
-    return [csv_cell(row.get(column, "")) for column in csv_columns(texts=texts)]
+    return spreadsheet_row(row, csv_columns(texts=texts))
 
 
 def flushed(pieces: Iterable[str]) -> Iterator[str]:

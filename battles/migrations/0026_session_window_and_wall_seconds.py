@@ -6,9 +6,10 @@ import django.core.validators
 from django.db import migrations, models
 
 
-# The answers are append-only in PostgreSQL once the trigger of the append-only migration exists
-# (battles_generation_no_update): whichever of the two runs first, this one correction of a figure stored
-# wrong is made by the tables' owner with that trigger off for its one statement, and on again after.
+# The answers are append-only in PostgreSQL once the trigger of the append-only migration (0027, which
+# follows this one) exists: in a migrate run it does not exist yet here, but where this correction runs on
+# a database that has it (tests/battles/test_wall_seconds.py replays it), the tables' owner makes it with
+# that trigger off for its one statement, and on again after.
 ANSWER_TRIGGER = "battles_generation_no_update"
 
 

@@ -87,7 +87,6 @@ from .exports import (
     export_relative_path,
 )
 from .generation import (
-    GENERATION_QUEUE,
     STALE_GENERATION_S,
     battle_continue,
     battle_generate,
@@ -195,7 +194,6 @@ __all__ = [
     "export_jobs_purge",
     "export_path",
     "export_relative_path",
-    "GENERATION_QUEUE",
     "gold_battle_create",
     "GOLD_COMPETITOR_NAME",
     "gold_competitors",

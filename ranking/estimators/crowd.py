@@ -69,7 +69,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg as la
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
@@ -77,7 +76,7 @@ from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, canonical_pairs, va
 from .bradley_terry import BASE, SCALE, BothBad, BTResult, _null_projector, normalise
 from .graph import laplacian
 from .intervals import _round_generators, percentile_bounds
-from .newton import damped_newton
+from .newton import _solve, damped_newton
 from .profile import BTLikelihood
 
 # Reliability takes one of these values: 0.5, 0.525, ..., 1 (see the module docstring).
@@ -279,13 +278,13 @@ class _Reweighted:
             - weighted_bincount(self.c_rater * n + self.c_hi, resid, minlength=size)
         ).reshape(self.r, n)
         # Taking rater r out leaves the gradient -g_r at theta: the Newton step is -(H - H_r)^-1 g_r.
-        shift = -_solve(hessian, grad.T).T
+        shift = -_solve(hessian, grad.T)[0].T
         counted = weighted_bincount(self.c_rater, w * self.c_tot, minlength=self.r)
         heavy = np.flatnonzero(counted > HEAVY_SHARE * max(float(counted.sum()), 1e-300))
         for r in heavy:
             mine = self.c_rater == r
             h_r = laplacian(n, self.c_lo[mine], self.c_hi[mine], (w * self.c_tot * p * (1.0 - p))[mine])
-            shift[r] = -_solve(hessian - h_r, grad[r])
+            shift[r] = -_solve(hessian - h_r, grad[r])[0]
         out: NDArray[np.float64] = d + shift[self.c_rater, self.c_lo] - shift[self.c_rater, self.c_hi]
         return out
 
@@ -370,14 +369,6 @@ class _Reweighted:
                 return theta, weight, tau, pop, it, True
         theta, _ = self.board(theta, mc * weight)
         return theta, weight, tau, pop, max_iter, False
-
-
-def _solve(h: NDArray[np.float64], rhs: NDArray[np.float64]) -> NDArray[np.float64]:
-    try:
-        out: NDArray[np.float64] = la.cho_solve(la.cho_factor(h, check_finite=False), rhs, check_finite=False)
-    except la.LinAlgError:  # no prior and a rater whose votes alone connect a competitor
-        out = np.asarray(np.linalg.lstsq(h, rhs, rcond=None)[0], dtype=np.float64)
-    return out
 
 
 def _dirichlet_alpha() -> NDArray[np.float64]:

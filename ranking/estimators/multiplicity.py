@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import norm
+
+from .pairwise import _z
 
 __all__ = [
     "NORMAL_DRAWS",
@@ -57,12 +58,6 @@ class Simultaneous:
     pair_confidence: float
     pairs: int
     method: str
-
-
-def _z(confidence: float) -> float:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError("confidence must lie strictly between 0 and 1")
-    return float(norm.ppf(0.5 + confidence / 2.0))
 
 
 def max_t_critical(deviations: NDArray[np.float64], se: NDArray[np.float64], confidence: float) -> float:

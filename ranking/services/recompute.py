@@ -187,9 +187,18 @@ def leaderboards_schedule(
     is set at once. Raises if the broker refuses the task, after clearing the mark so the next vote
     retries. ``organization_id``: the campaign's, when the caller has it (else it is looked up)."""
     delay = settings.ARENA_RANKING_DEBOUNCE_S if countdown is None else countdown
-    # The mark holds the time the recompute is due (leaderboards_rearm reads it).
-    due = time.time() + delay
-    if not cache.add(_pending_key(campaign_id), due, timeout=delay + settings.ARENA_RANKING_LEASE_S):
+    return _arm(campaign_id=campaign_id, organization_id=organization_id, delay=delay)
+
+
+def _arm(*, campaign_id: int, organization_id: int | None, delay: int, replace: bool = False) -> bool:
+    """Set the pending mark, which holds the time the recompute is due (``leaderboards_rearm`` reads it),
+    for the delay plus one lease, and queue the task ``delay`` seconds ahead. Without ``replace`` a mark
+    already there wins (nothing queued, False). A broker that refuses the task clears the mark again."""
+    key = _pending_key(campaign_id)
+    due, timeout = time.time() + delay, delay + settings.ARENA_RANKING_LEASE_S
+    if replace:
+        cache.set(key, due, timeout=timeout)
+    elif not cache.add(key, due, timeout=timeout):
         return False
     try:
         leaderboards_recompute_task.apply_async(
@@ -198,7 +207,7 @@ def leaderboards_schedule(
             countdown=delay,
         )
     except Exception:
-        cache.delete(_pending_key(campaign_id))
+        cache.delete(key)
         raise
     return True
 
@@ -283,14 +292,10 @@ def leaderboards_rearm() -> int:
     another live worker still holds the original, the recompute runs twice at that time: one
     recompute's cost, the same snapshot."""
     count = 0
-    lease = settings.ARENA_RANKING_LEASE_S
     for campaign_id, organization_id in _campaigns_behind():
         due = cache.get(_pending_key(campaign_id))
         countdown = max(0, math.ceil(float(due) - time.time())) if isinstance(due, (int, float)) else 0
-        cache.set(_pending_key(campaign_id), time.time() + countdown, timeout=countdown + lease)
-        leaderboards_recompute_task.apply_async(
-            args=[campaign_id], kwargs={"organization_id": organization_id}, countdown=countdown
-        )
+        _arm(campaign_id=campaign_id, organization_id=organization_id, delay=countdown, replace=True)
         count += 1
     return count
 

@@ -246,6 +246,12 @@ def _webhook_headers(delivery: WebhookDelivery, body: bytes) -> dict[str, str]:
     }
 
 
+def _attempt_lease_s() -> int:
+    """The longest one attempt may take (about two timeouts: connect, then read) and a margin: how long
+    a claimed delivery, or a sending slot, outlives a worker that died holding it."""
+    return settings.ARENA_WEBHOOK_TIMEOUT_S * 2 + 60
+
+
 def webhook_deliver(*, delivery_id: int, resolver: Resolver | None = None) -> WebhookDelivery | None:
     """One attempt at one delivery, if it is due (the task's body, and the beat sweep's).
 
@@ -254,7 +260,7 @@ def webhook_deliver(*, delivery_id: int, resolver: Resolver | None = None) -> We
     a worker that dies mid-send leaves the delivery due again once the lease has passed. ``resolver``
     replaces DNS (tests)."""
     now = timezone.now()
-    lease = now + timedelta(seconds=settings.ARENA_WEBHOOK_TIMEOUT_S * 2 + 60)
+    lease = now + timedelta(seconds=_attempt_lease_s())
     claimed = WebhookDelivery.objects.filter(pk=delivery_id, status__in=_WEBHOOK_OPEN, next_attempt_at__lte=now).update(
         next_attempt_at=lease, attempts=models.F("attempts") + 1
     )
@@ -425,11 +431,10 @@ def webhook_deliver_in_slot(*, delivery_id: int, organization_id: int) -> str:
     With every slot taken, nothing is sent and nothing waits: the delivery stays due and a slot holder
     of the same organisation sends it. So one organisation's slow or flooded receiver occupies at most
     its slots' worth of delivery workers, and another organisation's deliveries go out meanwhile."""
-    timeout_s = settings.ARENA_WEBHOOK_TIMEOUT_S
     drain_s = settings.ARENA_WEBHOOK_DRAIN_S
-    # A slot outlives the longest drain (each attempt starts before the deadline and lasts at most
-    # about two timeouts: connect, then read), so two holders never exceed the limit while both live.
-    lease_s = drain_s + 2 * timeout_s + 60
+    # A slot outlives the longest drain (each attempt starts before the deadline), so two holders never
+    # exceed the limit while both live.
+    lease_s = drain_s + _attempt_lease_s()
     limit = settings.ARENA_WEBHOOK_ORG_CONCURRENCY
     with organization_slot("webhooks", organization_id, limit=limit, lease_s=lease_s) as held:
         if not held:
