@@ -62,6 +62,18 @@ def worker(vote_log_purge):  # type: ignore[no-untyped-def]
         stderr=subprocess.STDOUT,
         text=True,
     )
+    # Ready before the test goes on: a worker that comes up after a vote re-arms the vote's pending
+    # recompute as it starts (ranking.services.leaderboards_rearm), and the test would see two versions.
+    deadline = time.monotonic() + 90
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            pytest.fail("worker exited before it was ready")
+        if " ready." in line:
+            break
+    else:
+        pytest.fail("the worker was not ready within 90 s")
     yield process
     process.terminate()
     try:
