@@ -326,6 +326,7 @@ def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonRespo
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
     if battle is None:
         raise Http404("No such battle.")
+    services.battle_generation_nudge(battle)  # a lost generation task is sent again
     response = JsonResponse({"status": battle.status})
     response["Cache-Control"] = "no-store"
     return response

@@ -25,15 +25,26 @@ def worker_services() -> dict[str, list[str]]:
     }
 
 
+def worker_environment(service: str, variables: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the service's environment sets differently from the web's (the workers' DB_POOL_MAX_SIZE=0):
+    a test's worker gets these on top of the test's own environment, as the compose file gives them."""
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    values = dict(variables or {})
+    web, own = services["web"].get("environment") or {}, services[service].get("environment") or {}
+    return {
+        name: _VARIABLE.sub(lambda m: values.get(m.group(1), m.group(2)), str(value))
+        for name, value in own.items()
+        if web.get(name) != value
+    }
+
+
 def worker_argv(service: str, variables: Mapping[str, str] | None = None, *, hostname: str = "") -> list[str]:
-    """The service's command for this interpreter: ``${NAME:-default}`` takes ``variables[NAME]`` (else the
-    default), and the options a test needs (no gossip, mingle or heartbeat: a quick start) are added."""
+    """The service's command for this interpreter, exactly (its options included): ``${NAME:-default}``
+    takes ``variables[NAME]`` (else the default); ``hostname`` names the worker (many tests' workers share
+    a broker)."""
     values = dict(variables or {})
     command = [_VARIABLE.sub(lambda m: values.get(m.group(1), m.group(2)), part) for part in worker_services()[service]]
-    extra = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
-    if hostname:
-        extra.append(f"--hostname={hostname}")
-    return [sys.executable, "-m", *command, *extra]
+    return [sys.executable, "-m", *command, *([f"--hostname={hostname}"] if hostname else [])]
 
 
 def broker_purge() -> None:

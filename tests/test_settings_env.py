@@ -81,7 +81,8 @@ def test_redis_url_switches_to_real_broker_and_cache():
         REDIS_URL="redis://127.0.0.1:6379/3", DATABASE_URL="postgres://postgres@127.0.0.1:5432/x"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["django.db.backends.postgresql", "False", "arena.cache.FailoverRedisCache", "True"]
+    # PostgreSQL through core.postgresql: the connection pool is on by default.
+    assert result.stdout.split() == ["core.postgresql", "False", "arena.cache.FailoverRedisCache", "True"]
 
 
 @pytest.mark.server
@@ -144,21 +145,25 @@ def _database_settings(printed: str, **env: str) -> subprocess.CompletedProcess[
 
 
 def _pool_settings(**env: str) -> subprocess.CompletedProcess[str]:
-    return _database_settings("[o.get('pool'), d['CONN_HEALTH_CHECKS'], d['CONN_MAX_AGE']]", **env)
+    return _database_settings("[d['ENGINE'], o.get('pool'), d['CONN_HEALTH_CHECKS'], d['CONN_MAX_AGE']]", **env)
 
 
 @pytest.mark.server
-def test_a_connection_pool_is_asked_for_by_its_size_and_checks_what_it_hands_out():
+def test_a_connection_pool_is_the_default_on_postgresql_and_checks_what_it_hands_out():
     import json
 
-    result = _pool_settings(DB_POOL_MAX_SIZE="12", DB_POOL_TIMEOUT_S="5")
+    result = _pool_settings()  # the default: a pool of 10 through core.postgresql
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == [{"min_size": 2, "max_size": 12, "timeout": 5.0}, True, 0]
-    result = _pool_settings(DB_POOL_MAX_SIZE="1")
-    assert json.loads(result.stdout)[0] == {"min_size": 1, "max_size": 1, "timeout": 3.0}
-    result = _pool_settings()  # the default: no pool, a connection per request
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)[0] is None
+    pool = {"min_size": 2, "max_size": 10, "timeout": 10.0, "unreachable_timeout": 1.0}
+    assert json.loads(result.stdout) == ["core.postgresql", pool, True, 0]
+    result = _pool_settings(DB_POOL_MAX_SIZE="12", DB_POOL_TIMEOUT_S="5", DB_POOL_UNREACHABLE_TIMEOUT_S="2")
+    pool = {"min_size": 2, "max_size": 12, "timeout": 5.0, "unreachable_timeout": 2.0}
+    assert json.loads(result.stdout) == ["core.postgresql", pool, True, 0]
+    assert json.loads(_pool_settings(DB_POOL_MAX_SIZE="1").stdout)[1]["min_size"] == 1
+    result = _pool_settings(DB_POOL_MAX_SIZE="0")  # none: Django's own backend, a connection per request
+    assert json.loads(result.stdout)[:2] == ["django.db.backends.postgresql", None]
+    result = _pool_settings(DATABASE_URL="sqlite:////tmp/arena-pool-check.sqlite3")  # SQLite has no pool
+    assert json.loads(result.stdout)[:2] == ["django.db.backends.sqlite3", None]
     result = _pool_settings(DB_POOL_MAX_SIZE="12", DB_CONN_MAX_AGE="60")  # Django refuses both at once
     assert result.returncode != 0 and "exclude each other" in result.stderr
 

@@ -102,21 +102,27 @@ DATABASE_URL = env_url(
     schemes=("sqlite", "postgres", "postgresql", "pgsql"),
 )
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL or "", conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
-# A pool of PostgreSQL connections per process (psycopg_pool, Django's "pool" option), DB_POOL_MAX_SIZE
-# connections at most: what the ASGI deployment needs, whose requests run in threads of their own and so
-# cannot keep a connection (DB_CONN_MAX_AGE is for sync workers); a fresh connection per request cost the
-# load run more than half its throughput (docs/reliability/load.md). Each connection is checked as it is taken
-# (a restarted server's dead ones are replaced). 0: no pool, a connection per request.
-DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 0, minimum=0)
-if DB_POOL_MAX_SIZE and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+# A pool of PostgreSQL connections per process (psycopg_pool through core.postgresql, Django's "pool" option),
+# DB_POOL_MAX_SIZE connections at most (default 10; 0: none, a connection per request). The ASGI web's
+# requests each run in a thread of their own and so cannot keep a connection (DB_CONN_MAX_AGE is for sync
+# workers); a fresh one per request cost the load run a third of its throughput (docs/reliability/load.md).
+# Each connection is checked as it is handed out (a restarted server's dead ones are replaced), a lost one is
+# re-made within a second of the server's return (core/postgresql/base.py), and a request waits up to
+# DB_POOL_TIMEOUT_S for a connection while the pool is busy (a burst queues rather than fails), but only
+# DB_POOL_UNREACHABLE_TIMEOUT_S while the server cannot be reached; then the 503 page with Retry-After.
+# The compose file's Celery workers set 0: a prefork worker cannot carry a pool across its fork, and Celery
+# closes the connections after every task anyway.
+_POSTGRESQL = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 10, minimum=0)
+if DB_POOL_MAX_SIZE and _POSTGRESQL:
     if DATABASES["default"].get("CONN_MAX_AGE"):
         raise ImproperEnvironment("DB_POOL_MAX_SIZE and DB_CONN_MAX_AGE exclude each other: set one of them")
+    DATABASES["default"]["ENGINE"] = "core.postgresql"
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, DB_POOL_MAX_SIZE),
         "max_size": DB_POOL_MAX_SIZE,
-        # A request that waits longer than this for a connection fails with the error page: the pool is
-        # too small for the load, or the server is down (then every request waits this long first).
-        "timeout": float(env_int("DB_POOL_TIMEOUT_S", 3, minimum=1)),
+        "timeout": float(env_int("DB_POOL_TIMEOUT_S", 10, minimum=1)),
+        "unreachable_timeout": float(env_int("DB_POOL_UNREACHABLE_TIMEOUT_S", 1, minimum=0)),
     }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Server-side parameter binding and prepared statements (Django's "server_side_binding" and psycopg 3's
@@ -127,7 +133,7 @@ if DB_POOL_MAX_SIZE and DATABASES["default"]["ENGINE"] == "django.db.backends.po
 # DB_CONN_MAX_AGE): a prepared statement dies with its connection. Not behind a transaction-mode PgBouncer
 # (it cannot keep a session's prepared statements). Off by default, as in Django.
 DB_SERVER_SIDE_BINDING = env_bool("DB_SERVER_SIDE_BINDING", False)
-if DB_SERVER_SIDE_BINDING and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+if DB_SERVER_SIDE_BINDING and _POSTGRESQL:
     DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
@@ -193,6 +199,11 @@ ARENA_RATIO_CALL_RETRIES = env_int("ARENA_RATIO_CALL_RETRIES", 2, minimum=0)
 ARENA_RATIO_RETRY_WAIT_MS = env_int("ARENA_RATIO_RETRY_WAIT_MS", 500, minimum=0)
 ARENA_RATIO_COLD_START_WAITS_S = tuple(float(x) for x in env_list("ARENA_RATIO_COLD_START_WAITS_S", ["5", "20", "60"]))
 CELERY_TASK_ACKS_LATE = True
+# A broker that went away (Redis restarted) is waited for however long it takes, at start too: a worker
+# reconnects rather than exits after kombu's default of 100 attempts (docs/reliability/index.md).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # A recompute that runs away is killed and not redelivered (acks on failure/timeout stay on).
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800, minimum=10)
 # Late acknowledgement: a task whose worker was killed stays unacknowledged in Redis and is delivered

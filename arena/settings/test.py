@@ -37,6 +37,14 @@ if _WORKER is not None and not os.environ.get("ARENA_TEST_WORKER_ISOLATED"):
 
 from .local import *  # noqa: E402, F403
 
+# No connection pool in the test process unless the environment asks for one: the test databases are created,
+# flushed and dropped under the pool's feet. The processes a test starts with production settings (the
+# reliability stack's web server) have it, as deployed.
+if "DB_POOL_MAX_SIZE" not in os.environ and DATABASES["default"]["ENGINE"] == "core.postgresql":  # noqa: F405
+    DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"  # noqa: F405
+    DATABASES["default"]["OPTIONS"].pop("pool")  # noqa: F405
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # noqa: F405
+
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 RATELIMIT_ENABLE = False
 # Every test client is 127.0.0.1: the published boards' per-IP limit would count across tests.

@@ -31,7 +31,7 @@ The Celery tasks live beside the services they run (under their historical names
 
 from __future__ import annotations
 
-from .assignment import LOST_TASK_S, Assignment, battle_assign
+from .assignment import LOST_TASK_S, Assignment, battle_assign, battle_generation_nudge
 from .buffer import (
     CLAIM_CANDIDATES,
     battle_claim,
@@ -244,6 +244,7 @@ __all__ = [
     "ShadowResult",
     "STALE_GENERATION_S",
     "LOST_TASK_S",
+    "battle_generation_nudge",
     "study_close",
     "study_create",
     "STUDY_ENDED_REASON",

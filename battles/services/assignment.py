@@ -179,14 +179,24 @@ def _pending_or_none(*, campaign: Campaign, user: User) -> Battle | None:
             status=Battle.Status.VOID, void_reason="The answers were never completed."
         )
         return None
-    if waited > LOST_TASK_S and pending.generation_started_at is None and not pending.live:
-        _generation_resend(pending)
+    battle_generation_nudge(pending)
     return pending
+
+
+def battle_generation_nudge(battle: Battle) -> None:
+    """A battle still waiting for its generation to start LOST_TASK_S after it was asked for has most likely
+    lost its task: it is sent again. Called by the rater's next request and by the "preparing" page's
+    poll (battles.views.battle_state), so a rater who just waits on the page is served too."""
+    if battle.status != Battle.Status.GENERATING or battle.generation_started_at is not None or battle.live:
+        return
+    if (timezone.now() - battle.requested_at).total_seconds() > LOST_TASK_S:
+        _generation_resend(battle)
 
 
 # A battle no generation worker has started this long after it was asked for has most likely lost its
 # task: the web worker that created it died between the commit and the send, or the broker was down
-# then. The rater's next request sends the task again (at most once per this many seconds); a
+# then. The rater's next request, or the preparing page's poll, sends the task again (at most once per
+# this many seconds); a
 # generation is started by one delivery only (battle_generate_queued's conditional update), so a task
 # that was merely slow makes the copy a no-op.
 LOST_TASK_S = 15

@@ -101,7 +101,7 @@ def test_rater_removed_from_pool_cannot_vote_on_a_pending_battle(acme, bob, bob_
 
 
 @pytest.mark.django_db
-def test_a_battle_whose_generation_task_was_lost_is_sent_again_by_the_raters_next_request(
+def test_a_battle_whose_generation_task_was_lost_is_sent_again_by_the_next_request_or_the_pages_poll(
     acme, bob, bob_client, settings, django_capture_on_commit_callbacks
 ):
     """The web worker that created the battle died between the commit and the send (the fault campaign's
@@ -138,3 +138,14 @@ def test_a_battle_whose_generation_task_was_lost_is_sent_again_by_the_raters_nex
     message = json.loads(broker.lindex("generation", 0))  # type: ignore[arg-type]  # the newest: Celery's message for this battle
     assert message["headers"]["task"] == "battles.tasks.battle_generate_task"
     assert message["headers"]["argsrepr"] == repr((str(lost.pk),))
+    # A rater who just waits on the "preparing" page is served too: its poll sends the task (once per
+    # LOST_TASK_S; the mark of the send above is cleared to stand for the time passing).
+    from django.core.cache import cache
+
+    cache.delete(f"battles:generation-resent:{lost.pk}")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert bob_client.get(reverse("battles:state", args=[lost.pk])).json() == {"status": "generating"}
+    assert generation_queued() == queued + 2
+    with django_capture_on_commit_callbacks(execute=True):
+        bob_client.get(reverse("battles:state", args=[lost.pk]))
+    assert generation_queued() == queued + 2

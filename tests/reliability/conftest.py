@@ -12,11 +12,14 @@ import pytest
 
 from .stack import Stack
 
+# Twenty raters: the burst test's (tests/reliability/test_faults.py); the other tests use the first four.
+BURST_RATERS = 20
+
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     with tempfile.TemporaryDirectory(prefix="arena-stack-") as folder:
-        running = Stack(Path(folder), web_workers=2, worker_concurrency=4, raters=4)
+        running = Stack(Path(folder), web_workers=2, worker_concurrency=4, raters=BURST_RATERS)
         try:
             running.start()
             yield running

@@ -34,7 +34,7 @@ import requests
 
 from core import queues
 from serving.triton.server import TritonServer
-from tests.compose_workers import worker_argv, worker_services
+from tests.compose_workers import worker_argv, worker_environment, worker_services
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_REPOSITORIES = [ROOT / "serving" / "model_repository", ROOT / "tests" / "serving" / "model_repository"]
@@ -212,8 +212,11 @@ PRODUCTION_ENV = {
     # And per address: every driver comes from loopback (the default 120/m is 2 a second for all of them).
     "ARENA_VOTE_IP_RATE": "100000/m",
     "ARENA_BATTLE_IP_RATE": "100000/m",
-    # No connection pool (the compose file's default; docs/deployment/configuration.md, DB_POOL_MAX_SIZE): with
-    # psycopg_pool, requests failed for a while after a PostgreSQL restart (fault tests, CI), so the pool is opt-in.
+    # Twenty raters log in from loopback within seconds (the burst test): the login throttle's per-address
+    # limit is tested elsewhere (tests/raters/test_login_throttle.py).
+    "ARENA_LOGIN_FAILED_RATE": "100000/m/ip,100000/5m/key",
+    # The web has the connection pool of the settings' default (DB_POOL_MAX_SIZE 10 per process), the workers
+    # none (the compose file's x-worker-env: tests/compose_workers.worker_environment).
     "ARENA_RANKING_DEBOUNCE_S": "2",
     "ARENA_RANKING_LEASE_S": "5",
     "ARENA_RANKING_SCHEDULE_S": "5",
@@ -405,7 +408,8 @@ class Stack:
         for service in services or tuple(worker_services()):
             args = worker_argv(service, variables, hostname=f"rel-{service}-{time.time_ns()}@%h")
             log = self.folder / f"worker-{service}-{time.time_ns()}.log"
-            child = Child(args, self.env(), log, self.prefixes.get("worker", []))
+            env = {**self.env(), **worker_environment(service, variables)}
+            child = Child(args, env, log, self.prefixes.get("worker", []))
             self.workers.append(child)
             if service == "worker":
                 self.worker = child
@@ -423,7 +427,9 @@ class Stack:
                 "--without-gossip", "--without-mingle", "--without-heartbeat",
                 f"--hostname=rel-{time.time_ns()}@%h"]  # fmt: skip
         log = self.folder / f"worker-{module[-1].rsplit('.', 1)[-1]}-{queues}-{time.time_ns()}.log"
-        self.worker = Child(args, self.env(), log, self.prefixes.get("worker", []))
+        # The environment of the compose file's workers (no connection pool).
+        env = {**self.env(), **worker_environment("worker")}
+        self.worker = Child(args, env, log, self.prefixes.get("worker", []))
         self.workers.append(self.worker)
         return self.worker
 
@@ -431,7 +437,8 @@ class Stack:
         """Beat, as the compose file runs it: the safety nets (leaderboards, buffers, endpoint health)."""
         args = [sys.executable, "-m", "celery", "-A", "arena", "beat", "--loglevel=INFO", "--schedule",
                 str(self.folder / f"beat-schedule-{time.time_ns()}")]  # fmt: skip
-        self.beat = Child(args, self.env(), self.folder / "beat.log", self.prefixes.get("worker", []))
+        env = {**self.env(), **worker_environment("beat")}
+        self.beat = Child(args, env, self.folder / "beat.log", self.prefixes.get("worker", []))
 
     def start(self) -> None:
         self.start_database()

@@ -22,7 +22,7 @@ from ranking.services import leaderboards_schedule
 from raters import services
 from raters.models import WebhookDelivery, WebhookEvent
 from raters.tenancy import scopes_disabled
-from tests.compose_workers import broker_purge, worker_argv
+from tests.compose_workers import broker_purge, worker_argv, worker_environment
 
 from ..raters.webhook_receiver import Receiver, receiver_running
 
@@ -57,7 +57,7 @@ def compose_workers(transactional_db: None, settings) -> Iterator[list[subproces
         subprocess.Popen(
             worker_argv(service, variables, hostname=f"flood-{service}-{time.time_ns()}@%h"),
             cwd=ROOT,
-            env=env,
+            env={**env, **worker_environment(service, variables)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

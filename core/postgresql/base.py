@@ -1,0 +1,117 @@
+"""Django's PostgreSQL backend with a pool (psycopg_pool) that behaves well around an outage.
+
+Django's own ``pool`` option builds a plain ``psycopg_pool.ConnectionPool``. Two of its habits hurt a web
+process when PostgreSQL restarts (docs/reliability/load.md, "Connections"):
+
+- A slot whose connection failed is reconnected with a delay that doubles after each failure (1, 2, 4,
+  8 s ...), and only one slot grows at a time. After an outage of 20 s the next attempt may be 16 s away
+  while the server is long back: requests waited for the pool's timeout and failed for a minute.
+  ``ArenaConnectionPool`` caps the delay between attempts at ``RECONNECT_DELAY_MAX_S`` (1 s), so the pool
+  is whole again about a second after the server is.
+- While the server cannot be reached at all, every request waited the full timeout (there is nothing to
+  wait for). Once a connection attempt has failed and none has succeeded since, the requests waiting are
+  told at once and a new one waits at most ``unreachable_timeout`` seconds; each gets the site's 503
+  (core.http.server_error: PoolTimeout is psycopg's OperationalError). A pool that is merely
+  busy (the server fine, every connection in use) still queues a request up to the full ``timeout``, which
+  is what absorbs a burst without a 5xx.
+
+Both rely on psycopg_pool internals (``_add_connection``'s attempt object, ``_connect``,
+``_getconn_unchecked`` and the waiting clients): the versions are
+pinned in pyproject.toml, and tests/reliability's PostgreSQL restart test (the pool on, as deployed) fails
+if an upgrade changes them.
+"""
+
+from __future__ import annotations
+
+from time import monotonic
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db.backends.base.base import NO_DB_ALIAS
+from django.db.backends.postgresql import base
+from django.db.utils import DEFAULT_DB_ALIAS
+from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
+
+RECONNECT_DELAY_MAX_S = 1.0
+
+
+class _CappedAttempt(AttemptWithBackoff):
+    """psycopg_pool's reconnection schedule (with its jitter and its give-up time, the pool's
+    ``reconnect_timeout``), the delay between two attempts capped at ``RECONNECT_DELAY_MAX_S``."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_DELAY_MAX_S)
+
+
+class ArenaConnectionPool(ConnectionPool):
+    """A ``ConnectionPool`` whose reconnection never pauses longer than a second, and which answers at once
+    (after ``unreachable_timeout``) while the server cannot be reached."""
+
+    def __init__(self, *args: Any, unreachable_timeout: float = 1.0, **kwargs: Any) -> None:
+        self.unreachable_timeout = unreachable_timeout
+        self._unreachable_since: float | None = None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def unreachable(self) -> bool:
+        """The last connection attempt failed and none has succeeded since."""
+        return self._unreachable_since is not None
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        if attempt is None:
+            attempt = _CappedAttempt(timeout=self.reconnect_timeout)
+        super()._add_connection(attempt, growing=growing)
+
+    def _connect(self, timeout: float | None = None) -> Any:
+        try:
+            connection = super()._connect(timeout)
+        except Exception:
+            if self._unreachable_since is None:
+                self._unreachable_since = monotonic()
+            # The clients already waiting would wait for nothing: they get the error now.
+            with self._lock:
+                waiting = list(self._waiting)
+                self._waiting.clear()
+            for client in waiting:
+                client.fail(PoolTimeout("the database server cannot be reached"))
+            raise
+        self._unreachable_since = None
+        return connection
+
+    def _getconn_unchecked(self, timeout: float) -> Any:
+        # Each wait of getconn's loop (a connection found dead is replaced, and waited for, in a loop).
+        if self.unreachable:
+            timeout = min(timeout, self.unreachable_timeout)
+        return super()._getconn_unchecked(timeout)
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    """Django's wrapper with ``ArenaConnectionPool`` for its pool; everything else is Django's."""
+
+    @property
+    def pool(self) -> ArenaConnectionPool | None:
+        # Django 5.2's property, with the pool class replaced (and no ImportError path: psycopg_pool is a
+        # dependency of this project).
+        pool_options = self.settings_dict["OPTIONS"].get("pool")
+        if self.alias == NO_DB_ALIAS or not pool_options:
+            return None
+        pools = self._connection_pools  # type: ignore[attr-defined]  # Django's, not in django-stubs
+        if self.alias not in pools:
+            if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
+                raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
+            options = {} if pool_options is True else dict(pool_options)
+            connect_kwargs = self.get_connection_params()
+            connect_kwargs["autocommit"] = True  # Django sets it properly later, as in its own property
+            pool = ArenaConnectionPool(
+                kwargs=connect_kwargs,
+                open=False,
+                configure=self._configure_connection,  # type: ignore[attr-defined]
+                check=ConnectionPool.check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
+                name=f"arena-{self.alias or DEFAULT_DB_ALIAS}",
+                **options,
+            )
+            # As in Django: threads racing here each build a pool (not opened yet); the first one stored wins.
+            pools.setdefault(self.alias, pool)
+        return pools[self.alias]  # type: ignore[no-any-return]
