@@ -9,6 +9,8 @@ from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.db import models, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from core.errors import DomainError
 from core.http import AuthenticatedHttpRequest, admin_user
@@ -164,6 +166,24 @@ class TenantAdmin(TenantScopedChoices, _ModelAdmin):
         with transaction.atomic():
             for obj in queryset:
                 self.delete_model(request, obj)
+
+    # --- Returning to where the manager came from -------------------------------------------------
+    # A form opened from a campaign's checklist carries ``next`` (a console page): saving goes back there
+    # (unless the manager asked to continue editing or to add another). Only a path inside the console.
+
+    def _return_path(self, request: HttpRequest) -> str | None:
+        target = request.GET.get("next", "")
+        console = reverse("admin:index")
+        if target.startswith(console) and url_has_allowed_host_and_scheme(target, allowed_hosts=None):
+            return target
+        return None
+
+    def response_add(self, request: HttpRequest, obj: Any, post_url_continue: str | None = None) -> HttpResponse:
+        response = super().response_add(request, obj, post_url_continue)
+        target = self._return_path(request)
+        if target is not None and not any(key in request.POST for key in ("_continue", "_addanother", "_popup")):
+            return HttpResponseRedirect(target)
+        return response
 
     # --- Services' refusals (core.errors), mapped once for the whole console ----------------------
     # On a form, a refusal is shown as form errors: the admin's transaction has rolled back, and the

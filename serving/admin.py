@@ -89,10 +89,15 @@ class ModelEndpointAdmin(TenantAdmin):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         response = super().changeform_view(request, object_id, form_url, extra_context)
-        # Asked after the save's transaction (a slow server must not hold the row lock): the endpoint
-        # is saved either way (a server may be started later), but the manager hears about it now.
+        # Checked after the save's transaction (a slow server must not hold the row lock), within the health
+        # check's short timeout, and recorded like the periodic check's answers: the endpoint's state says
+        # ready, or why not, from the moment it is saved. Saved either way (a server may be started later).
         endpoint = getattr(request, "_arena_saved_endpoint", None)
         if endpoint is not None:
-            for problem in selectors.endpoints_not_ready([endpoint]):
-                messages.warning(request, f"Saved, but Triton does not report the model ready: {problem}")
+            services.endpoint_health_check_on_save(endpoint=endpoint)
+            line = selectors.endpoint_health_line(endpoint)
+            if endpoint.health == ModelEndpoint.Health.READY:
+                messages.info(request, f"{endpoint.name}: {line}")
+            else:
+                messages.warning(request, f"Saved, but Triton does not report the model ready: {line}")
         return response

@@ -79,7 +79,9 @@ def endpoint_save(*, endpoint: ModelEndpoint, actor: User | AnonymousUser | None
 DETAIL_MAX = 500
 
 
-def endpoint_health_record(*, endpoint: ModelEndpoint, detail: str, now: datetime | None = None) -> str:
+def endpoint_health_record(
+    *, endpoint: ModelEndpoint, detail: str, now: datetime | None = None, on_save: bool = False
+) -> str:
     """Record one readiness answer for ``endpoint``: ``detail`` is ``model_readiness``'s line ("" when
     the model is ready). Returns the transition it caused: "down" (an outage was opened), "ready" (the
     endpoint is ready and was not before: an open outage was closed), or "" (no change of state).
@@ -88,7 +90,12 @@ def endpoint_health_record(*, endpoint: ModelEndpoint, detail: str, now: datetim
     does not pull a model out of battles) and is ready again at the first ready answer (a model that
     says it is ready gets battles; if it fails them they void as before). The endpoint row is locked
     for the decision, so two checkers recording at once are applied one after the other; the database
-    allows one open outage per endpoint. An answer older than the one recorded last is ignored."""
+    allows one open outage per endpoint. An answer older than the one recorded last is ignored.
+
+    ``on_save``: the answer to the check a manager's save runs. An endpoint not seen ready yet then goes
+    down at its first failed answer: it has no battles to keep through a blip, and the manager who just
+    typed its address should read that it does not answer (and why), not "Unknown". A ready one keeps
+    the hysteresis (saving its timeout during a blip does not pull it out of battles)."""
     now = now or timezone.now()
     detail = " ".join(detail.split())[:DETAIL_MAX]
     with transaction.atomic():
@@ -110,7 +117,8 @@ def endpoint_health_record(*, endpoint: ModelEndpoint, detail: str, now: datetim
             failures = stored.health_failures + 1
             failing_since = stored.health_failing_since or now
             update.update(health_failures=failures, health_failing_since=failing_since, health_detail=detail)
-            if stored.health != Health.DOWN and failures >= settings.ARENA_HEALTH_DOWN_AFTER:
+            down_after = 1 if on_save and stored.health != Health.READY else settings.ARENA_HEALTH_DOWN_AFTER
+            if stored.health != Health.DOWN and failures >= down_after:
                 update.update(health=Health.DOWN, health_since=now)
                 if not EndpointOutage.objects.filter(endpoint_id=stored.pk, ended_at__isnull=True).exists():
                     EndpointOutage.objects.create(
@@ -129,9 +137,10 @@ def endpoint_health_record(*, endpoint: ModelEndpoint, detail: str, now: datetim
     return change
 
 
-def endpoints_health_check(*, endpoints: Iterable[ModelEndpoint]) -> dict[int, str]:
+def endpoints_health_check(*, endpoints: Iterable[ModelEndpoint], on_save: bool = False) -> dict[int, str]:
     """Ask Triton about every endpoint at once (short timeout each, the outbound-address rule applies:
-    ``ModelEndpoint.spec()``), then record each answer. Returns endpoint id -> the transition."""
+    ``ModelEndpoint.spec()``), then record each answer. Returns endpoint id -> the transition.
+    ``on_save``: see ``endpoint_health_record``."""
     endpoints = list(endpoints)
     answers = models_readiness(
         [endpoint.spec() for endpoint in endpoints],
@@ -141,9 +150,16 @@ def endpoints_health_check(*, endpoints: Iterable[ModelEndpoint]) -> dict[int, s
     # The network part is done, all at once; the writes follow, each in its own short transaction.
     now = timezone.now()
     return {
-        endpoint.pk: endpoint_health_record(endpoint=endpoint, detail=detail, now=now)
+        endpoint.pk: endpoint_health_record(endpoint=endpoint, detail=detail, now=now, on_save=on_save)
         for endpoint, detail in zip(endpoints, answers, strict=True)
     }
+
+
+def endpoint_health_check_on_save(*, endpoint: ModelEndpoint) -> str:
+    """The console's check when a manager saves an endpoint: the periodic check's (bounded by
+    ``ARENA_HEALTH_TIMEOUT_S``), recorded, so the endpoint's state is known from its first save. Call it
+    after the save has committed. Returns the transition."""
+    return endpoints_health_check(endpoints=[endpoint], on_save=True)[endpoint.pk]
 
 
 def endpoints_watched_query() -> list[ModelEndpoint]:

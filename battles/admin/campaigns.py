@@ -4,13 +4,14 @@ that import prompts and gold items into a campaign."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.db import models
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -39,12 +40,14 @@ class CampaignForm(_CampaignModelForm):
     new_prompts = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 6}),
-        help_text="Add prompts to the pool, one per line. Category and language are assigned by the "
-        "classifier unless a category is chosen below.",
+        help_text="Add prompts to the pool, one per line (or Import prompts, above, for a file). Category and "
+        "language are assigned by the classifier unless a category is chosen below.",
     )
     new_prompts_category = forms.ChoiceField(
         required=False,
         choices=[("", "(classify automatically)")] + Prompt._meta.get_field("category").flatchoices,
+        help_text="Categories are a fixed list, not configured per campaign: each prompt has one (chosen here, "
+        "in the import file, or by the classifier), and every category with votes gets its own leaderboard.",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -96,11 +99,27 @@ class CampaignForm(_CampaignModelForm):
             "ranking_ties",
             "cadence_threshold",
         )
+        # A few pools per organisation: boxes to tick, not the two-list widget wider than a laptop's screen.
+        widgets = {"rater_pools": forms.CheckboxSelectMultiple}
+        help_texts = {
+            "rater_pools": "Only members of these pools see the campaign and vote in it (the pool is recorded on "
+            "every vote). Invite raters into a pool from the checklist above."
+        }
+
+
+# Collapsed on the page: each has working defaults, and a first campaign needs none of them.
+ADVANCED = ("collapse",)
 
 
 @admin.register(Campaign)
 class CampaignAdmin(TenantAdmin):
+    """The campaign's page is where a manager sets a campaign up: a checklist with the live state of every
+    step on top (``selectors.campaign_checklist``, links to where each is done, the *Open* button), then the
+    competitors, then the essentials (name, description, instructions, prompts, pools); every other setting
+    is in a collapsed section (templates/admin/battles/campaign/change_form.html)."""
+
     form = CampaignForm
+    change_form_template = "admin/battles/campaign/change_form.html"
     list_display = (
         "name",
         "organization",
@@ -112,35 +131,29 @@ class CampaignAdmin(TenantAdmin):
     )
     list_filter = ("status",)
     prepopulated_fields = {"slug": ("name",)}
-    filter_horizontal = ("rater_pools",)
     inlines = (CompetitorInline,)
     actions = ("open_campaigns", "close_campaigns", "recompute_leaderboards")
     readonly_fields = ("status", "opened_at", "closed_at", "leaderboard_link", "buffer_state", "gold_report")
     fieldsets = (
+        (None, {"fields": ("organization", "name", "slug", "description", "instructions", "status")}),
+        ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
+        ("Who may vote", {"fields": ("rater_pools",)}),
         (
-            None,
-            {
-                "fields": (
-                    "organization",
-                    "name",
-                    "slug",
-                    "description",
-                    "status",
-                    "opened_at",
-                    "closed_at",
-                    "leaderboard_link",
-                )
-            },
+            "Consent (optional: each rater agrees once before the first battle)",
+            {"classes": ADVANCED, "fields": ("consent_text",)},
         ),
-        ("Raters", {"fields": ("rater_pools", "allow_rater_prompts", "max_turns", "identity_policy")}),
         (
-            "Instructions and consent (every rater, before the first battle)",
-            {"fields": ("instructions", "consent_text")},
+            "Raters' options: typed prompts, turns, identity questions",
+            {"classes": ADVANCED, "fields": ("allow_rater_prompts", "max_turns", "identity_policy")},
         ),
-        ("Generation (identical for both sides)", {"fields": ("temperature", "top_p", "max_tokens", "system_prompt")}),
+        (
+            "Generation (identical for both sides)",
+            {"classes": ADVANCED, "fields": ("temperature", "top_p", "max_tokens", "system_prompt")},
+        ),
         (
             "Sampling, caps and filters",
             {
+                "classes": ADVANCED,
                 "fields": (
                     "sampling",
                     "session_cap",
@@ -148,42 +161,45 @@ class CampaignAdmin(TenantAdmin):
                     "rater_vote_cap",
                     "prompt_hash_cap",
                     "min_decision_ms",
-                )
+                ),
             },
         ),
         (
             "Battles generated ahead (pool prompts)",
-            {"fields": ("buffer_size", "buffer_max_age_s", "buffer_state")},
+            {"classes": ADVANCED, "fields": ("buffer_size", "buffer_max_age_s", "buffer_state")},
         ),
-        ("Prompt pool", {"fields": ("new_prompts", "new_prompts_category")}),
         (
             "Gold battles and attention checks",
             {
+                "classes": ADVANCED,
                 "fields": (
                     "gold_rate",
                     "attention_warn_after",
                     "attention_block_after",
                     "gold_feedback",
                     "gold_report",
-                )
+                ),
             },
         ),
         (
-            "Shared battles, qualification and rater flags",
+            "Shared battles (crowd), qualification and rater flags",
             {
+                "classes": ADVANCED,
                 "fields": (
                     "reviewers_per_item",
                     "qualification_battles",
                     "qualification_pass",
                     "gold_min_accuracy",
                     "outlier_alpha",
-                )
+                ),
             },
         ),
         (
             "Leaderboards",
             {
+                "classes": ADVANCED,
                 "fields": (
+                    "leaderboard_link",
                     "exclude_identity_leaks",
                     "both_bad_as_tie",
                     "ranking_min_votes",
@@ -193,9 +209,10 @@ class CampaignAdmin(TenantAdmin):
                     "ranking_anchor",
                     "ranking_ties",
                     "cadence_threshold",
-                )
+                ),
             },
         ),
+        ("Opened and closed", {"classes": ADVANCED, "fields": ("opened_at", "closed_at")}),
     )
 
     def get_urls(self) -> list[URLPattern]:
@@ -210,8 +227,90 @@ class CampaignAdmin(TenantAdmin):
                 self.admin_site.admin_view(self.import_gold_view),
                 name="battles_campaign_import_gold",
             ),
+            path(
+                "<path:object_id>/open/",
+                self.admin_site.admin_view(self.open_view),
+                name="battles_campaign_open",
+            ),
         ]
         return own + super().get_urls()
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        if object_id is not None and request.method == "GET":
+            campaign = self.get_object(request, unquote(object_id))
+            if campaign is not None:
+                context["checklist"] = self._checklist(request, campaign)
+        return super().changeform_view(request, object_id, form_url, context)
+
+    def _checklist(self, request: HttpRequest, campaign: Campaign) -> list[dict[str, Any]]:
+        """The checklist's steps with their live state, each with the links to where it is done. A page opened
+        from here returns to the campaign when saved (``next``: TenantAdmin.response_add)."""
+        checklist = selectors.campaign_checklist(campaign=campaign)
+        here = reverse("admin:battles_campaign_change", args=[campaign.pk])
+        back = urlencode({"next": here})
+        pool_add = reverse("admin:raters_raterpool_add") + "?" + back
+        links: dict[str, list[tuple[str, str]]] = {
+            "endpoints": [
+                ("Add a model endpoint", reverse("admin:serving_modelendpoint_add") + "?" + back),
+                ("All endpoints", reverse("admin:serving_modelendpoint_changelist")),
+            ],
+            "competitors": [("Add competitors (below)", "#competitors-group")],
+            "prompts": [
+                ("Paste prompts (below)", "#id_new_prompts"),
+                ("Import a file", reverse("admin:battles_campaign_import_prompts", args=[campaign.pk])),
+            ],
+            "pool": ([("Tick a pool (below)", "#id_rater_pools")] if checklist.pools_in_organization else [])
+            + [("Create a rater pool", pool_add)],
+            "raters": (
+                [
+                    (
+                        "Create an invitation link",
+                        reverse("admin:raters_invitation_add")
+                        + "?"
+                        + urlencode({"pool": checklist.first_pool_id, "max_uses": 50, "next": here}),
+                    )
+                ]
+                if checklist.first_pool_id is not None
+                else []
+            ),
+            "open": [],
+            "votes": [("Leaderboard", reverse("ranking:leaderboard", args=[campaign.pk]))],  # Dashboard: above
+        }
+        invitations = [request.build_absolute_uri(path) for path in checklist.invitation_paths]
+        return [
+            {
+                "step": step,
+                "number": number,
+                "links": links.get(step.key, []),
+                "invitations": invitations if step.key == "raters" else [],
+                "can_open": step.key == "open" and not step.done,
+            }
+            for number, step in enumerate(checklist.steps, start=1)
+        ]
+
+    def open_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The checklist's *Open for voting* button: the list's action for this one campaign."""
+        campaign = self.get_object(request, unquote(object_id))  # None for another tenant's campaign
+        if campaign is None or not self.has_change_permission(request, campaign):
+            raise Http404("No such campaign.")
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        self.open_campaigns(request, Campaign.objects.filter(pk=campaign.pk))  # type: ignore[arg-type]
+        return HttpResponseRedirect(reverse("admin:battles_campaign_change", args=[campaign.pk]))
+
+    def response_add(self, request: HttpRequest, obj: Campaign, post_url_continue: str | None = None) -> HttpResponse:
+        response = super().response_add(request, obj, post_url_continue)
+        # A new campaign's next steps are on its own page (the checklist), not in the list of campaigns.
+        if not any(key in request.POST for key in ("_continue", "_addanother", "_popup")):
+            return HttpResponseRedirect(reverse("admin:battles_campaign_change", args=[obj.pk]))
+        return response
 
     def import_gold_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """A CSV of gold items and attention checks into the campaign, all or nothing, every bad row named."""

@@ -70,17 +70,10 @@ class CompetitorInline(TenantInlineMixin, _CompetitorTabularInline):
     model = Competitor
     form = CompetitorForm
     extra = 0
-    fields = (
-        "endpoint",
-        "external_model",
-        "version_label",
-        "family",
-        "active",
-        "retired_at",
-        "availability",
-        "unavailable",
-    )
-    readonly_fields = ("retired_at", "availability", "unavailable")
+    # Narrow enough for a 1280 px screen beside the console's sidebar: the health, the time skipped while down
+    # and the retirement share one column (the Competitors list shows each on its own).
+    fields = ("endpoint", "external_model", "version_label", "family", "active", "availability")
+    readonly_fields = ("availability",)
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet[Competitor]:
         # Not the gold pseudo-competitors: created by the platform, never edited (Gold items).
@@ -103,18 +96,17 @@ class CompetitorInline(TenantInlineMixin, _CompetitorTabularInline):
         formset.form = RefusingDeleteForm
         return formset
 
-    @admin.display(description="Endpoint health")
+    @admin.display(description="Health; skipped while down")
     def availability(self, obj: Competitor) -> str:
         if obj.pk is None:
             return "-"
+        if obj.retired_at is not None:
+            return f"Retired {obj.retired_at:%Y-%m-%d %H:%M} UTC: no new battles"
         if obj.endpoint is None:
-            return "external model: shadow battles only"
-        return endpoint_health_line(obj.endpoint)
+            return "External model: shadow battles only"
+        return f"{endpoint_health_line(obj.endpoint)}. Skipped while down (this campaign): {self._unavailable(obj)}"
 
-    @admin.display(description="Skipped while down (this campaign)")
-    def unavailable(self, obj: Competitor) -> str:
-        if obj.pk is None:
-            return "-"
+    def _unavailable(self, obj: Competitor) -> str:
         exposure = selectors.competitor_exposure(campaign=obj.campaign).get(obj.pk)
         if exposure is None or exposure.outages == 0:
             return "never"

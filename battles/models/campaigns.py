@@ -31,7 +31,12 @@ class Campaign(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="campaigns")
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80)
-    description = models.TextField(blank=True, help_text="Instructions shown to raters.")
+    description = models.TextField(
+        blank=True,
+        help_text="What the campaign compares, in a sentence or two of plain text (no markup): the first lines "
+        "on the campaign's page that raters open, and the description the API lists. How to judge goes in the "
+        "instructions.",
+    )
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.DRAFT)
     rater_pools = models.ManyToManyField(RaterPool, related_name="campaigns", blank=True)
     sampling = models.CharField(max_length=16, choices=Sampling.choices, default=Sampling.ACTIVE)
@@ -224,7 +229,8 @@ class Campaign(models.Model):
     instructions = models.TextField(
         blank=True,
         default="",
-        help_text="Markdown shown on the campaign's page to every rater, before the first battle.",
+        help_text="How to judge (what 'better' means here), in markdown: shown to every rater on the "
+        "campaign's page, under the description, before they start; not repeated on the battle page.",
     )
     consent_text = models.TextField(
         blank=True,

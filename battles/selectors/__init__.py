@@ -12,6 +12,7 @@ pair_pick`` and ``from battles import selectors; selectors.pair_pick(...)`` work
 - ``gold``: gold battles and attention checks, qualification, gold counts, raters named or flagged.
 - ``studies``: crowd studies and their participants (by link, by account, progress over the API).
 - ``judges``: judges a principal may see, a campaign's judge runs, a run's verdicts.
+- ``setup``: a campaign's set-up checklist (endpoints ready, competitors, prompts, pools, raters, opened, votes).
 """
 
 from .assignment import (
@@ -87,6 +88,7 @@ from .gold import (
     raters_named,
 )
 from .judges import judge_run_for, judge_runs_for, judge_verdicts_of, judge_viewable_by, judges_viewable_by
+from .setup import CampaignChecklist, ChecklistStep, campaign_checklist
 from .studies import (
     participant_in_study,
     participant_of_user,
@@ -100,6 +102,9 @@ from .studies import (
 __all__ = [
     "campaign_organization_id",
     "BUFFER_PROMPT_CHOICES",
+    "CampaignChecklist",
+    "ChecklistStep",
+    "campaign_checklist",
     "CategoryCounts",
     "CompetitorExposure",
     "ExperimentAmbiguous",

@@ -299,7 +299,7 @@ def test_managers_see_the_state_on_the_campaign_and_endpoint_pages(acme: Tenant,
     page = alice_client.get(reverse("admin:battles_campaign_change", args=[acme.campaign.pk]))
     assert page.status_code == 200
     html = page.content.decode()
-    assert "Endpoint health" in html and "Skipped while down" in html
+    assert "Health; skipped while down" in html and "Skipped while down (this campaign)" in html
     assert "Down since" in html and "(12 min)" in html and "server unreachable" in html
     assert "12 min in 1 outage" in html
     assert "Ready since" in html and "never" in html
