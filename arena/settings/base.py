@@ -369,6 +369,9 @@ ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
 # CPU stand-ins for the GPU backends' contracts (Triton's vLLM backend, the TensorRT-LLM ensemble):
 # served next to the shipped models where a streamed battle or a contract test needs them.
 ARENA_STANDIN_REPOSITORY = BASE_DIR / "serving" / "standin_repository"
+# The demo's judge (serving/judge_repository/arena-judge): a deterministic model built for judging, never a
+# competitor, so the demo's judge runs judge every campaign (manage.py demo serves it next to the models).
+ARENA_JUDGE_REPOSITORY = BASE_DIR / "serving" / "judge_repository"
 # Opt-in real small LLMs (llama.cpp, vLLM-backend contract), installed into the Triton environment by
 # `ARENA_REAL_MODELS=1 scripts/bootstrap`; the demo serves them too when ARENA_REAL_MODELS is on.
 ARENA_LLM_MODEL_REPOSITORY = BASE_DIR / "serving" / "llm_model_repository"
