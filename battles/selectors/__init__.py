@@ -45,6 +45,7 @@ from .assignment import (
 )
 from .campaigns import (
     CategoryCounts,
+    VoteCounts,
     campaign_consent_due,
     campaign_for_rater,
     campaign_organization_id,
@@ -61,6 +62,7 @@ from .campaigns import (
     pool_for_rater,
     prompts_of,
     rater_in_campaign_pool,
+    vote_counts,
 )
 from .experiments import (
     ExperimentAmbiguous,
@@ -124,6 +126,8 @@ __all__ = [
     "campaigns_managed_by",
     "campaigns_viewable_by",
     "campaigns_with_counts",
+    "vote_counts",
+    "VoteCounts",
     "campaigns_with_results_for",
     "campaigns_writable_by",
     "category_counts",
