@@ -289,6 +289,10 @@ if not re.fullmatch(r"\d+/\d*[smhd](/(ip|key))?(,\d+/\d*[smhd](/(ip|key))?)*", A
 LOGIN_REDIRECT_URL = "/"
 LOGIN_URL = "/accounts/login/"
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "arena@localhost")
+# The address people reach the site at (https://arena.example.org), for the absolute links it mails or hands
+# out (invitations, crowd study links: core/site.py); unset, a link is built from the request's address.
+ARENA_SITE_URL = (env_url("ARENA_SITE_URL", None, schemes=("https", "http")) or "").rstrip("/")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
