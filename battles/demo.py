@@ -18,8 +18,8 @@ from raters.services import user_create
 from raters.tenancy import organization_scope
 from serving.models import ModelEndpoint
 
-from .models import Campaign, Competitor, Prompt
-from .services import prompt_build
+from .models import Campaign, Competitor, Judge, Prompt, Rubric
+from .services import judge_create, prompt_build, rubric_create
 
 DEMO_PASSWORD = "arena-demo-2026"
 DEMO_MANAGER = "manager@arena.demo"
@@ -134,7 +134,41 @@ def _demo_seed_organization(
         Prompt.objects.bulk_create(
             prompt_build(campaign=campaign, text=text, source=Prompt.Source.POOL) for text in DEMO_PROMPTS
         )
+    demo_judge_seed(organization=organization, triton_grpc_url=triton_grpc_url)
     return DemoWorld(organization=organization, campaign=campaign, endpoints=endpoints)
+
+
+# The demo's judge: a model built for judging (serving/judge_repository/), never a competitor, so its runs
+# judge both demo campaigns (a judge never judges its own model or family).
+DEMO_JUDGE_MODEL = "arena-judge"
+DEMO_JUDGE = "Demo judge"
+
+
+def demo_judge_seed(*, organization: Organization, triton_grpc_url: str) -> Judge:
+    endpoint, _ = ModelEndpoint.objects.update_or_create(
+        organization=organization,
+        name=DEMO_JUDGE_MODEL,
+        defaults={
+            "url": triton_grpc_url,
+            "protocol": ModelEndpoint.Protocol.GRPC,
+            "model_name": DEMO_JUDGE_MODEL,
+            "timeout_s": 30.0,
+        },
+    )
+    judge = Judge.objects.filter(organization=organization, name=DEMO_JUDGE).first()
+    if judge is not None:
+        return judge
+    rubric = Rubric.objects.filter(organization=organization, name="Helpfulness").order_by("-version").first()
+    rubric = rubric or rubric_create(
+        organization=organization,
+        name="Helpfulness",
+        question="Which answer is more helpful?",
+        instructions="Prefer the answer that answers the prompt fully.",
+        actor=None,
+    )
+    return judge_create(
+        organization=organization, name=DEMO_JUDGE, endpoint=endpoint, rubric=rubric, family="arena", actor=None
+    )
 
 
 # The opt-in real LLMs (serving/llm_model_repository/) and how the client must format their prompt:

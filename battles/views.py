@@ -293,6 +293,8 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         else None,
         "choices": Choice.choices,
         "position": selectors.battle_position_in_session(battle) if battle.status != Battle.Status.VOID else None,
+        # A battle got before this session window (carried over from an earlier login): numbered in that one.
+        "earlier_session": selectors.battle_taken_in_earlier_session(battle),
         "progress": selectors.rater_progress(campaign=campaign, user=request.user),
         "study": _study_progress(request, campaign),
         "prompt_max_chars": PROMPT_MAX_CHARS,

@@ -263,4 +263,4 @@ def cursor_page(
     paginator = CursorPage()
     paginator.ordering = ordering
     page: Any = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(output(page, many=True).data)
+    return paginator.get_paginated_response(output(page, many=True, context={"request": request}).data)

@@ -17,7 +17,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from battles.models import Campaign, Competitor
-from battles.selectors import campaign_viewable_by, campaigns_managed_by, competitors_unavailable
+from battles.selectors import campaign_viewable_by, campaigns_managed_by, competitors_unavailable, vote_counts
 from core.http import AuthenticatedHttpRequest
 from core.spreadsheet import csv_row
 from raters.models import FLAG_IN_FORCE, RaterFlag
@@ -234,6 +234,9 @@ def _render(
         ],
     }
     if snapshot is not None:
+        # The log's votes now, as the dashboard and the API count them (gold ones said apart), beside the
+        # version's own count (a snapshot ranks the votes outside gold battles that it read).
+        context["votes"] = vote_counts(campaign_id=campaign.pk)
         query = f"?category={category}&view={view}" if category else f"?view={view}"
         context["links"] = {
             "permalink": reverse("ranking:leaderboard-version", args=[campaign.pk, snapshot.version]) + query,
@@ -411,11 +414,12 @@ def _managed_campaign(request: AuthenticatedHttpRequest, campaign_id: int) -> Ca
 
 
 def cadence_note(campaign: Campaign) -> dict[str, Any] | None:
-    """ "The board may be stale: N pairs had under T votes in 7 days", for an open campaign with such pairs."""
+    """ "The board may be stale: N pairs had under T votes in 7 days", for an open campaign with such pairs
+    (not for one with no votes yet: it is new, not stale)."""
     if campaign.status != Campaign.Status.OPEN:
         return None
     found = selectors.cadence(campaign=campaign)
-    if not found.stale:
+    if not found.stale or not found.voted:
         return None
     return {"stale": len(found.stale), "pairs": found.pairs, "threshold": found.threshold, "days": found.window_days}
 
@@ -534,7 +538,8 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         "opts": Campaign._meta,
         # Each chart is built by ranking.charts from numbers and escaped names: markup of our own.
         "svg": {name: mark_safe(markup) for name, markup in svg.items()},  # noqa: S308
-        "votes_total": sum(n for _, n in votes_per_day),
+        # The log's votes, gold ones said apart (battles.selectors.vote_counts: the board and the API count so).
+        "votes": vote_counts(campaign_id=campaign.pk),
         "rater_figures": served,
         "reports": reports[:DASHBOARD_TABLE_RATERS],
         "reports_total": len(reports),

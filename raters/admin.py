@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -14,6 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from core.errors import DomainError
 from core.http import AuthenticatedHttpRequest, admin_user
+from core.site import site_url
 
 from . import services
 from .models import (
@@ -377,26 +379,52 @@ class RaterPoolAdmin(TenantAdmin):
             invitation = services.invitation_create(pool=pool, actor=request.user, max_uses=50)
             messages.success(
                 request,
-                f"Invitation link for {pool.name}: {request.build_absolute_uri(invitation.path)} (50 uses, 14 days)",
+                f"Invitation link for {pool.name}: {site_url(invitation.path, request=request)} (50 uses, 14 days)",
             )
+
+
+def absolute_link_column(request: HttpRequest, *, description: str, path: Callable[[Any], str]) -> Any:
+    """A read-only column or field showing a row's link absolute (``core.site.site_url``: ARENA_SITE_URL, else
+    this request's address), to copy and hand out as it is. Bound to the request, so it is made once per
+    request (the admin compares the fields it is given by identity)."""
+    made: dict[str, Any] = request.__dict__.setdefault("_arena_link_columns", {})
+    if description in made:
+        return made[description]
+
+    def column(obj: Any) -> str:
+        return site_url(path(obj), request=request) if obj is not None and obj.pk else "Shown once it is saved."
+
+    column.short_description = description  # type: ignore[attr-defined]
+    made[description] = column
+    return column
 
 
 @admin.register(Invitation)
 class InvitationAdmin(TenantAdmin):
-    list_display = ("pool", "email", "uses", "max_uses", "expires_at", "link")
-    readonly_fields = ("link", "uses")
+    list_display = ("pool", "email", "uses", "max_uses", "expires_at")
+    readonly_fields = ("uses",)
     exclude = ("organization", "created_by")
 
-    @admin.display(description="Link")
-    def link(self, obj: Invitation) -> str:
-        return obj.path if obj.pk else "(saved invitations get a link)"
+    def _link(self, request: HttpRequest) -> Any:
+        return absolute_link_column(request, description="Link", path=lambda obj: obj.path)
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return (*super().get_list_display(request), self._link(request))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return (self._link(request), *super().get_readonly_fields(request, obj))
 
     def save_model(self, request: HttpRequest, obj: Invitation, form: Any, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
         invitation = services.invitation_create(
-            pool=obj.pool, actor=admin_user(request), email=obj.email, max_uses=obj.max_uses, expires_at=obj.expires_at
+            pool=obj.pool,
+            actor=admin_user(request),
+            email=obj.email,
+            max_uses=obj.max_uses,
+            expires_at=obj.expires_at,
+            site=site_url("/", request=request),
         )
         obj.pk = invitation.pk
         obj.refresh_from_db()

@@ -153,13 +153,14 @@ def tenant_scopes(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def triton_server() -> Iterator[TritonServer]:
     """One real Triton server (the nvidia-pytriton binary, from the Triton environment) for the whole
-    session, with the shipped models, the GPU contracts' stand-ins and the test-only ones (delays,
+    session, with the shipped models, the GPU contracts' stand-ins, the demo's judge and the test-only ones (delays,
     broken output, failures).
     Only for tests marked `triton`."""
     server = TritonServer(
         model_repositories=[
             Path(settings.ARENA_MODEL_REPOSITORY),
             Path(settings.ARENA_STANDIN_REPOSITORY),
+            Path(settings.ARENA_JUDGE_REPOSITORY),
             TEST_MODEL_REPOSITORY,
         ],
         environment=settings.ARENA_TRITON_ENV,

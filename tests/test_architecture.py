@@ -24,7 +24,7 @@ MAX_LINES = 800
 # Folders Django finds by convention, not faces: management commands, the settings modules.
 CONVENTIONAL = ("management", "commands", "settings")
 # Not app code: generated migrations, and the models Triton runs on its own interpreter.
-OUTSIDE = ("migrations", "model_repository", "standin_repository", "llm_model_repository")
+OUTSIDE = ("migrations", "model_repository", "standin_repository", "judge_repository", "llm_model_repository")
 
 
 def app_modules() -> list[Path]:

@@ -300,6 +300,10 @@ if not re.fullmatch(r"\d+/\d*[smhd](/(ip|key))?(,\d+/\d*[smhd](/(ip|key))?)*", A
 LOGIN_REDIRECT_URL = "/"
 LOGIN_URL = "/accounts/login/"
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "arena@localhost")
+# The address people reach the site at (https://arena.example.org), for the absolute links it mails or hands
+# out (invitations, crowd study links: core/site.py); unset, a link is built from the request's address.
+ARENA_SITE_URL = (env_url("ARENA_SITE_URL", None, schemes=("https", "http")) or "").rstrip("/")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -380,6 +384,9 @@ ARENA_MODEL_REPOSITORY = BASE_DIR / "serving" / "model_repository"
 # CPU stand-ins for the GPU backends' contracts (Triton's vLLM backend, the TensorRT-LLM ensemble):
 # served next to the shipped models where a streamed battle or a contract test needs them.
 ARENA_STANDIN_REPOSITORY = BASE_DIR / "serving" / "standin_repository"
+# The demo's judge (serving/judge_repository/arena-judge): a deterministic model built for judging, never a
+# competitor, so the demo's judge runs judge every campaign (manage.py demo serves it next to the models).
+ARENA_JUDGE_REPOSITORY = BASE_DIR / "serving" / "judge_repository"
 # Opt-in real small LLMs (llama.cpp, vLLM-backend contract), installed into the Triton environment by
 # `ARENA_REAL_MODELS=1 scripts/bootstrap`; the demo serves them too when ARENA_REAL_MODELS is on.
 ARENA_LLM_MODEL_REPOSITORY = BASE_DIR / "serving" / "llm_model_repository"

@@ -100,6 +100,7 @@ class JudgeRunAdmin(TenantAdmin):
         "campaign",
         "kind",
         "status",
+        "reason",
         "pairs_judged",
         "order_disagreement",
         "position_bias",
@@ -138,6 +139,10 @@ class JudgeRunAdmin(TenantAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.fields + self.run_fields if obj is not None else ()
+
+    @admin.display(description="Why it failed")
+    def reason(self, obj: JudgeRun) -> str:
+        return obj.error or "-"
 
     @admin.display(description="Order disagreement")
     def order_disagreement(self, obj: JudgeRun) -> Any:

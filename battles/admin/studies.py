@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
-from raters.admin import ReadOnlyTenantAdmin, TenantAdmin
+from django.contrib import admin
+from django.http import HttpRequest
+
+from raters.admin import ReadOnlyTenantAdmin, TenantAdmin, absolute_link_column
 
 from ..models import Participant, Study
+
+
+def study_entry_link(study: Study) -> str:
+    """The entry path with the vendor's placeholders, which the vendor fills in for each participant."""
+    query = (
+        "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+        if study.vendor == Study.Vendor.PROLIFIC
+        else "?worker_id=<worker id>&assignment_id=<assignment id>"
+    )
+    return f"{study.path}{query}"
 
 
 @admin.register(Study)
@@ -16,7 +29,7 @@ class StudyAdmin(TenantAdmin):
 
     list_display = ("name", "campaign", "vendor", "pool", "target_votes", "active", "participant_count")
     list_filter = ("vendor", "active")
-    readonly_fields = ("entry_link", "completion_preview")
+    readonly_fields = ("completion_preview",)
     fields = (
         "organization",
         "campaign",
@@ -31,19 +44,17 @@ class StudyAdmin(TenantAdmin):
         "instructions",
         "consent_text",
         "active",
-        "entry_link",
     )
 
-    @admin.display(description="Link for the vendor (after this site's address)")
-    def entry_link(self, obj: Study) -> str:
-        if obj.pk is None:
-            return "Shown once the study is saved."
-        query = (
-            "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
-            if obj.vendor == Study.Vendor.PROLIFIC
-            else "?worker_id=<worker id>&assignment_id=<assignment id>"
-        )
-        return f"{obj.path}{query}"
+    def _entry_link(self, request: HttpRequest) -> Any:
+        # Absolute, to paste into the vendor's study as it is (ARENA_SITE_URL, else this page's address).
+        return absolute_link_column(request, description="Link for the vendor", path=study_entry_link)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return (*super().get_fields(request, obj), self._entry_link(request))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return (*super().get_readonly_fields(request, obj), self._entry_link(request))
 
     @admin.display(description="Participants are sent to")
     def completion_preview(self, obj: Study) -> str:

@@ -49,9 +49,19 @@ class CampaignCapsOutput(serializers.Serializer[Any]):
 
 
 class CampaignCountsOutput(serializers.Serializer[Any]):
-    competitors = serializers.IntegerField(source="n_competitors")
+    competitors = serializers.IntegerField(
+        source="n_competitors",
+        help_text="The competitors the competitors route lists (active or retired; gold pseudo-competitors are "
+        "no competitors and are neither counted nor listed).",
+    )
     prompts = serializers.IntegerField(source="n_prompts")
-    votes = serializers.IntegerField(source="n_votes")
+    votes = serializers.IntegerField(
+        source="n_votes",
+        help_text="Every vote in the log, gold ones included: the number the dashboard and the leaderboard page show.",
+    )
+    gold_votes = serializers.IntegerField(
+        source="n_gold_votes", help_text="Of `votes`, those cast on gold battles: never ranked."
+    )
 
 
 class CampaignOutput(serializers.Serializer[Any]):
@@ -96,7 +106,7 @@ _CAMPAIGN_EXAMPLE = {
         "prompt_hash_cap": None,
         "min_decision_ms": 1500,
     },
-    "counts": {"competitors": 2, "prompts": 120, "votes": 431},
+    "counts": {"competitors": 2, "prompts": 120, "votes": 431, "gold_votes": 12},
     "created_at": "2026-11-02T09:00:00Z",
     "opened_at": "2026-11-03T08:30:00Z",
     "closed_at": None,

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import ErrorOutput, cursor_page, limit_parameter, page_of
+from core.site import site_url
 from raters.authentication import ApiKeyPrincipal
 
 from .. import selectors, services
@@ -69,12 +70,18 @@ class StudyOutput(serializers.Serializer[Any]):
     instructions = serializers.CharField(allow_blank=True)
     consent_text = serializers.CharField(allow_blank=True)
     active = serializers.BooleanField(help_text="False once closed: the link answers 'not found'.")
-    entry_path = serializers.CharField(source="path", help_text="The link to hand out, after this site's address.")
+    entry_path = serializers.CharField(source="path", help_text="The link's path on this site (see `entry_url`).")
+    entry_url = serializers.SerializerMethodField(
+        help_text="The link to hand out, absolute: under ARENA_SITE_URL, else the address this request came to."
+    )
     created_at = serializers.DateTimeField()
     progress = serializers.SerializerMethodField()
 
     def get_completion_link(self, study: Study) -> str:
         return study.completion_link()
+
+    def get_entry_url(self, study: Study) -> str:
+        return site_url(study.path, request=self.context.get("request"))
 
     @extend_schema_field(StudyProgressOutput)
     def get_progress(self, study: Study) -> dict[str, int]:
@@ -153,6 +160,7 @@ STUDY_EXAMPLE = {
     "consent_text": "",
     "active": True,
     "entry_path": "/s/k3Jd9sQ0vX2mN8pLr4tY6w/",
+    "entry_url": "https://arena.example.org/s/k3Jd9sQ0vX2mN8pLr4tY6w/",
     "created_at": "2026-12-01T10:00:00Z",
     "progress": {
         "participants": 12,
@@ -238,7 +246,7 @@ class StudyListCreateApi(APIView):
         study = services.study_create(
             campaign=campaign, pool_id=fields.pop("pool"), actor=_principal(request), **fields
         )
-        return Response(StudyOutput(study).data, status=status.HTTP_201_CREATED)
+        return Response(StudyOutput(study, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 class StudyDetailApi(APIView):
@@ -250,7 +258,7 @@ class StudyDetailApi(APIView):
         tags=["studies"],
     )
     def get(self, request: Request, campaign_id: int, study_id: int) -> Response:
-        return Response(StudyOutput(_study(request, campaign_id, study_id)).data)
+        return Response(StudyOutput(_study(request, campaign_id, study_id), context={"request": request}).data)
 
 
 class StudyCloseApi(APIView):
@@ -267,7 +275,7 @@ class StudyCloseApi(APIView):
     def post(self, request: Request, campaign_id: int, study_id: int) -> Response:
         study = _study(request, campaign_id, study_id, write=True)
         study = services.study_close(study=study, actor=_principal(request))
-        return Response(StudyOutput(study).data)
+        return Response(StudyOutput(study, context={"request": request}).data)
 
 
 class ParticipantFilterQuery(serializers.Serializer[Any]):

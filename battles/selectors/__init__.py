@@ -23,6 +23,7 @@ from .assignment import (
     battle_for_rater,
     battle_pending_for_rater,
     battle_position_in_session,
+    battle_taken_in_earlier_session,
     battles_in_session_window,
     buffer_counts,
     buffer_prompt_pick,
@@ -46,6 +47,7 @@ from .assignment import (
 )
 from .campaigns import (
     CategoryCounts,
+    VoteCounts,
     campaign_consent_due,
     campaign_for_rater,
     campaign_organization_id,
@@ -62,6 +64,7 @@ from .campaigns import (
     pool_for_rater,
     prompts_of,
     rater_in_campaign_pool,
+    vote_counts,
 )
 from .experiments import (
     ExperimentAmbiguous,
@@ -116,6 +119,7 @@ __all__ = [
     "battle_for_rater",
     "battle_pending_for_rater",
     "battle_position_in_session",
+    "battle_taken_in_earlier_session",
     "battles_in_session_window",
     "battles_served_to",
     "buffer_counts",
@@ -129,6 +133,8 @@ __all__ = [
     "campaigns_managed_by",
     "campaigns_viewable_by",
     "campaigns_with_counts",
+    "vote_counts",
+    "VoteCounts",
     "campaigns_with_results_for",
     "campaigns_writable_by",
     "category_counts",

@@ -94,6 +94,15 @@ def battle_position_in_session(battle: Battle) -> int:
     )
 
 
+def battle_taken_in_earlier_session(battle: Battle, now: datetime | None = None) -> datetime | None:
+    """When the rater got the battle, if that was before their current session window began (a battle
+    carried over from an earlier login, still pending, or opened again): its number belongs to that earlier
+    window, not to "the last N hours". None for a battle of the current window."""
+    taken_at = battle.claimed_at or battle.created_at
+    window = timedelta(hours=battle.campaign.session_window_h)
+    return taken_at if taken_at <= (now or timezone.now()) - window else None
+
+
 @dataclass(frozen=True)
 class RaterProgress:
     """Where the rater stands against the campaign's caps, for the pages to say so before a refusal."""

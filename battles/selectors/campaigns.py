@@ -14,7 +14,7 @@ from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterPool
 from raters.selectors import organizations_managed_by, organizations_viewable_by, organizations_writable_by
 
-from ..models import Campaign, Competitor, Prompt, RaterConsent, Vote, consent_hash
+from ..models import Battle, Campaign, Competitor, Prompt, RaterConsent, Vote, consent_hash
 from ..prompting import CATEGORIES
 from .studies import participant_of_user
 
@@ -93,12 +93,37 @@ def _count_of(queryset: QuerySet[Any]) -> Coalesce:
 
 
 def campaigns_with_counts(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
-    """``campaigns_viewable_by`` with ``n_competitors``, ``n_prompts`` and ``n_votes`` annotated."""
+    """``campaigns_viewable_by`` with ``n_competitors`` (as ``competitors_of`` lists them: no gold
+    pseudo-competitor), ``n_prompts``, ``n_votes`` (every vote in the log, gold ones too: ``vote_counts``) and
+    ``n_gold_votes`` annotated."""
     return campaigns_viewable_by(user).annotate(
-        n_competitors=_count_of(Competitor.objects.all()),
+        n_competitors=_count_of(Competitor.objects.filter(gold=False)),
         n_prompts=_count_of(Prompt.objects.all()),
         n_votes=_count_of(Vote.objects.all()),
+        n_gold_votes=_count_of(Vote.objects.filter(source=Battle.Source.GOLD)),
     )
+
+
+@dataclass(frozen=True)
+class VoteCounts:
+    """The one definition of a campaign's "votes" that every page and the API show: every vote in the log
+    (``total``), of which ``gold`` were cast on gold battles and are not ranked (the boards rank from the
+    others, ``ranked_pool``, before their exclusion policy)."""
+
+    total: int
+    gold: int
+
+    @property
+    def ranked_pool(self) -> int:
+        return self.total - self.gold
+
+
+def vote_counts(*, campaign_id: int) -> VoteCounts:
+    """The campaign's votes now (``VoteCounts``)."""
+    found = Vote.objects.filter(campaign_id=campaign_id).aggregate(
+        total=Count("id"), gold=Count("id", filter=Q(source=Battle.Source.GOLD))
+    )
+    return VoteCounts(total=int(found["total"]), gold=int(found["gold"]))
 
 
 def competitors_of(campaign: Campaign) -> QuerySet[Competitor]:

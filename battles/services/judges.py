@@ -452,8 +452,9 @@ def _verdict_record(run: JudgeRun, judge: Judge, pair: JudgePair, ab: _Call, ba:
 def judge_run_execute(*, run_id: int) -> JudgeRun | None:
     """Judge every pair of the run twice, positions swapped (left first, then right first), and append
     the counterbalanced verdicts. Model calls happen outside any transaction; each verdict is written in
-    its own. Resumable: a redelivered run judges only the pairs it has no verdict for. A run whose every
-    call failed ends as failed, naming the commonest error."""
+    its own. Resumable: a redelivered run judges only the pairs it has no verdict for. A run that judged no
+    pair (every call failed, every reply refused, every pair excluded, nothing to judge) ends as failed,
+    with the reason (``_nothing_judged_reason``), never as an empty "done"."""
     claimed = JudgeRun.objects.filter(pk=run_id, status__in=[JudgeRun.Status.QUEUED, JudgeRun.Status.RUNNING]).update(
         status=JudgeRun.Status.RUNNING, started_at=timezone.now()
     )
@@ -495,19 +496,48 @@ def judge_run_execute(*, run_id: int) -> JudgeRun | None:
         "finished_at": timezone.now(),
         "stats": run.stats_derived(),
     }
-    if run.calls and run.calls_failed == run.calls:
-        dominant = max(errors.items(), key=lambda item: item[1])[0] if errors else "every call failed"
-        update.update(status=JudgeRun.Status.FAILED, error=f"every judge call failed; most often: {dominant}"[:2000])
-    elif run.kind == JudgeRun.Kind.GOLDEN and not run.calls:
-        # Nothing to judge because no competitor answered: a failure, never an empty "done" board.
-        answer_errors = list(GoldenAnswer.objects.filter(run=run).values_list("error", flat=True))
-        if answer_errors and all(answer_errors):
-            dominant = max(set(answer_errors), key=answer_errors.count)
-            update.update(
-                status=JudgeRun.Status.FAILED, error=f"every competitor answer failed; most often: {dominant}"[:2000]
-            )
+    if not run.pairs_judged:
+        # A run that judged nothing is a failure with its reason, never an empty "done".
+        update.update(status=JudgeRun.Status.FAILED, error=_nothing_judged_reason(run, errors)[:2000])
     JudgeRun.objects.filter(pk=run_id).update(**update)
     return _judge_run_finish(run_id)
+
+
+def _nothing_judged_reason(run: JudgeRun, errors: dict[str, int]) -> str:
+    """Why a finished run has no judged pair, in the words the console and the API show."""
+    if run.calls and run.calls_failed == run.calls:
+        dominant = max(errors.items(), key=lambda item: item[1])[0] if errors else "every call failed"
+        return f"every judge call failed; most often: {dominant}"
+    if run.pairs_refused:
+        refusals = list(
+            JudgeVerdict.objects.filter(run=run, refused=True).exclude(refusal="").values_list("refusal", flat=True)
+        )
+        commonest = f"; most often: {max(set(refusals), key=refusals.count)}" if refusals else ""
+        return (
+            f"no pair judged: all {run.pairs_refused} pairs were refused (each reply must be exactly the JSON "
+            f"verdict asked for; a failed call counts too){commonest}. Use a model built for judging."
+        )
+    if run.pairs_excluded_family:
+        return (
+            f"no pair judged: all {run.pairs_excluded_family} pairs were excluded, because this judge may not judge "
+            f"a side (its own model or family: {', '.join(sorted(run.judge.families_excluded()))}). A judge must not "
+            "be a competitor of the campaign it judges: use a judge on another model."
+        )
+    if run.kind == JudgeRun.Kind.GOLDEN:
+        answer_errors = list(GoldenAnswer.objects.filter(run=run).values_list("error", flat=True))
+        failed = [error for error in answer_errors if error]
+        if answer_errors and len(failed) == len(answer_errors):
+            return f"every competitor answer failed; most often: {max(set(failed), key=failed.count)}"
+        if failed:
+            return (
+                f"no pair judged: no prompt has answers from two competitors ({len(failed)} of {len(answer_errors)} "
+                f"answers failed; most often: {max(set(failed), key=failed.count)})."
+            )
+        return "no pair judged: the golden set has no pair of answers (it needs two competitors and a pool prompt)."
+    return (
+        "no pair judged: the campaign has no battle to judge yet (a single-turn battle with both answers, "
+        "gold battles aside)."
+    )
 
 
 def _judge_run_finish(run_id: int) -> JudgeRun:

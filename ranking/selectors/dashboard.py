@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import Count
 from django.db.models.functions import TruncDate
 
-from battles.models import Campaign, Competitor, Vote
+from battles.models import Battle, Campaign, Competitor, Vote
 
 from .leaderboards import competitor_names
 from .statistics import _window
@@ -94,6 +94,7 @@ class Cadence:
     active_competitors: int
     pairs: int  # pairs of active competitors
     stale: list[CadencePair]  # the pairs under the threshold, fewest votes first
+    voted: bool = True  # any vote outside gold battles yet: a campaign with none is not stale, it has no votes
 
 
 def competitor_labels(*, campaign: Campaign) -> dict[int, str]:
@@ -118,7 +119,9 @@ def cadence(*, campaign: Campaign, now: datetime | None = None) -> Cadence:
     ]
     stale.sort(key=lambda p: (p.votes, p.a, p.b))
     n = len(active)
+    voted = bool(counts) or Vote.objects.filter(campaign=campaign).exclude(source=Battle.Source.GOLD).exists()
     return Cadence(
+        voted=voted,
         threshold=campaign.cadence_threshold,
         window_days=CADENCE_WINDOW_DAYS,
         since=since,

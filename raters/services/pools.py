@@ -3,19 +3,25 @@ join a newcomer to the organisation and the pool at once."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ImproperlyConfigured
+from django.core.mail import send_mail
 from django.db import models, transaction
 from django.utils import timezone
 
 from core.errors import Invalid
+from core.site import site_url
 
 from .. import selectors
 from ..models import AuditAction, Invitation, Membership, Organization, RaterPool, Role
 from .audit import _full_clean, audit_record, tenant_row_save
+
+logger = logging.getLogger(__name__)
 
 
 class InvitationError(Invalid):
@@ -93,8 +99,11 @@ def invitation_create(
     email: str = "",
     max_uses: int = 1,
     expires_at: datetime | None = None,
+    site: str = "",
 ) -> Invitation:
-    """An invitation link to ``pool``; its organisation is the pool's."""
+    """An invitation link to ``pool``; its organisation is the pool's. One for an ``email`` is mailed there
+    after the commit, with its absolute link: under ``site`` (the address the manager's request came to),
+    else ``ARENA_SITE_URL`` (``core.site``); with neither it is not mailed (logged)."""
     invitation = Invitation(
         organization=pool.organization,
         pool=pool,
@@ -113,7 +122,30 @@ def invitation_create(
         obj=invitation,
         data={"pool": pool.pk, "email": email, "max_uses": max_uses},
     )
+    if email:
+        try:
+            link = site.rstrip("/") + invitation.path if site else site_url(invitation.path)
+        except ImproperlyConfigured:
+            # Made where no address is known (a script, no ARENA_SITE_URL): the console shows the link instead.
+            logger.warning("invitation %s: not mailed, since the site's address is unknown", invitation.pk)
+        else:
+            transaction.on_commit(lambda: _invitation_mail(invitation, link))
     return invitation
+
+
+def _invitation_mail(invitation: Invitation, link: str) -> None:
+    """The invitation's e-mail (the configured backend; the demo's prints it in its terminal). A failed send
+    is logged, not raised: the invitation exists, and the console shows its link to hand over instead."""
+    pool, organization = invitation.pool, invitation.organization
+    body = (
+        f"{organization.name} invites you to rate answers as a member of {pool.name}.\n\n"
+        f"Open this link to join (sign up or log in with this address, {invitation.email}):\n{link}\n\n"
+        f"The link works until {invitation.expires_at:%Y-%m-%d %H:%M} UTC.\n"
+    )
+    try:
+        send_mail(f"Invitation to {pool.name} ({organization.name})", body, None, [invitation.email])
+    except Exception:
+        logger.exception("invitation %s: the e-mail to its address was not sent", invitation.pk)
 
 
 @transaction.atomic

@@ -1,5 +1,5 @@
 """Battles with known ground truth for the judge tests: answers carry the simulated judge's quality
-marker (tests/serving/model_repository/judge_sim.py), optionally with a human vote that follows it."""
+marker (serving/judge_repository/arena_judge.py), optionally with a human vote that follows it."""
 
 from __future__ import annotations
 

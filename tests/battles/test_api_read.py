@@ -11,11 +11,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from battles.models import Campaign, Prompt
+from battles.services import gold_competitors
 from raters.models import ApiKey, Role
 from raters.services import api_key_revoke
 from tests.conftest import api_client, login
 from tests.factories import MembershipFactory, PromptFactory, UserFactory
-from tests.ranking.synth import votes_write
+from tests.ranking.synth import vote_at, votes_write
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +62,14 @@ def test_a_manager_lists_their_campaigns_with_parameters_and_counts(acme, globex
     campaign = body["results"][0]
     assert campaign["organization"] == "acme" and campaign["slug"] == "acme-chat"
     assert campaign["params"] == acme.campaign.sampling_params()
-    assert campaign["counts"] == {"competitors": 2, "prompts": 8, "votes": 3}
+    assert campaign["counts"] == {"competitors": 2, "prompts": 8, "votes": 3, "gold_votes": 0}
+    # A gold battle's vote: counted apart; its two pseudo-competitors are no competitors, counted or listed.
+    gold_left, gold_right = gold_competitors(campaign=acme.campaign)
+    vote_at(acme, rater=bob, left=gold_left, right=gold_right, at=timezone.now(), gold_expected="left")
+    campaign = alice_client.get(reverse("api:campaigns")).json()["results"][0]
+    assert campaign["counts"] == {"competitors": 2, "prompts": 8, "votes": 4, "gold_votes": 1}
+    listed = alice_client.get(reverse("api:competitors", args=[acme.campaign.pk])).json()["results"]
+    assert len(listed) == campaign["counts"]["competitors"]
     assert campaign["caps"]["session_cap"] == acme.campaign.session_cap
     detail = alice_client.get(reverse("api:campaign", args=[acme.campaign.pk]))
     assert detail.status_code == 200 and detail.json() == campaign

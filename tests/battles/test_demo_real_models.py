@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from battles.demo import (
+    DEMO_JUDGE,
     DEMO_PASSWORD,
     DEMO_PROMPTS,
     DEMO_RATER,
@@ -21,7 +22,7 @@ from battles.demo import (
     demo_seed_real_models,
 )
 from battles.management.commands.demo import real_models_check
-from battles.models import Competitor, Prompt
+from battles.models import Competitor, Judge, Prompt
 from serving.models import ModelEndpoint
 
 pytestmark = pytest.mark.django_db
@@ -44,6 +45,11 @@ def test_real_models_seed_a_second_open_campaign_between_the_two_models():
     assert endpoint.url == URL and endpoint.timeout_s == 60.0
     if hasattr(endpoint, "contract"):  # the endpoint fields of the `contracts` work
         assert (endpoint.contract, endpoint.prompt_format) == ("vllm", "chatml")  # type: ignore[attr-defined]
+
+    # The demo's judge may judge every competitor of both campaigns (it is none of them).
+    judge = Judge.objects.get(organization=real.organization, name=DEMO_JUDGE)
+    competitors = Competitor.objects.filter(campaign__in=[plain.campaign, real.campaign]).select_related("endpoint")
+    assert len(competitors) == 5 and all(judge.may_judge(c) for c in competitors)
 
     rater = Client()
     assert rater.post(reverse("account_login"), {"login": DEMO_RATER, "password": DEMO_PASSWORD}).status_code == 302

@@ -121,6 +121,9 @@ def test_a_judge_never_judges_its_own_or_an_excluded_family(acme: Tenant, triton
     run = _run(judge, acme)
     assert run.pairs_excluded_family == 1 and run.pairs_total == 0 and run.calls == 0
     assert not JudgeVerdict.objects.filter(run=run).exists()
+    # It judged nothing: failed, saying why (never "done" with 0 pairs).
+    assert run.status == JudgeRun.Status.FAILED
+    assert "all 1 pairs were excluded" in run.error and "zen" in run.error and "not be a competitor" in run.error
     other = judge_make(acme, url=triton_server.grpc_url, family="other", name="second")
     other.excluded_families = ["zen"]
     other.save()
@@ -227,3 +230,25 @@ def test_a_redelivered_run_judges_nothing_twice(acme: Tenant) -> None:
     again = judge_run_execute(run_id=run.pk)
     assert again is not None and again.calls == 2
     assert JudgeVerdict.objects.filter(run=run).count() == 1
+
+
+@pytest.mark.triton
+def test_a_run_that_judged_nothing_ends_failed_with_the_reason_in_the_api(
+    acme: Tenant, triton_server: TritonServer, alice_client
+) -> None:  # type: ignore[no-untyped-def]
+    # Nothing to judge yet: failed, not an empty "done".
+    empty = _run(judge_make(acme, url=triton_server.grpc_url, name="early"), acme)
+    assert empty.status == JudgeRun.Status.FAILED and "no battle to judge yet" in empty.error
+    for i in range(2):
+        battle_plant(acme, left=acme.left, right=acme.right, better="left", index=i)
+    # A text model, not a judge (not a competitor either): its prose replies are refused, every pair of them.
+    refused = _run(judge_make(acme, url=triton_server.grpc_url, model="docs-markdown"), acme)
+    assert (refused.pairs_refused, refused.pairs_judged, refused.calls_refused) == (2, 0, 4)
+    assert refused.status == JudgeRun.Status.FAILED
+    assert "no pair judged" in refused.error and "all 2 pairs were refused" in refused.error
+    assert "most often: ab: not a JSON object" in refused.error
+    body = alice_client.get(f"/api/v1/campaigns/{acme.campaign.pk}/judge-runs/{refused.pk}/").json()
+    assert body["status"] == "failed" and body["error"] == refused.error
+    # The console's list of runs shows the reason next to the status.
+    page = alice_client.get("/admin/battles/judgerun/").content.decode()
+    assert "all 2 pairs were refused" in page

@@ -1,5 +1,5 @@
-"""The judge's wire format (battles/judging.py) and the simulated test judge (tests/serving/
-model_repository/judge_sim.py): escaping that no answer can break, strict reply parsing, counterbalanced
+"""The judge's wire format (battles/judging.py) and the simulated judge (serving/judge_repository/
+arena_judge.py, the demo's judge): escaping that no answer can break, strict reply parsing, counterbalanced
 combination, and a sim judge whose accuracy, position bias and malformed rate are what it was set to."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from battles import judging
 from serving.triton.client import EndpointSpec, SamplingParams, generate
 from serving.triton.server import TritonServer
 
-SIM_PATH = Path(__file__).resolve().parents[1] / "serving" / "model_repository" / "judge_sim.py"
+SIM_PATH = Path(__file__).resolve().parents[2] / "serving" / "judge_repository" / "arena_judge.py"
 
 
 def _sim():  # type: ignore[no-untyped-def]

@@ -5,6 +5,7 @@ key order, titles and headings, the label and live region, and the manager's hom
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.test import Client
@@ -43,6 +44,24 @@ def test_progress_counter_counts_the_battles_of_the_session_window(acme: Tenant,
     assert "2 of 20 battles in the last 12 hours" in _campaign_page(bob_client, acme.campaign)
     # The first battle keeps its number when opened again.
     assert "Battle 1 of 20" in bob_client.get(reverse("battles:battle", args=[first.pk])).content.decode()
+
+
+def test_a_battle_carried_over_from_an_earlier_session_is_numbered_in_that_session(
+    acme: Tenant, bob_client: Client
+) -> None:
+    battle, _ = start_battle(bob_client, acme.campaign)
+    # The rater got it 13 hours ago and logs in again now: it is pending, shown again, outside this window.
+    given = (battle.claimed_at or battle.created_at) - timedelta(hours=13)
+    Battle.objects.filter(pk=battle.pk).update(claimed_at=given, created_at=given)
+    html = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]), follow=True).content.decode()
+    assert "Carried over from an earlier session: battle 1 of that session" in html
+    assert "In the last 12 hours: 0 of 20 battles." in html and "Battle 1 of 20 in the last 12 hours" not in html
+    assert _title(html) == f"Battle 1 of an earlier session · {acme.campaign.name} · Arena"
+    # Its vote does not count in this session either; the next battle is this session's first.
+    assert "Carried over from an earlier session" in _vote(bob_client, battle)
+    assert "0 of 20 battles in the last 12 hours" in _campaign_page(bob_client, acme.campaign)
+    _, page = start_battle(bob_client, acme.campaign)
+    assert "Battle 1 of 20 in the last 12 hours" in page.content.decode()
 
 
 def test_after_the_session_cap_no_next_or_start_button_and_no_429(acme: Tenant, bob_client: Client) -> None:

@@ -48,10 +48,12 @@ def test_a_write_key_creates_lists_reads_and_closes_a_study_with_audit_rows(acme
     assert study["vendor"] == "prolific" and study["pool"] == pool.pk and study["active"] is True
     assert study["completion_link"] == f"https://app.prolific.com/submissions/complete?cc={CODE}"
     assert study["entry_path"].startswith("/s/") and study["progress"]["participants"] == 0
+    assert study["entry_url"] == "http://testserver" + study["entry_path"]  # absolute: nothing to prepend
     event = AuditEvent.objects.get(action=AuditAction.STUDY_CREATED)
     assert event.actor is None and event.data["api_key"] == writer.api_key.prefix
     listed = writer.get(studies_url(acme)).json()
     assert [s["id"] for s in listed["results"]] == [study["id"]] and listed["next"] is None
+    assert listed["results"][0]["entry_url"] == study["entry_url"]
     detail_url = reverse("api:study", args=[acme.campaign.pk, study["id"]])
     assert writer.get(detail_url).json()["name"] == "Prolific wave 1"
     # Closed: the link answers "not found"; closing again is a conflict.

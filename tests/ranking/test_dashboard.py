@@ -284,6 +284,28 @@ def test_the_dashboard_shows_every_chart_to_a_manager(busy: Tenant, alice_client
     assert "minimum 1.5 s" in page  # the exclusion threshold drawn on the decision-time histogram
 
 
+def test_board_dashboard_and_api_count_the_same_votes_gold_said_apart(busy: Tenant, alice_client: Client) -> None:
+    from ranking.services import leaderboards_recompute
+
+    leaderboards_recompute(campaign_id=busy.campaign.pk)
+    said = "13 votes, of which 1 on gold battles, not ranked"  # 12 votes on pairs and 1 gold
+    dashboard = alice_client.get(reverse("ranking:campaign-dashboard", args=[busy.campaign.pk])).content.decode()
+    assert re.search(r'<span id="votes-count">([^<]*)</span>', dashboard).group(1) == said  # type: ignore[union-attr]
+    board = alice_client.get(reverse("ranking:leaderboard", args=[busy.campaign.pk])).content.decode()
+    assert f"The log holds {said} now." in board and "of 12 votes" in board
+    counts = alice_client.get(reverse("api:campaign", args=[busy.campaign.pk])).json()["counts"]
+    assert (counts["votes"], counts["gold_votes"]) == (13, 1)
+
+
+def test_a_new_campaign_has_no_votes_yet_not_a_stale_board(acme: Tenant, alice_client: Client) -> None:
+    Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.OPEN)
+    dashboard = alice_client.get(reverse("ranking:campaign-dashboard", args=[acme.campaign.pk])).content.decode()
+    assert 'id="cadence-none"' in dashboard and "cadence-stale" not in dashboard and "may be stale" not in dashboard
+    assert '<span id="votes-count">no votes yet</span>' in dashboard
+    board = alice_client.get(reverse("ranking:leaderboard", args=[acme.campaign.pk])).content.decode()
+    assert "cadence-note" not in board and "may be stale" not in board
+
+
 def test_the_campaign_console_page_links_to_the_dashboard(busy: Tenant, alice_client: Client) -> None:
     page = alice_client.get(reverse("admin:battles_campaign_change", args=[busy.campaign.pk])).content.decode()
     assert reverse("ranking:campaign-dashboard", args=[busy.campaign.pk]) in page

@@ -126,7 +126,8 @@ def test_no_judged_pair_of_candidate_and_baseline_exits_2(
     assert exited.value.code == judge_golden.EXIT_RUN_FAILED == 2, (out.getvalue(), err.getvalue())
     result = json.loads(out.getvalue())
     assert result["check"]["pairs"] == 0 and not result["check"]["beats"]
-    assert "nothing to decide on" in err.getvalue()
+    # A run that judged no pair at all is a failed run, with its reason (the baseline's answers failed).
+    assert result["status"] == "failed" and "no pair judged: no prompt has answers from two" in err.getvalue()
     assert GoldenAnswer.objects.filter(run_id=result["run_id"], competitor=echo).exists()
 
 

@@ -132,3 +132,46 @@ def test_used_up_expired_and_wrong_email_invitations_are_refused(acme, alice):
 def test_unknown_invitation_token(bob_client):
     assert bob_client.post(reverse("raters:invitation", args=["not-a-token"])).status_code == 404
     assert bob_client.get(reverse("raters:invitation", args=["not-a-token"])).status_code == 404
+
+
+def test_an_invitation_made_in_the_console_is_mailed_with_its_absolute_link(
+    acme, alice, settings, mailoutbox, django_capture_on_commit_callbacks
+):
+    from django.test import Client
+
+    manager = Client()
+    manager.force_login(alice)
+    expires = timezone.localtime(timezone.now() + timedelta(days=3))
+    form = {"pool": acme.pool.pk, "email": "erin@acme.test", "max_uses": 1}
+    form |= {"expires_at_0": expires.date().isoformat(), "expires_at_1": expires.strftime("%H:%M:%S")}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert manager.post(reverse("admin:raters_invitation_add"), form).status_code == 302
+    invitation = Invitation.objects.get(pool=acme.pool, email="erin@acme.test")
+    link = f"http://testserver/invite/{invitation.token}/"
+    (mail,) = mailoutbox
+    assert mail.to == ["erin@acme.test"] and acme.pool.name in mail.subject and link in mail.body
+    # The console shows the same absolute link, on the list and on the invitation's page.
+    assert link in manager.get(reverse("admin:raters_invitation_changelist")).content.decode()
+    assert link in manager.get(reverse("admin:raters_invitation_change", args=[invitation.pk])).content.decode()
+    # Behind a proxy the operator names the site's address, and every link is built from it.
+    settings.ARENA_SITE_URL = "https://arena.example.org"
+    page = manager.get(reverse("admin:raters_invitation_changelist")).content.decode()
+    assert f"https://arena.example.org/invite/{invitation.token}/" in page and link not in page
+    # An invitation with no address (a link for many) sends nothing.
+    with django_capture_on_commit_callbacks(execute=True):
+        invitation_create(pool=acme.pool, actor=alice, max_uses=5)
+    assert len(mailoutbox) == 1
+
+
+def test_a_crowd_study_link_in_the_console_is_absolute(acme, alice):
+    from django.test import Client
+
+    from battles.models import Study
+
+    study = Study.objects.create(
+        organization=acme.organization, campaign=acme.campaign, name="wave", pool=acme.pool, completion_code="C0DE"
+    )
+    manager = Client()
+    manager.force_login(alice)
+    page = manager.get(reverse("admin:battles_study_change", args=[study.pk])).content.decode()
+    assert f"http://testserver/s/{study.slug}/?PROLIFIC_PID=" in page

@@ -5,6 +5,7 @@ seeds a campaign between them."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,17 @@ def real_models_check(environment: Path, repository: Path) -> None:
         raise CommandError(f"the Triton environment's interpreter {python} failed: {exc}") from exc
     if check.returncode != 0:
         raise CommandError(f"the real models are not ready:\n{check.stderr.strip()}")
+
+
+# Loopback, for the webhooks a demo user points at a receiver on their own machine. The demo only: the
+# production default allows no internal address (ARENA_WEBHOOK_HOSTS, core/outbound.py's rule unchanged).
+DEMO_WEBHOOK_HOSTS = ("127.0.0.0/8", "[::1]")
+
+
+def demo_webhooks_loopback() -> None:
+    """Let the demo's webhooks reach loopback (plain http:// too), unless ARENA_WEBHOOK_HOSTS says otherwise."""
+    if "ARENA_WEBHOOK_HOSTS" not in os.environ:
+        settings.ARENA_WEBHOOK_HOSTS = list(DEMO_WEBHOOK_HOSTS)
 
 
 def demo_debug_off() -> None:
@@ -70,7 +82,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         repository = Path(settings.ARENA_MODEL_REPOSITORY)
-        repositories = [repository]
+        repositories = [repository, Path(settings.ARENA_JUDGE_REPOSITORY)]
         if options["real_models"]:
             repositories.append(Path(settings.ARENA_LLM_MODEL_REPOSITORY))
         server = TritonServer(
@@ -100,6 +112,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Starting Triton (local models: {models}) ...")
         if not options["debug"]:
             demo_debug_off()
+        demo_webhooks_loopback()
         with server:
             address = f"http://{options['addr']}:{options['port']}/"
             self.stdout.write(
@@ -108,6 +121,7 @@ class Command(BaseCommand):
                     f"  rater:   {DEMO_RATER} / {DEMO_PASSWORD}   (vote at {address})\n"
                     f"  manager: {DEMO_MANAGER} / {DEMO_PASSWORD}   (console at {address}admin/)\n"
                     f"  Triton:  grpc {server.grpc_url}, http {server.http_url}\n"
+                    "  Webhooks may call loopback (a receiver on this machine); the judge 'Demo judge' is ready.\n"
                     "Stop with Ctrl-C.\n"
                 )
             )

@@ -1,5 +1,6 @@
-"""Triton Python-backend entry point of the simulated judges (see ../../judge_sim.py); what a judge
-is (accuracy, position bias, malformed-reply rate) comes from the `parameters` of its config.pbtxt."""
+"""Triton Python-backend entry point of the simulated judges (serving/judge_repository/arena_judge.py, the
+demo's judge); what a judge is (accuracy, position bias, malformed-reply rate) comes from the `parameters` of
+its config.pbtxt."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import triton_python_backend_utils as pb_utils
 
 
 def _load() -> types.ModuleType:
-    path = Path(__file__).resolve().parents[2] / "judge_sim.py"
+    path = Path(__file__).resolve().parents[5] / "serving" / "judge_repository" / "arena_judge.py"
     module = types.ModuleType("judge_sim")
     module.__file__ = str(path)
     sys.modules["judge_sim"] = module

@@ -1,5 +1,7 @@
-"""A deterministic simulated judge for the tests (and the demo): reads the judge prompt's data block
-(battles/judging.py, loaded by path so both sides share one format) and answers strict JSON.
+"""A deterministic judge built for judging, shipped for the demo (``arena-judge``: it is no competitor, so it
+may judge every campaign) and used by the tests with settable imperfections (``tests/serving/model_repository/
+judge-sim*``): reads the judge prompt's data block (battles/judging.py, loaded by path so both sides share one
+format) and answers strict JSON. It reads no meaning: a stand-in that follows the judge format exactly.
 
 Ground truth the tests control: an answer's quality is the number N of its marker ``[[quality:N]]``
 when it has one, else its word count (so the shipped n-gram contestants get a verdict too: the longer
@@ -35,7 +37,7 @@ _QUALITY = re.compile(r"\[\[quality:(-?\d+)\]\]")
 
 def _load_judging() -> types.ModuleType:
     # exec by path, never import: no bytecode may be written into a model repository.
-    path = Path(__file__).resolve().parents[3] / "battles" / "judging.py"
+    path = Path(__file__).resolve().parents[2] / "battles" / "judging.py"
     module = types.ModuleType("arena_judging")
     module.__file__ = str(path)
     sys.modules["arena_judging"] = module
