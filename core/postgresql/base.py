@@ -52,6 +52,7 @@ class ArenaConnectionPool(ConnectionPool):
     def __init__(self, *args: Any, unreachable_timeout: float = 1.0, **kwargs: Any) -> None:
         self.unreachable_timeout = unreachable_timeout
         self._unreachable_since: float | None = None
+        self._unreachable_why = ""
         super().__init__(*args, **kwargs)
 
     @property
@@ -67,9 +68,10 @@ class ArenaConnectionPool(ConnectionPool):
     def _connect(self, timeout: float | None = None) -> Any:
         try:
             connection = super()._connect(timeout)
-        except Exception:
+        except Exception as exc:
             if self._unreachable_since is None:
                 self._unreachable_since = monotonic()
+            self._unreachable_why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             # The clients already waiting would wait for nothing: they get the error now.
             with self._lock:
                 waiting = list(self._waiting)
@@ -79,6 +81,14 @@ class ArenaConnectionPool(ConnectionPool):
             raise
         self._unreachable_since = None
         return connection
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        try:
+            return super().getconn(timeout)
+        except PoolTimeout:
+            if self.unreachable:  # psycopg_pool's message would name the full timeout, not the cause
+                raise PoolTimeout(f"the database server cannot be reached: {self._unreachable_why}") from None
+            raise
 
     def _getconn_unchecked(self, timeout: float) -> Any:
         # Each wait of getconn's loop (a connection found dead is replaced, and waited for, in a loop).
