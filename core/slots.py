@@ -8,18 +8,28 @@ holds one frees it when the lease ends, never later. The work that finds every s
 
 from __future__ import annotations
 
+import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.core.cache import cache
 
+logger = logging.getLogger(__name__)
+
 
 @contextmanager
-def organization_slot(kind: str, organization_id: int, *, limit: int, lease_s: float) -> Iterator[bool]:
+def organization_slot(
+    kind: str, organization_id: int, *, limit: int, lease_s: float, renew: bool = False
+) -> Iterator[bool]:
     """Take one of the organisation's ``limit`` slots for ``kind`` for at most ``lease_s`` seconds; yields
     whether one was free. Released when the block ends (only the slot this call took: a lease that ran
-    out and was taken by another worker is left to that worker)."""
+    out and was taken by another worker is left to that worker).
+
+    ``renew``: for work that may outlast any fixed lease (a judge run of many pairs), a thread of the holder
+    extends the lease every third of it while the block runs, so the lease can stay short: a worker killed
+    with the slot frees it ``lease_s`` later, however long its work would have taken."""
     token = uuid.uuid4().hex
     taken = ""
     for index in range(max(1, limit)):
@@ -27,8 +37,26 @@ def organization_slot(kind: str, organization_id: int, *, limit: int, lease_s: f
         if cache.add(key, token, timeout=lease_s):
             taken = key
             break
+    stop = threading.Event()
+    renewer = None
+    if taken and renew:
+        renewer = threading.Thread(target=_renew, args=(taken, token, lease_s, stop), daemon=True)
+        renewer.start()
     try:
         yield bool(taken)
     finally:
+        stop.set()
+        if renewer is not None:
+            renewer.join(timeout=5)
         if taken and cache.get(taken) == token:
             cache.delete(taken)
+
+
+def _renew(key: str, token: str, lease_s: float, stop: threading.Event) -> None:
+    while not stop.wait(lease_s / 3):
+        try:
+            if cache.get(key) != token:
+                return  # the lease ran out and another holder has the slot: never take it back
+            cache.touch(key, timeout=lease_s)
+        except Exception:  # noqa: BLE001  # the cache briefly unreachable: the next tick tries again
+            logger.warning("slot %s: its lease could not be renewed", key, exc_info=True)

@@ -19,15 +19,18 @@ be read by mistake), the selectors decide what a member may see inside it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from django.apps import apps
+from django.conf import settings
 from django.db import models
 from django_scopes import ScopeError, get_scope, scope, scopes_disabled
 from django_scopes.manager import DisabledQuerySet
 
+from core.slots import organization_slot
 from core.tasks import TransactionAwareTask
 
 __all__ = [
@@ -160,6 +163,12 @@ async def ascoped_iterator(content: AsyncIterable[Any], value: ScopeValue) -> As
                 await close()
 
 
+# A slot's lease (renewed every third of it while its task runs): a worker killed with a slot frees it this
+# long after; and how long an organisation's task that found every slot taken waits before it is tried again.
+ORGANIZATION_SLOT_LEASE_S = 30.0
+ORGANIZATION_BUSY_RETRY_S = 1.0
+
+
 class TenantTask(TransactionAwareTask):
     """Celery base for tasks that work inside one organisation: the task takes a keyword-only
     ``organization_id`` (required: Celery checks the call against the signature) and its body runs
@@ -167,10 +176,26 @@ class TenantTask(TransactionAwareTask):
     inside a transaction, it is sent when that commits."""
 
     abstract = True
+    # A kind of work an organisation may run only so many of at once across the deployment (the keys of
+    # ARENA_ORGANIZATION_SLOTS, e.g. "generation": model calls to the organisation's own endpoints);
+    # ``@shared_task(base=TenantTask, organization_slots="generation")``. Empty: no limit.
+    organization_slots = ""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         organization_id = kwargs.get("organization_id")
         if not isinstance(organization_id, int):
             raise TypeError(f"{self.name} must be called with organization_id=<int>")
-        with organization_scope(organization_id):
-            return super().__call__(*args, **kwargs)
+        limit = settings.ARENA_ORGANIZATION_SLOTS.get(self.organization_slots, 0) if self.organization_slots else 0
+        if not limit or self.request.is_eager or self.request.id is None:
+            with organization_scope(organization_id):
+                return super().__call__(*args, **kwargs)
+        # One organisation's flood (many battles to a slow endpoint, many judge runs) holds at most
+        # ``limit`` of the workers; its other tasks go back to the queue for a moment, never blocking a
+        # worker, and the other organisations' tasks run meanwhile (docs/reliability/index.md).
+        with organization_slot(
+            self.organization_slots, organization_id, limit=limit, lease_s=ORGANIZATION_SLOT_LEASE_S, renew=True
+        ) as held:
+            if not held:
+                raise self.retry(countdown=ORGANIZATION_BUSY_RETRY_S + random.random(), max_retries=None)
+            with organization_scope(organization_id):
+                return super().__call__(*args, **kwargs)

@@ -238,6 +238,11 @@ CELERY_BEAT_SCHEDULE = {
 # Each kind of background work has its own queue and workers (core/queues.py): leaderboards (recompute),
 # model calls (generation), webhooks (delivery), export files (exports), beat's sweeps (the default), so a
 # crowd's battles never wait behind a recompute, nor one tenant's board behind another's slow webhooks.
+# How many tasks of one kind one organisation may run at once across the deployment (raters.tenancy.TenantTask's
+# organization_slots): "generation" is every model call to the organisation's own endpoints (battles, judge,
+# golden and attribute runs). Below the generator's processes (the compose file's GENERATION_CONCURRENCY, 4),
+# so that one organisation's flood, or its slow endpoint, always leaves workers to the others. 0: no limit.
+ARENA_ORGANIZATION_SLOTS = {"generation": env_int("ARENA_GENERATION_ORG_CONCURRENCY", 3, minimum=0)}
 CELERY_TASK_ROUTES = queues.ROUTES
 CELERY_BEAT_SCHEDULE["battle-buffers-maintain"] = {
     "task": "battles.tasks.buffer_maintain_open_task",

@@ -195,7 +195,9 @@ def battle_generate_queued(*, battle_id: str) -> Battle | None:
     return battle_generate(battle=battle)
 
 
-@shared_task(base=TenantTask, acks_late=True, name="battles.tasks.battle_generate_task")
+@shared_task(
+    base=TenantTask, acks_late=True, organization_slots="generation", name="battles.tasks.battle_generate_task"
+)
 def battle_generate_task(battle_id: str, *, organization_id: int) -> str:
     battle = battle_generate_queued(battle_id=battle_id)
     return battle.status if battle is not None else "missing"
@@ -356,7 +358,9 @@ def battle_generate_live(*, battle_id: Any) -> Battle | None:
     return battle
 
 
-@shared_task(base=TenantTask, acks_late=True, name="battles.tasks.battle_generate_live_task")
+@shared_task(
+    base=TenantTask, acks_late=True, organization_slots="generation", name="battles.tasks.battle_generate_live_task"
+)
 def battle_generate_live_task(battle_id: str, *, organization_id: int) -> str:
     """A live battle's two streams, published to its live channel (battles/live.py) as they arrive;
     exactly once, like ``battle_generate_task`` (a redelivery finds the generation started)."""

@@ -554,7 +554,7 @@ def _judge_run_finish(run_id: int) -> JudgeRun:
     return run
 
 
-@shared_task(base=TenantTask, acks_late=True, name="battles.tasks.judge_run_task")
+@shared_task(base=TenantTask, acks_late=True, organization_slots="generation", name="battles.tasks.judge_run_task")
 def judge_run_task(run_id: int, *, organization_id: int) -> str:
     """A judge run (its calls take seconds each): resumable, so a redelivery only finishes what is left."""
     run = judge_run_execute(run_id=run_id)

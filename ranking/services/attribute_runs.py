@@ -176,7 +176,7 @@ def attribute_run_execute(*, run_id: int) -> AttributeRun:
         return run
 
 
-@shared_task(base=TenantTask, acks_late=True, name="ranking.tasks.attribute_run_task")
+@shared_task(base=TenantTask, acks_late=True, organization_slots="generation", name="ranking.tasks.attribute_run_task")
 def attribute_run_task(run_id: int, *, organization_id: int) -> str:
     """Execute one attribute-board run (its claim makes a redelivery a no-op); returns its status."""
     return attribute_run_execute(run_id=run_id).status

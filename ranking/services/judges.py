@@ -240,7 +240,7 @@ def golden_run_and_check(
     return result
 
 
-@shared_task(base=TenantTask, acks_late=True, name="ranking.tasks.golden_run_task")
+@shared_task(base=TenantTask, acks_late=True, organization_slots="generation", name="ranking.tasks.golden_run_task")
 def golden_run_task(
     run_id: int,
     *,
