@@ -93,7 +93,7 @@ def test_a_vote_after_a_view_serves_the_previous_figures_labelled_and_queues_one
         assert "2 votes ago, and are being refreshed" in page
         assert _battles_in_table(page, bob) == 1  # as of the first view
         assert _battles_in_table(page, carol) is None  # voted since: not listed yet
-        assert "· 3 votes ·" in page  # the page's own counts are live
+        assert '<span id="votes-count">3 votes</span>' in page  # the page's own counts are live
     assert queued == [(acme.campaign.pk, acme.organization.pk)]
 
     # The refresh (what the worker runs): the next view is current and exact, and queues nothing.
