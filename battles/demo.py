@@ -206,7 +206,9 @@ def demo_seed_real_models(*, triton_grpc_url: str) -> DemoWorld:
                 "status": Campaign.Status.OPEN,
                 "allow_rater_prompts": True,
                 "max_turns": 3,
-                "max_tokens": 120,
+                # A budget SmolLM's answers finish in (benchmarks/real_model_endings.py, 12 prompts: at 120
+                # tokens 10 ended mid-sentence, at 640 two); Gemma, a base model, writes to any budget.
+                "max_tokens": 640,
                 "temperature": 0.8,
                 "top_p": 0.95,
                 "min_decision_ms": 1500,
@@ -223,7 +225,8 @@ def demo_seed_real_models(*, triton_grpc_url: str) -> DemoWorld:
                     "url": triton_grpc_url,
                     "protocol": ModelEndpoint.Protocol.GRPC,
                     "model_name": model,
-                    "timeout_s": 60.0,
+                    # Gemma writes the whole budget: 640 tokens took up to 64 s on a loaded 2-core machine.
+                    "timeout_s": 110.0,
                     **endpoint_contract_fields(contract="vllm", prompt_format=prompt_format),
                 },
             )

@@ -223,3 +223,53 @@ def test_with_server_side_binding_a_repeated_orm_query_is_prepared_and_planned_o
     assert prepared_after_repeats({"server_side_binding": True, "prepare_threshold": 5}) >= 1
     assert prepared_after_repeats({"server_side_binding": True}) == 0  # Django's None: never prepared
     assert prepared_after_repeats({}) == 0
+
+
+# Two connections to the demo's SQLite file, as the demo's worker threads hold them: one transaction reads
+# first and writes later (the buffer's fill: count what is waiting, pick, create), another writes in between.
+SQLITE_RACE = """
+import django, os, threading
+os.environ['DJANGO_SETTINGS_MODULE'] = 'arena.settings.local'
+django.setup()
+from django.db import connection, connections, transaction
+with connection.cursor() as c:
+    c.execute('create table race (x int)')
+connections.close_all()
+errors, read, wrote = [], threading.Event(), threading.Event()
+def filler():
+    try:
+        with transaction.atomic(), connection.cursor() as c:
+            c.execute('select count(*) from race'); read.set(); wrote.wait(0.5)
+            c.execute('insert into race values (1)')
+    except Exception as exc:
+        errors.append(str(exc))
+    finally:
+        connections.close_all()
+def writer():
+    read.wait(5)
+    try:
+        with transaction.atomic(), connection.cursor() as c:
+            c.execute('insert into race values (2)'); wrote.set()
+    except Exception as exc:
+        errors.append(str(exc))
+    finally:
+        connections.close_all()
+threads = [threading.Thread(target=filler), threading.Thread(target=writer)]
+[t.start() for t in threads]; [t.join() for t in threads]
+with connection.cursor() as c:
+    c.execute('select count(*) from race'); print(c.fetchone()[0], errors)
+"""
+
+
+@pytest.mark.server
+def test_sqlite_transactions_wait_for_a_concurrent_writer_instead_of_failing_as_locked(tmp_path: Path) -> None:
+    """The demo's SQLite said "database is locked" in the buffer's refill: a transaction that had read and
+    then wrote could not wait for a writer that came in between. Transactions now take the write lock
+    when they begin, so the second one waits (the settings' timeout) and both rows are written."""
+    environment = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
+    environment["DATABASE_URL"] = f"sqlite:///{tmp_path / 'race.sqlite3'}"
+    result = subprocess.run(
+        [sys.executable, "-c", SQLITE_RACE], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().split(maxsplit=1) == ["2", "[]"]

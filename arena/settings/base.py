@@ -137,8 +137,12 @@ if DB_SERVER_SIDE_BINDING and _POSTGRESQL:
     DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    # Votes are written from concurrent requests; wait for the lock instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Votes, battles and answers are written from concurrent requests and worker threads: wait for the lock
+    # instead of failing at once. A transaction takes the write lock when it begins (BEGIN IMMEDIATE), not
+    # at its first write: one that read first and wrote later (the buffer's fill: count, pick, create)
+    # could not wait for a writer that had come in between, and failed with "database is locked" at once,
+    # whatever the timeout (SQLite refuses to upgrade a read lock that would deadlock).
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
 # Two PostgreSQL roles (docs/deployment/index.md): DATABASE_URL is the application's (no superuser, owns
 # nothing; SELECT and INSERT only on the vote log), DATABASE_MIGRATE_URL the owner's, which runs
 # `manage.py migrate --database migrate` and `manage.py db_grants --database migrate`. Tests use the
@@ -269,6 +273,11 @@ CELERY_BEAT_SCHEDULE["exports-purge"] = {
 # between worker and web); without it tasks run eagerly, so typed prompts are generated like pool
 # battles unless a generation worker shares this process (manage.py demo, battles/generation_worker.py).
 ARENA_LIVE_STREAMING = env_bool("ARENA_LIVE_STREAMING", bool(REDIS_URL))
+# The workers a process runs for itself (manage.py demo, battles/generation_worker.py): how many battles its
+# generation worker generates at once (0: one per two cores, at least one), and the demo campaigns' buffer
+# (0: two battles per battle generated at once, so one round is waiting while the next is generated).
+ARENA_GENERATION_CONCURRENCY = env_int("ARENA_GENERATION_CONCURRENCY", 0, minimum=0)
+ARENA_DEMO_BUFFER_SIZE = env_int("ARENA_DEMO_BUFFER_SIZE", 0, minimum=0)
 # Most rows one prompt file may hold (API and console imports); a larger file is refused whole.
 ARENA_PROMPT_IMPORT_MAX_ROWS = env_int("ARENA_PROMPT_IMPORT_MAX_ROWS", 100_000, minimum=1)
 CELERY_TASK_SERIALIZER = "json"

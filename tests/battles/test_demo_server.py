@@ -160,9 +160,11 @@ def test_demo_with_debug_flag_shows_the_debug_page(demo_debug: Demo) -> None:
     assert status == 200 and ".pane" in css
 
 
-def test_demo_streams_a_typed_prompt_without_redis(demo: Demo) -> None:
-    """The demo serves ASGI (uvicorn) and runs a generation worker in its process: a typed prompt
-    returns at once to a battle page that streams, and the stream ends with both answers and the vote."""
+def test_demo_hands_out_a_ready_battle_at_once_and_streams_a_typed_prompt_without_redis(demo: Demo) -> None:
+    """The demo fills its buffer before it serves: the rater's first battle is ready at once, both answers
+    on the page and the vote open (issue 22.4: it used to start empty, 'Preparing' for the first battle).
+    It serves ASGI (uvicorn) and runs the workers in its process: a typed prompt returns at once to a
+    battle page that streams, and the stream ends with both answers and the vote."""
     demo.log_in(DEMO_RATER, DEMO_PASSWORD)
     _, home = demo.get("/")
     campaign = re.search(r'href="/c/(\d+)/"', home)
@@ -170,6 +172,25 @@ def test_demo_streams_a_typed_prompt_without_redis(demo: Demo) -> None:
     _, page = demo.get(f"/c/{campaign.group(1)}/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
     assert token
+    data = urllib.parse.urlencode({"csrfmiddlewaretoken": token.group(1)})
+    request = urllib.request.Request(
+        f"{demo.url}/c/{campaign.group(1)}/next/", data=data.encode(), headers={"Referer": demo.url + "/"}
+    )
+    with demo.opener.open(request, timeout=30) as response:
+        first_url = response.url
+        first = response.read().decode()
+    assert "Preparing your next battle" not in first and "data-stream=" not in first
+    assert "Answer A" in first and "Answer B" in first
+    assert len(re.findall(r'name="choice"', first)) == 4 and " disabled>" not in first
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', first)
+    assert token
+    vote = urllib.request.Request(
+        first_url + "vote/",
+        data=urllib.parse.urlencode({"csrfmiddlewaretoken": token.group(1), "choice": "left"}).encode(),
+        headers={"Referer": first_url},
+    )
+    with demo.opener.open(vote, timeout=30) as response:
+        assert "You voted" in response.read().decode()
     data = urllib.parse.urlencode({"csrfmiddlewaretoken": token.group(1), "prompt": "Why is the sky blue today?"})
     request = urllib.request.Request(
         f"{demo.url}/c/{campaign.group(1)}/next/", data=data.encode(), headers={"Referer": demo.url + "/"}

@@ -1,6 +1,6 @@
 """The Content-Security-Policy in a real browser: the pages work under it (the battle page's keyboard
-shortcuts from static/arena/battle.js, the leaderboard's computed bar widths), it reports no violation
-on them, and it does block an inline script."""
+shortcuts from static/arena/battle.js, the leaderboard's computed bar widths, the API's Swagger UI), it
+reports no violation on them, and it does block an inline script."""
 
 from __future__ import annotations
 
@@ -48,6 +48,12 @@ def test_pages_work_under_the_policy_and_inline_script_is_blocked(
     expect(bar).to_be_visible()
     assert bar.evaluate("b => parseFloat(getComputedStyle(b).width)") > 0  # style attributes apply
     assert violations == []
+
+    # The API's Swagger UI page (drf-spectacular's template had an inline <style>, which the policy refused).
+    page.goto(f"{live_server.url}/api/v1/docs/")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Arena API")
+    assert violations == []
+    assert page.evaluate("() => getComputedStyle(document.body).margin") == "0px"  # its own rules apply
 
     # The policy is enforced, not only sent: an inline script does not run, and the browser says why (its
     # console message comes a moment later: waited for, instead of a fixed pause).

@@ -46,6 +46,37 @@ def _shot(page: Page, screenshot_dir: Path, name: str) -> None:
     assert page.evaluate("() => document.documentElement.scrollWidth") <= width, f"{name} overflows {width} px"
 
 
+# Points of the sticky vote bar, and of the strip below it, that are not a button: what the browser shows
+# there (elementFromPoint) must be the bar itself, never an answer's text behind it.
+VOTE_BAR_PROBE = """() => {
+  const bar = document.getElementById("vote-form"), r = bar.getBoundingClientRect(), hits = [];
+  for (let i = 0; i <= 12; i++) {
+    for (const y of [r.top + 1, r.top + r.height / 2, r.bottom - 1, (r.bottom + innerHeight) / 2]) {
+      const x = r.left + 1 + (r.width - 2) * i / 12;
+      if (y >= innerHeight) continue;
+      const hit = document.elementFromPoint(x, y);
+      hits.push({x, y, inBar: bar.contains(hit), what: hit ? hit.tagName + "." + hit.className : "none"});
+    }
+  }
+  const pane = document.getElementById("pane-A").getBoundingClientRect();
+  return {hits, barBottom: r.bottom, viewport: innerHeight, paneUnder: pane.top < r.top && pane.bottom > r.bottom,
+          background: getComputedStyle(bar).backgroundColor};
+}"""
+
+
+def _vote_bar_is_opaque_over_the_answers(page: Page) -> None:
+    """The vote bar sticks to the bottom of the viewport over a long answer, and no answer text shows
+    through it: not between the buttons, not around them, not under the bar (issue 22.6: on a phone the
+    text showed through the gaps of the two rows)."""
+    page.evaluate("() => window.scrollTo(0, 0)")
+    probe = page.evaluate(VOTE_BAR_PROBE)
+    assert probe["paneUnder"], "the answer should run under the sticky bar for this check to mean anything"
+    assert abs(probe["barBottom"] - probe["viewport"]) <= 1, probe["barBottom"]  # no gap under the bar
+    assert probe["background"] not in ("rgba(0, 0, 0, 0)", "transparent"), probe["background"]
+    behind = [hit for hit in probe["hits"] if not hit["inBar"]]
+    assert not behind, behind[:5]
+
+
 def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     vote_log_purge: None,
     live_server: LiveServer,
@@ -59,8 +90,11 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     battle = _start(page, live_server.url, acme)
     # Markdown headings in an answer (models write them) must not enter the page outline.
     with planting():
-        battle.generations.update(text="# Heading from a model\n\n## Another\n\nSome text.")
+        battle.generations.update(
+            text="# Heading from a model\n\n## Another\n\n" + "Some text of a long answer. " * 150
+        )
     page.reload()
+    _vote_bar_is_opaque_over_the_answers(page)
 
     expect(page).to_have_title(f"Battle 1 of 20 · {acme.campaign.name} · Arena")
     expect(page.locator("h1")).to_have_count(1)

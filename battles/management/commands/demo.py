@@ -1,12 +1,14 @@
-"""``manage.py demo``: migrate, seed the demo, start the local Triton server, serve the platform
-(DEBUG off unless ``--debug``) under ASGI with uvicorn, with a generation worker in the process.
-``--real-models`` (or ARENA_REAL_MODELS=1) also serves the opt-in real LLMs from the same Triton and
-seeds a campaign between them."""
+"""``manage.py demo``: migrate, seed the demo, start the local Triton server and the workers, fill the
+campaigns' buffers of ready battles, then serve the platform (DEBUG off unless ``--debug``) under ASGI
+with uvicorn. ``--real-models`` (or ARENA_REAL_MODELS=1) also serves the opt-in real LLMs from the same
+Triton and seeds a campaign between them."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,15 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed, demo_seed_real_models
-from battles.generation_worker import generation_worker
+from battles.generation_worker import generation_concurrency, generation_worker
+from battles.models import Battle, Campaign
+from battles.services import buffer_fill
+from raters.tenancy import organization_scope
 from serving.triton import TritonEnvironment, TritonEnvironmentError, TritonServer
+
+# How long the demo waits for its first battles before it serves anyway (the rater then gets a battle
+# streamed live); the real models on a loaded 2-core machine take 10-40 s a battle.
+BUFFER_FILL_TIMEOUT_S = 600.0
 
 
 def real_models_check(environment: Path, repository: Path) -> None:
@@ -59,6 +68,46 @@ def demo_debug_off() -> None:
     settings.WHITENOISE_USE_FINDERS = True
 
 
+def demo_buffer_size() -> int:
+    """The demo campaigns' buffer: ARENA_DEMO_BUFFER_SIZE, else two rounds of what the generation worker
+    generates at once (one round waiting for raters while the next is generated)."""
+    return settings.ARENA_DEMO_BUFFER_SIZE or 2 * generation_concurrency()
+
+
+def demo_buffers_fill(
+    campaigns: list[Campaign], *, report: Callable[[str], None], timeout_s: float = BUFFER_FILL_TIMEOUT_S
+) -> int:
+    """Fill the campaigns' buffers through the running generation worker and wait until every battle in
+    them is generated (or voided), reporting progress; returns how many are ready. Battles a previous run
+    left generating are voided first: no worker of that run is alive to finish them (this process runs
+    the demo's only workers), and a rater holding one gets a new battle."""
+    pks = [campaign.pk for campaign in campaigns]
+    for campaign in campaigns:
+        with organization_scope(campaign.organization_id):
+            Battle.objects.filter(campaign=campaign, status=Battle.Status.GENERATING).update(
+                status=Battle.Status.VOID, void_reason="The demo was restarted before the answers were complete."
+            )
+            buffer_fill(campaign_id=campaign.pk)
+    organizations = sorted({campaign.organization_id for campaign in campaigns})
+    wanted = sum(campaign.buffer_size for campaign in campaigns)
+    deadline = time.monotonic() + timeout_s
+    said = None
+    while True:
+        with organization_scope(organizations):
+            waiting = Battle.objects.filter(campaign__in=pks, rater__isnull=True)
+            ready = waiting.filter(status=Battle.Status.READY).count()
+            generating = waiting.filter(status=Battle.Status.GENERATING).count()
+        if ready != said:
+            report(f"  battles ready: {ready} of {wanted}")
+            said = ready
+        if not generating:
+            return ready
+        if time.monotonic() > deadline:
+            report(f"  still generating after {timeout_s:.0f} s; serving now (a rater gets a battle streamed live)")
+            return ready
+        time.sleep(0.2)
+
+
 class Command(BaseCommand):
     help = "Run the platform with demo data against a real local Triton server."
 
@@ -93,11 +142,12 @@ class Command(BaseCommand):
         )
         world = demo_seed(triton_grpc_url=server.grpc_url, model_repository=repository)
         endpoints = list(world.endpoints)
-        seeded = [world.campaign.name]
+        campaigns = [world.campaign]
         if options["real_models"]:
             real = demo_seed_real_models(triton_grpc_url=server.grpc_url)
             endpoints += real.endpoints
-            seeded.append(real.campaign.name)
+            campaigns.append(real.campaign)
+        seeded = [campaign.name for campaign in campaigns]
         if options["seed_only"]:
             names = ", ".join(repr(name) for name in seeded)
             self.stdout.write(f"Seeded {world.organization.name}: campaign {names}.")
@@ -113,22 +163,36 @@ class Command(BaseCommand):
         if not options["debug"]:
             demo_debug_off()
         demo_webhooks_loopback()
+        # The buffer sized to this machine (each start: the machine or the setting may have changed).
+        size = demo_buffer_size()
+        with organization_scope(world.organization.pk):
+            Campaign.objects.filter(pk__in=[c.pk for c in campaigns]).update(buffer_size=size)
+            for campaign in campaigns:
+                campaign.refresh_from_db()
         with server:
             address = f"http://{options['addr']}:{options['port']}/"
-            self.stdout.write(
-                self.style.SUCCESS(
-                    "\nArena is running at " + address + "\n"
-                    f"  rater:   {DEMO_RATER} / {DEMO_PASSWORD}   (vote at {address})\n"
-                    f"  manager: {DEMO_MANAGER} / {DEMO_PASSWORD}   (console at {address}admin/)\n"
-                    f"  Triton:  grpc {server.grpc_url}, http {server.http_url}\n"
-                    "  Webhooks may call loopback (a receiver on this machine); the judge 'Demo judge' is ready.\n"
-                    "Stop with Ctrl-C.\n"
-                )
-            )
-            # ASGI (the battle page's server-sent events stream from an async view), and a real Celery
-            # worker for live battles in this process: without Redis other tasks run eagerly, but a
-            # live battle must not be generated inside the rater's request (battles/generation_worker.py).
+            # ASGI (the battle page's server-sent events stream from an async view), and real Celery
+            # workers in this process (battles/generation_worker.py): one for generation, one for the other
+            # queues, so a webhook or an export never waits behind the models. Without them tasks would run
+            # eagerly, generating battles inside the rater's request.
             with generation_worker():
+                self.stdout.write(
+                    f"Generating the first battles ({size} a campaign, {generation_concurrency()} at once; "
+                    "ARENA_DEMO_BUFFER_SIZE, ARENA_GENERATION_CONCURRENCY) ..."
+                )
+                started = time.monotonic()
+                demo_buffers_fill(campaigns, report=self.stdout.write)
+                self.stdout.write(f"  in {time.monotonic() - started:.1f} s")
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        "\nArena is running at " + address + "\n"
+                        f"  rater:   {DEMO_RATER} / {DEMO_PASSWORD}   (vote at {address})\n"
+                        f"  manager: {DEMO_MANAGER} / {DEMO_PASSWORD}   (console at {address}admin/)\n"
+                        f"  Triton:  grpc {server.grpc_url}, http {server.http_url}\n"
+                        "  Webhooks may call loopback (a receiver on this machine); the judge 'Demo judge' is ready.\n"
+                        "Stop with Ctrl-C.\n"
+                    )
+                )
                 uvicorn.run(
                     get_asgi_application(),
                     host=options["addr"],
