@@ -75,13 +75,20 @@ def _worker(*, name: str, worker_queues: list[str], concurrency: int, loglevel: 
 
 @contextmanager
 def generation_worker(
-    *, concurrency: int | None = None, loglevel: str = "WARNING", streaming: bool = True, other_concurrency: int = 2
+    *,
+    concurrency: int | None = None,
+    loglevel: str = "WARNING",
+    streaming: bool = True,
+    other_concurrency: int = 2,
+    separate: bool = True,
 ) -> Iterator[Any]:
     """Run a worker for the ``generation`` queue (``concurrency`` threads, default
     ``generation_concurrency()``) and one for every other queue (``other_concurrency`` threads) while the
     block runs, with tasks sent through the broker (not eager) meanwhile; with ``streaming``, rater-typed
     prompts and battles prepared for a rater go to it as live battles (``ARENA_LIVE_STREAMING``). Yields
-    the generation worker."""
+    the generation worker. ``separate=False``: one worker for every queue (the browser tests, on Redis:
+    two in-process workers on the Redis broker were seen to hang in ``stop`` when the suite's tests ran
+    one after another; the demo's in-memory broker has not)."""
     previous = settings.ARENA_LIVE_STREAMING
     previous_eager = app.conf.task_always_eager
     others = [queue for queue in queues.ALL if queue != queues.GENERATION]
@@ -89,14 +96,15 @@ def generation_worker(
         generation = stack.enter_context(
             _worker(
                 name="generation",
-                worker_queues=[queues.GENERATION],
+                worker_queues=[queues.GENERATION] if separate else list(queues.ALL),
                 concurrency=concurrency or generation_concurrency(),
                 loglevel=loglevel,
             )
         )
-        stack.enter_context(
-            _worker(name="background", worker_queues=others, concurrency=other_concurrency, loglevel=loglevel)
-        )
+        if separate:
+            stack.enter_context(
+                _worker(name="background", worker_queues=others, concurrency=other_concurrency, loglevel=loglevel)
+            )
         settings.ARENA_LIVE_STREAMING = streaming
         app.conf.task_always_eager = False
         try:

@@ -144,8 +144,8 @@ WORKER_POLL_S = 0.05
 
 @contextmanager
 def quick_generation_worker(*, streaming: bool) -> Iterator[None]:
-    """``battles.generation_worker.generation_worker`` (the generation worker with 2 threads, and the one
-    for the other queues) for one test, their consumers polling
+    """``battles.generation_worker.generation_worker`` (one worker for every queue, 2 threads) for one
+    test, its consumer polling
     Redis every WORKER_POLL_S: stopping it at the test's end then takes milliseconds instead of up to a
     second (an idle worker's stop measured 0.15-0.9 s, all of it the BRPOP's wait). The same broker,
     queues and tasks; the option holds while the block runs, when the worker's consumer connects (a
@@ -157,7 +157,8 @@ def quick_generation_worker(*, streaming: bool) -> Iterator[None]:
     previous = current_app.conf.broker_transport_options
     current_app.conf.broker_transport_options = {**previous, "polling_interval": WORKER_POLL_S}
     try:
-        with generation_worker(concurrency=2, streaming=streaming):
+        # One worker for every queue: two on the Redis broker were seen to hang in stop between tests.
+        with generation_worker(concurrency=2, streaming=streaming, separate=False):
             yield
     finally:
         current_app.conf.broker_transport_options = previous
