@@ -215,11 +215,13 @@ def _render(
     *,
     permalinked: bool,
 ) -> HttpResponse:
-    # Ranks are compared with the raw view (the raw view with the style-controlled one).
-    other = selectors.snapshot_latest(
-        campaign=campaign,
-        category=category,
-        view=LeaderboardSnapshot.View.STYLE if view == LeaderboardSnapshot.View.RAW else LeaderboardSnapshot.View.RAW,
+    # Ranks are compared with the raw view (the raw view with the style-controlled one): its rows only.
+    raw = LeaderboardSnapshot.View.RAW
+    other_view = LeaderboardSnapshot.View.STYLE if view == raw else raw
+    other = (
+        selectors.snapshot_history(campaign=campaign, category=category, view=other_view)
+        .defer("pairwise", "pairwise_arrays")
+        .first()
     )
     context: dict[str, Any] = {
         "campaign": campaign,
