@@ -9,8 +9,8 @@ Pure numpy on top of ``ranking.estimators``, like ``compute``. A board's section
 statements about the family (the correction, the triads, the sequences' rule, the difference intervals of
 up to ``MAX_DIFFERENCE_COMPETITORS``), stored as JSON in the snapshot's ``pairwise``; and the k x k grids
 of every pair (``PairwiseGrids``), computed as arrays and stored compactly beside it
-(``pairwise_arrays``): at 1,000 competitors a million pairs, 83 MB as JSON lists of lists with one dict per
-sequence cell, about 3 MB this way. ``pairwise_expand`` gives back the JSON shape the API and the download
+(``pairwise_arrays``): at 1,000 competitors a million pairs, 82 MB as JSON lists of lists with one dict per
+sequence cell, 4.75 MB this way. ``pairwise_expand`` gives back the JSON shape the API and the download
 have always had, on request."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The per-pair grids of a board's pairwise section stored compactly beside its JSON
-(``ranking.board_pairwise.PairwiseGrids``): at 1,000 competitors about 5 MB a snapshot instead of 83 MB of
+(``ranking.board_pairwise.PairwiseGrids``): at 1,000 competitors about 5 MB a snapshot instead of 82 MB of
 lists. Snapshots are append-only, so the ones stored before keep their grids in ``pairwise``; readers take
 either (``pairwise_expand``). Adding a column fires no row trigger."""
 
