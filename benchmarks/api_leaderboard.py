@@ -141,6 +141,7 @@ def load(seed: int = 0) -> tuple[int, str]:
                     excluded={**excluded, "flagged_rater": 0, "total": 0},
                     rows=board.rows,
                     pairwise=board.pairwise,
+                    pairwise_arrays=board.pairwise_arrays,
                     extra=board.extra,
                 )
                 board_publish(campaign=campaign, actor=owner)
@@ -160,7 +161,7 @@ def serialize_ms(campaign_id: int) -> float:
             t0 = time.perf_counter()
             snapshot = (
                 LeaderboardSnapshot.objects.select_related("campaign")
-                .defer("pairwise")
+                .defer("pairwise", "pairwise_arrays")
                 .get(campaign_id=campaign_id, version=1)
             )
             _snapshot_body(snapshot, include_pairwise=False)

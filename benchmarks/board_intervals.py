@@ -80,7 +80,7 @@ def board(
 def fwer_counts(result: Board, truth: NDArray[np.float64]) -> dict[str, bool]:
     """For one board: is some truly equal pair shown as different, by each reading; does the simultaneous
     band miss any true difference. ``truth``: the competitors' true log-strengths (ids 1..k)."""
-    pw = result.pairwise
+    pw = result.pairwise_full()
     order = np.asarray(pw["competitor_ids"]) - 1
     t = truth[order]
     true_diff = SCALE * (t[:, None] - t[None, :])

@@ -12,7 +12,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import estimators as est
-from .board_pairwise import MAX_DIFFERENCE_COMPETITORS, RANK_RANGES, bound, pairwise_block, simultaneous_differences
+from .board_pairwise import (
+    MAX_DIFFERENCE_COMPETITORS,
+    RANK_RANGES,
+    bound,
+    pairwise_block,
+    pairwise_expand,
+    simultaneous_differences,
+)
 from .estimators.agreement import cohen_kappa_table
 from .policy import STYLE_FEATURES, VoteArrays
 
@@ -91,8 +98,14 @@ RELIABILITY_METHOD: dict[str, Any] = {
 @dataclass(frozen=True)
 class Board:
     rows: list[dict[str, Any]]
+    # The pairwise section: what is said about the family as JSON, and every pair's grids stored compactly
+    # (``PairwiseGrids.encode``; empty when there are none). ``pairwise_full`` joins them as the API gives them.
     pairwise: dict[str, Any]
     extra: dict[str, Any]
+    pairwise_arrays: bytes = b""
+
+    def pairwise_full(self) -> dict[str, Any]:
+        return pairwise_expand(self.pairwise, self.pairwise_arrays)
 
 
 # Up to this many possible keys between the smallest and the largest competitor id, codes come from
@@ -313,8 +326,8 @@ def board_compute(
             if int(i) in rank_simultaneous:
                 row["rank_simultaneous"] = list(rank_simultaneous[int(i)])
         rows.append(row)
-    pairwise = pairwise_block(cells, method, shown, competitor_ids, differences, components, simultaneous)
-    return Board(rows=rows, pairwise=pairwise, extra=extra)
+    pairwise, grids = pairwise_block(cells, method, shown, competitor_ids, differences, components, simultaneous)
+    return Board(rows=rows, pairwise=pairwise, extra=extra, pairwise_arrays=grids.encode())
 
 
 def _interval_choice(method: Method, votes: VoteArrays, view: str) -> tuple[Method, dict[str, Any]]:

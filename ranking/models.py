@@ -33,7 +33,17 @@ class LeaderboardSnapshot(models.Model):
     policy = models.JSONField(help_text="The exclusion policy applied when the votes were loaded.")
     excluded = models.JSONField(help_text="Votes each exclusion rule left out.")
     rows = models.JSONField(help_text="Per competitor: score, interval, rank range, votes, win and tie rates.")
-    pairwise = models.JSONField(default=dict, help_text="Pairwise win rates with Wilson intervals.")
+    pairwise = models.JSONField(
+        default=dict,
+        help_text="The pairwise section: competitors, Holm correction, triads, the anytime-valid rule, difference "
+        "intervals (up to 60 competitors); the per-pair grids are in pairwise_arrays.",
+    )
+    pairwise_arrays = models.BinaryField(
+        default=b"",
+        blank=True,
+        help_text="Every pair's win rate, Wilson interval, p-values, battles and anytime-valid sequence: k x k "
+        "grids, compact (ranking.board_pairwise.PairwiseGrids); empty before they were stored apart.",
+    )
     extra = models.JSONField(default=dict, help_text="Style coefficients, components, Elo, intransitivity.")
     compute_seconds = models.FloatField(default=0.0)
 
@@ -104,6 +114,7 @@ class JudgeBoard(models.Model):
     method = models.JSONField()
     rows = models.JSONField()
     pairwise = models.JSONField(default=dict)
+    pairwise_arrays = models.BinaryField(default=b"", blank=True, help_text="As LeaderboardSnapshot's.")
     extra = models.JSONField(default=dict)
 
     objects = TenantManager()

@@ -8,6 +8,7 @@ import io
 import json
 from typing import Any
 
+import numpy as np
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -79,6 +80,11 @@ def _difference_text(diff: dict[str, Any], i: int, j: int, estimate: list[list[f
     return f"difference {lower:+.0f} to {upper:+.0f}"
 
 
+# The heatmap shows at most this many competitors (the highest-scored of a larger board), so a page of a
+# 1,000-competitor board is not a million cells; the API's pairwise route and the download have every pair.
+HEATMAP_COMPETITORS = 60
+
+
 def _selection(request: AuthenticatedHttpRequest) -> tuple[str, str]:
     category = request.GET.get("category", "")
     view = request.GET.get("view", LeaderboardSnapshot.View.RAW)
@@ -138,7 +144,7 @@ def snapshot_payload(snapshot: LeaderboardSnapshot) -> dict[str, Any]:
         "policy": snapshot.policy,
         "excluded": snapshot.excluded,
         "rows": snapshot.rows,
-        "pairwise": snapshot.pairwise,
+        "pairwise": selectors.snapshot_pairwise_stored(snapshot=snapshot),
         "extra": snapshot.extra,
         "compute_seconds": snapshot.compute_seconds,
     }
@@ -209,11 +215,13 @@ def _render(
     *,
     permalinked: bool,
 ) -> HttpResponse:
-    # Ranks are compared with the raw view (the raw view with the style-controlled one).
-    other = selectors.snapshot_latest(
-        campaign=campaign,
-        category=category,
-        view=LeaderboardSnapshot.View.STYLE if view == LeaderboardSnapshot.View.RAW else LeaderboardSnapshot.View.RAW,
+    # Ranks are compared with the raw view (the raw view with the style-controlled one): its rows only.
+    raw = LeaderboardSnapshot.View.RAW
+    other_view = LeaderboardSnapshot.View.STYLE if view == raw else raw
+    other = (
+        selectors.snapshot_history(campaign=campaign, category=category, view=other_view)
+        .defer("pairwise", "pairwise_arrays")
+        .first()
     )
     context: dict[str, Any] = {
         "campaign": campaign,
@@ -274,24 +282,33 @@ def _render(
         pairwise = snapshot.pairwise or {}
         names = {r["competitor_id"]: r["label"] or f"#{r['competitor_id']}" for r in rows}
         diff = pairwise.get("difference") if "estimate" in pairwise.get("difference", {}) else None
-        sequential = pairwise.get("sequential", {}).get("cells")
         ids = pairwise.get("competitor_ids", [])
+        grids = selectors.snapshot_pairwise_grids(snapshot=snapshot)
+        positions = list(range(len(ids)))
+        if len(ids) > HEATMAP_COMPETITORS:
+            # A million cells is no page: the top of the board here, every pair in the API and the download.
+            rank = {r["competitor_id"]: k for k, r in enumerate(shown)}
+            top = sorted(positions, key=lambda p: rank.get(ids[p], len(rank)))[:HEATMAP_COMPETITORS]
+            positions = sorted(top)
+        grid = grids.select(np.array(positions, dtype=np.int64)).as_json() if grids is not None and ids else {}
         matrix = []
-        for i, cid in enumerate(ids):
+        for a, i in enumerate(positions):
+            cid = ids[i]
             cells = []
-            for j, other_id in enumerate(ids):
-                rate = pairwise["win_rate"][i][j]
+            for b, j in enumerate(positions):
+                other_id = ids[j]
+                rate = grid["win_rate"][a][b]
                 parts = []
                 if rate is not None:
                     parts.append(
                         f"{names.get(cid, cid)} vs {names.get(other_id, other_id)}: win rate {rate:.2f}, "
-                        f"Wilson {pairwise['lower'][i][j]:.2f}–{pairwise['upper'][i][j]:.2f}, "
-                        f"n={pairwise['n'][i][j]}"
+                        f"Wilson {grid['lower'][a][b]:.2f}–{grid['upper'][a][b]:.2f}, "
+                        f"n={grid['n'][a][b]}"
                     )
-                    if pairwise.get("p_holm") and pairwise["p_holm"][i][j] is not None:
-                        parts.append(f"Holm p={pairwise['p_holm'][i][j]:.3g}")
-                    if sequential and sequential[i][j]:
-                        parts.append(f"anytime-valid: {sequential[i][j]['decision']}")
+                    if grid["p_holm"][a][b] is not None:
+                        parts.append(f"Holm p={grid['p_holm'][a][b]:.3g}")
+                    if grid["sequential_cells"][a][b]:
+                        parts.append(f"anytime-valid: {grid['sequential_cells'][a][b]['decision']}")
                 if diff is not None and i != j:
                     # The simultaneous interval first: it is the one that holds when several pairs are read.
                     together = diff.get("simultaneous")
@@ -309,7 +326,8 @@ def _render(
                 "hidden": hidden,
                 "axis": (round(lo), round(hi)),
                 "matrix": matrix,
-                "matrix_labels": [names.get(c, str(c)) for c in ids],
+                "matrix_labels": [names.get(ids[i], str(ids[i])) for i in positions],
+                "matrix_of": len(ids) if len(positions) < len(ids) else None,
                 "rank_changes": [r for r in shown if r["other_rank"]],
                 "simultaneous_ranks": [r for r in shown if r.get("rank_simultaneous")],
                 "other_view_label": dict(LeaderboardSnapshot.View.choices)[other.view] if other else "",

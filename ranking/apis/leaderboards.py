@@ -251,7 +251,7 @@ def _snapshot_body(snapshot: LeaderboardSnapshot, *, include_pairwise: bool) -> 
     out["method"], out["policy"], out["excluded"] = snapshot.method, snapshot.policy, snapshot.excluded
     out.pop("pairwise", None)
     if include_pairwise:
-        out["pairwise"] = snapshot.pairwise
+        out["pairwise"] = selectors.snapshot_pairwise_stored(snapshot=snapshot)
     return json.dumps(out, cls=DjangoJSONEncoder, separators=(",", ":")).encode()
 
 
@@ -263,8 +263,10 @@ def _snapshot_response(snapshot_id: int, *, include_pairwise: bool) -> HttpRespo
     body = cache.get(key)
     if body is None:
         snapshots = LeaderboardSnapshot.objects.select_related("campaign")
-        # The stored matrices are most of the row (megabytes at 200 competitors): not read unless asked for.
-        snapshot = (snapshots if include_pairwise else snapshots.defer("pairwise")).get(pk=snapshot_id)
+        # The stored matrices are most of the row (megabytes at 1,000 competitors): not read unless asked for.
+        snapshot = (snapshots if include_pairwise else snapshots.defer("pairwise", "pairwise_arrays")).get(
+            pk=snapshot_id
+        )
         body = _snapshot_body(snapshot, include_pairwise=include_pairwise)
         cache.set(key, body, timeout=settings.ARENA_LEADERBOARD_CACHE_S)
     return HttpResponse(body, content_type="application/json")

@@ -227,8 +227,11 @@ def majority_graph(win_rate: ArrayLike) -> NDArray[np.bool_]:
 def count_3cycles(adj: ArrayLike) -> int:
     """Number of directed 3-cycles i -> j -> k -> i: ``trace(A^3) / 3`` (each cycle is counted once
     per starting vertex)."""
-    a = np.asarray(adj, dtype=np.int64)
-    return int(np.trace(a @ a @ a) // 3)
+    # trace(A^3) = sum over (i, j) of (A^2)_ij A_ji: one product, not two, and in floating point, which
+    # BLAS multiplies (numpy's integer product is a plain triple loop: 1.7 s at 1,000 competitors against
+    # 0.05 s). Exact: every partial sum is a whole number below k^3 < 2^53.
+    a = np.asarray(adj, dtype=np.float64)
+    return int(round(float(np.sum((a @ a) * a.T)))) // 3
 
 
 def cyclic_groups(adj: ArrayLike) -> list[list[int]]:
@@ -286,8 +289,44 @@ def confidence_sequence(
     an interval (``log M`` is convex in p0); its ends are found by bisection. NaN where ``n == 0``.
     """
     _z(confidence)
-    s = np.asarray(score, dtype=np.float64)
-    t = np.asarray(n, dtype=np.float64)
+    score_all, n_all = np.broadcast_arrays(np.asarray(score, dtype=np.float64), np.asarray(n, dtype=np.float64))
+    # The bounds are a function of (score, n) alone, and a board's pairs repeat a few of them (a million pairs
+    # of a 1,000-competitor board hold about a hundred distinct ones): each is solved once and handed back to
+    # every pair that has it, the same numbers as solving each pair.
+    s, t, inverse = _distinct_pairs(score_all.ravel(), n_all.ravel())
+    lower, upper = _confidence_sequence(s, t, confidence=confidence, a=a)
+    return lower[inverse].reshape(score_all.shape), upper[inverse].reshape(score_all.shape)
+
+
+def _distinct_pairs(
+    s: NDArray[np.float64], t: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.intp]]:
+    """The distinct (s, t) pairs of two flat arrays, and for each element the index of its pair. Half-whole
+    scores and whole counts (unweighted votes, ties half) are keyed as one integer; any other values as a
+    complex number, which numpy sorts by real then imaginary part."""
+    if s.size == 0:
+        return s, t, np.zeros(0, dtype=np.intp)
+    twice = 2.0 * s
+    whole = bool(
+        np.all(np.isfinite(twice))
+        and np.all(np.isfinite(t))
+        and np.all(twice == np.round(twice))
+        and np.all(t == np.round(t))
+        and float(np.abs(twice).max()) < 2**26
+        and float(t.min()) >= 0
+        and float(t.max()) < 2**26
+    )
+    if whole:
+        key = (twice.astype(np.int64) << 27) + t.astype(np.int64)
+        first, inverse = np.unique(key, return_index=True, return_inverse=True)[1:]
+    else:
+        first, inverse = np.unique(s + 1j * t, return_index=True, return_inverse=True)[1:]
+    return s[first], t[first], inverse.ravel()
+
+
+def _confidence_sequence(
+    s: NDArray[np.float64], t: NDArray[np.float64], *, confidence: float, a: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     f = np.maximum(t - s, 0.0)
     log_bound = float(np.log(1.0 / (1.0 - confidence)))
     base = betaln(a + s, a + f) - betaln(a, a)

@@ -67,6 +67,8 @@ from .leaderboards import (
     snapshot_latest,
     snapshot_latest_id,
     snapshot_pairwise,
+    snapshot_pairwise_grids,
+    snapshot_pairwise_stored,
     snapshot_rows,
 )
 from .log_cache import LOG_CACHE_S, LOG_LATEST_S, OnLog
@@ -112,6 +114,8 @@ __all__ = [
     "snapshot_latest",
     "snapshot_latest_id",
     "snapshot_pairwise",
+    "snapshot_pairwise_grids",
+    "snapshot_pairwise_stored",
     "snapshot_rows",
     # statistics
     "Percentiles",

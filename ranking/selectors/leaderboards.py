@@ -13,6 +13,7 @@ from django.db.models import Max, QuerySet
 from battles.models import Campaign, Competitor, Vote
 
 from .. import estimators as est
+from ..board_pairwise import PairwiseGrids, pairwise_expand
 from ..models import JudgeBoard, LeaderboardSnapshot
 from ..policy import ExclusionPolicy
 from .arrays import vote_arrays
@@ -200,6 +201,20 @@ def snapshot_rows(
     return out
 
 
+def snapshot_pairwise_grids(*, snapshot: LeaderboardSnapshot) -> PairwiseGrids | None:
+    """The snapshot's per-pair grids over its shown competitors (the order of ``pairwise.competitor_ids``):
+    from the compact column, or from the JSON of a snapshot stored before it; None when it has none."""
+    if snapshot.pairwise_arrays:
+        return PairwiseGrids.decode(bytes(snapshot.pairwise_arrays))
+    return PairwiseGrids.from_json(snapshot.pairwise or {})
+
+
+def snapshot_pairwise_stored(*, snapshot: LeaderboardSnapshot) -> dict[str, Any]:
+    """The snapshot's pairwise section in the JSON shape of the download and of the API's
+    ``include=pairwise``: the grids as k x k lists and the anytime-valid ``cells``, however it is stored."""
+    return pairwise_expand(snapshot.pairwise or {}, bytes(snapshot.pairwise_arrays))
+
+
 def _none_if_nan(value: float, digits: int = 4) -> float | None:
     return None if not np.isfinite(value) else round(float(value), digits)
 
@@ -234,7 +249,8 @@ def snapshot_pairwise(*, snapshot: LeaderboardSnapshot) -> dict[str, Any]:
     stored = snapshot.pairwise or {}
     holm_ids = stored.get("competitor_ids", [])
     holm_at = {cid: k for k, cid in enumerate(holm_ids)}
-    holm = stored.get("p_holm")
+    grids = snapshot_pairwise_grids(snapshot=snapshot)
+    holm = grids.p_holm if grids is not None else None
     pairs: list[dict[str, Any]] = []
     if len(kept) and competitor_ids.shape[0] >= 2:
         a = np.searchsorted(competitor_ids, kept.left)
@@ -247,8 +263,8 @@ def snapshot_pairwise(*, snapshot: LeaderboardSnapshot) -> dict[str, Any]:
                 continue
             ci, cj = int(competitor_ids[i]), int(competitor_ids[j])
             p_holm = None
-            if holm and ci in holm_at and cj in holm_at:
-                p_holm = holm[holm_at[ci]][holm_at[cj]]
+            if holm is not None and ci in holm_at and cj in holm_at:
+                p_holm = _none_if_nan(holm[holm_at[ci], holm_at[cj]])
             pairs.append(
                 {
                     "competitor_id": ci,

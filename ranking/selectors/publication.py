@@ -54,7 +54,11 @@ def public_board(*, slug: str, category: str = "", view: str = "raw", prompts_of
     with organization_scope(publication.organization_id):
         campaign = publication.campaign
         # Not the stored matrices (megabytes at 200 competitors): a published board shows none of them.
-        snapshot = snapshot_history(campaign=campaign, category=category, view=view).defer("pairwise").first()
+        snapshot = (
+            snapshot_history(campaign=campaign, category=category, view=view)
+            .defer("pairwise", "pairwise_arrays")
+            .first()
+        )
         names = competitor_names(campaign=campaign)
         rows: list[dict[str, Any]] = []
         summary = None

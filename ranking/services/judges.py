@@ -66,6 +66,7 @@ def judge_board_recompute(
             },
             rows=board.rows,
             pairwise=board.pairwise,
+            pairwise_arrays=board.pairwise_arrays,
             extra=board.extra,
         )
 

@@ -99,6 +99,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                     excluded=excluded_in[category] if category else excluded,
                     rows=board.rows,
                     pairwise=board.pairwise,
+                    pairwise_arrays=board.pairwise_arrays,
                     extra=extra,
                     compute_seconds=round(time.perf_counter() - t0, 4),
                 )

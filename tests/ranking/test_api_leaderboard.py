@@ -8,6 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from ranking.models import LeaderboardSnapshot
+from ranking.selectors import snapshot_pairwise_stored
 from ranking.services import leaderboards_recompute
 from raters.services import api_key_create
 
@@ -109,7 +110,7 @@ def test_pairwise_matches_the_snapshot(board, acme, alice):  # noqa: F811
     pairs = {(p["competitor_id"], p["opponent_id"]): p for p in body["pairs"]}
     # Every vote is one battle of one pair, seen from both sides.
     assert sum(p["battles"] for p in body["pairs"]) == 2 * 605
-    stored = snapshot.pairwise
+    stored = snapshot_pairwise_stored(snapshot=snapshot)
     at = {cid: k for k, cid in enumerate(stored["competitor_ids"])}
     for (ci, cj), pair in pairs.items():
         assert pair["battles"] == pair["wins"] + pair["ties"] + pair["both_bad"] + pair["losses"]

@@ -144,7 +144,7 @@ def test_anytime_valid_decisions_are_bonferroni_over_the_pairs() -> None:
     b[100:] = np.where(b[100:] == a[100:], (b[100:] + 1) % 10, b[100:])
     outcome = np.concatenate([np.zeros(70, dtype=np.int64), np.ones(30, dtype=np.int64), rng.integers(0, 2, 900)])
     board = board_compute(votes_for(a, b, outcome, np.arange(1000)), np.arange(1, 11), {}, Method(min_votes=1))
-    sequential = board.pairwise["sequential"]
+    sequential = board.pairwise_full()["sequential"]
     ids = board.pairwise["competitor_ids"]
     cell = sequential["cells"][ids.index(1)][ids.index(2)]
     assert cell["decision"] == "not yet" and cell["lower"] < 0.5
