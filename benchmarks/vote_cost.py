@@ -14,7 +14,8 @@ on, at a rate they never reach), with production settings (DEBUG off). Printed:
             it calls; "battle read" is every call of battle_for_rater: the view's, which the service reuses)
   total     the vote request's median and p99
   cycle     ``--cycles`` times a rater's whole cycle from a warm buffer, as benchmarks/load.py's raters do
-            it: next battle (the claim), the battle page, the vote; and the votes/s one core could serve
+            it: next battle (the claim), the battle page, the vote; and the votes/s one core could serve;
+            and the floor: the same three requests, with the same session, to a view that does nothing
   baseline  on the same connection: one round trip (SELECT 1) and one single-row INSERT in autocommit,
             and opening a new connection (what every request pays with DB_CONN_MAX_AGE=0)
 """
@@ -306,6 +307,30 @@ def main() -> int:
     for name in ("next", "page", "vote", "cycle"):
         print(f"  {name:<48} {statistics.median(cycles[name]) * 1000:7.2f}")
     print(f"  {'= votes/s one core could serve (1000 / cycle)':<48} {1000 / cycle_ms:7.1f}")
+
+    # The floor under any cycle of this stack: the same three requests (POST, GET, POST with the same session,
+    # CSRF and every middleware: session, user, tenant scope) to a view that does nothing.
+    from django.http import HttpRequest, HttpResponse
+    from django.test.utils import override_settings
+    from django.urls import path
+    from django.views.decorators.http import require_http_methods
+
+    @require_http_methods(["GET", "POST"])
+    def nothing(request: HttpRequest) -> HttpResponse:
+        return HttpResponse(b"x" * 10_000)
+
+    floor_urls = type("FloorUrls", (), {"urlpatterns": [path("floor/", nothing)]})
+    floors = []
+    with override_settings(ROOT_URLCONF=floor_urls):
+        for i in range(args.cycles + 5):
+            t0 = time.perf_counter()
+            for method in (client.post, client.get, client.post):
+                assert method("/floor/").status_code == 200
+            if i >= 5:
+                floors.append(time.perf_counter() - t0)
+    floor_ms = statistics.median(floors) * 1000
+    print(f"  {'floor: the same 3 requests to a do-nothing view':<48} {floor_ms:7.2f}")
+    print(f"  {'= the cycle over its floor':<48} {cycle_ms / floor_ms:7.1f} x")
 
     # The baseline on the same connection: a round trip, a single-row insert, a fresh connection.
     with connection.cursor() as cursor:
