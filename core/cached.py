@@ -42,8 +42,10 @@ def _token() -> str:
     return secrets.token_hex(8)
 
 
-def cached_fact(key: str, load: Callable[[], T]) -> T:
-    """``load()``'s value for ``key``, from the cache when an entry stored since the last drop is there."""
+def cached_fact(key: str, load: Callable[[], T], *, timeout_s: int = TIMEOUT_S, keep_none: bool = True) -> T:
+    """``load()``'s value for ``key``, from the cache when an entry stored since the last drop is there.
+    ``timeout_s``: how long an entry and its version live; ``keep_none``: False, a None is not stored (where
+    a caller can name keys at will, as a session cookie does, a miss must not fill the cache)."""
     version_key = f"{key}:v"
     got = cache.get_many([EPOCH_KEY, version_key, key])
     if _degraded():  # this call was answered by the local stand-in (Redis is away): the database answers
@@ -55,11 +57,11 @@ def cached_fact(key: str, load: Callable[[], T]) -> T:
         cache.add(EPOCH_KEY, _token(), timeout=None)
         epoch = cache.get(EPOCH_KEY)
     if version is None:
-        cache.add(version_key, _token(), timeout=TIMEOUT_S)
+        cache.add(version_key, _token(), timeout=timeout_s)
         version = cache.get(version_key)
     value = load()  # after the version was read: a change committed meanwhile has written a newer one
-    if epoch is not None and version is not None and not _degraded():
-        cache.set(key, ((epoch, version), value), timeout=TIMEOUT_S)
+    if epoch is not None and version is not None and not _degraded() and (keep_none or value is not None):
+        cache.set(key, ((epoch, version), value), timeout=timeout_s)
     return value
 
 

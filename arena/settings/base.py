@@ -480,6 +480,8 @@ ARENA_CONTENT_SECURITY_POLICY = env_str(
 )
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+# Database sessions read through the shared cache, dropped on every save and delete (raters/sessions.py).
+SESSION_ENGINE = "raters.sessions"
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)

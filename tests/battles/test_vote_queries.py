@@ -1,6 +1,6 @@
 """What one vote costs the database, pinned: a new query on the vote path fails here, not in a load run.
 
-The vote request through every middleware (the session; the user and the tenant scope's memberships come
+The vote request through every middleware (the session, the user and the tenant scope's memberships come
 from the shared cache, core.cached), the view's study gate (whether the account is a participant: the
 cache too) and the service: the battle read once (the view hands it to the service), the pool check, the
 conditional READY -> VOTED update, the answers' log fields (not their text; a single-turn battle reads no
@@ -24,8 +24,8 @@ from tests.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
 
-# session, battle, SAVEPOINT, pool check, the conditional update, answers, vote insert, RELEASE.
-VOTE_QUERIES = 8
+# battle, SAVEPOINT, pool check, the conditional update, answers, vote insert, RELEASE.
+VOTE_QUERIES = 7
 
 
 def _vote(client: Client, battle: Battle) -> list[str]:
@@ -40,7 +40,7 @@ def test_a_vote_costs_a_pinned_number_of_queries_and_reads_its_battle_once(acme:
     battle = ready_battle(acme, bob)
     queries = _vote(bob_client, battle)
     assert len(queries) == VOTE_QUERIES, "\n".join(queries)
-    for table in ("auth_user", "raters_membership", "battles_participant", "raters_webhookendpoint"):
+    for table in ("django_session", "auth_user", "raters_membership", "battles_participant", "raters_webhookendpoint"):
         assert not [q for q in queries if f'FROM "{table}"' in q], table
     battle_reads = [q for q in queries if q.startswith("SELECT") and 'FROM "battles_battle"' in q]
     assert len(battle_reads) == 1

@@ -1,18 +1,22 @@
-"""The facts a request reads from the shared cache instead of the database (core.cached): the session's user,
-their organisations (the tenant scope), whether they are a study participant, and which events an
-organisation's webhooks want. Each must take effect on the very next request when its rows change, and must
-never be answered from the in-process stand-in while Redis is away."""
+"""The facts a request reads from the shared cache instead of the database (core.cached): the session
+(raters.sessions), the session's user, their organisations (the tenant scope), whether they are a study
+participant, and which events an organisation's webhooks want. Each must take effect on the very next
+request when its rows change, and must never be answered from the in-process stand-in while Redis is away."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.contrib.sessions.models import Session
 from django.core.cache import caches
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from arena.cache import FailoverRedisCache
 from battles.models import Participant, Study
@@ -26,8 +30,8 @@ from tests.conftest import Tenant, login
 pytestmark = pytest.mark.django_db
 
 
-def test_membership_role_password_deactivation_and_logout_take_effect_on_the_next_request(
-    acme: Tenant, alice: User, bob: User, bob_client: Client
+def test_membership_role_password_deactivation_logout_and_expiry_take_effect_on_the_next_request(
+    acme: Tenant, alice: User, bob: User, bob_client: Client, monkeypatch: pytest.MonkeyPatch
 ):
     campaign_page = reverse("battles:campaign", args=[acme.campaign.pk])
     assert bob_client.get(campaign_page).status_code == 200  # the user and the scope are now in the cache
@@ -69,6 +73,14 @@ def test_membership_role_password_deactivation_and_logout_take_effect_on_the_nex
     replay = Client()
     replay.cookies["sessionid"] = cookie
     assert replay.get(campaign_page).status_code == 302
+    assert not Session.objects.filter(session_key=cookie).exists()
+
+    # An expired session is not served from the cache: its expiry is checked on every read.
+    fifth = login(bob)
+    assert fifth.get(campaign_page).status_code == 200  # its row is now in the cache
+    later = timezone.now() + timedelta(seconds=settings.SESSION_COOKIE_AGE + 60)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    assert fifth.get(campaign_page).status_code == 302
 
 
 def test_a_participation_and_a_webhook_made_after_the_cached_answer_count_at_once(acme: Tenant, bob: User):
@@ -95,8 +107,8 @@ def test_a_participation_and_a_webhook_made_after_the_cached_answer_count_at_onc
 
 
 def test_a_reader_that_raced_a_change_stores_nothing_anyone_uses_and_redis_away_means_the_database():
-    cache = caches["default"]
-    assert isinstance(cache, FailoverRedisCache), "the tests run with REDIS_URL (the cache is Redis)"
+    redis = caches["default"]
+    assert isinstance(redis, FailoverRedisCache), "the tests run with REDIS_URL (the cache is Redis)"
     key = f"arena:fact:test:{uuid.uuid4().hex}"
     rows = {"value": 1}
     loads: list[int] = []
@@ -121,13 +133,13 @@ def test_a_reader_that_raced_a_change_stores_nothing_anyone_uses_and_redis_away_
 
     # Redis away: every read goes to the database (the local stand-in is never asked), and a change made
     # meanwhile (its drop reaches only the stand-in) is seen once Redis is back: a new epoch.
-    down_until = cache._down_until
-    cache._down, cache._down_until = True, time.monotonic() + 60
+    down_until = redis._down_until
+    redis._down, redis._down_until = True, time.monotonic() + 60
     try:
         assert cached_fact(key, load) == 2 and cached_fact(key, load) == 2 and loads == [1, 1, 2, 2, 2]
         rows["value"] = 3
         cached_fact_drop(key)
     finally:
-        cache._down_until = down_until
-    assert cached_fact(key, load) == 3 and not cache.degraded
+        redis._down_until = down_until
+    assert cached_fact(key, load) == 3 and not redis.degraded
     assert cached_fact(key, load) == 3 and loads == [1, 1, 2, 2, 2, 3]
