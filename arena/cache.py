@@ -1,12 +1,14 @@
 """A Redis cache that keeps the platform answering while Redis is down.
 
 The cache holds nothing that must survive: rate-limit counters (django-ratelimit, allauth's login
-throttle) and the recompute marks. Django's ``RedisCache`` raises on a connection error, and
-django-ratelimit counts before the view runs, so a Redis restart turned every vote and next-battle
-request into a 500. Here a connection error (or timeout) switches to an in-process cache for
-``RETRY_S`` seconds, with a warning in the log; limits then hold per process instead of per
-deployment, which is the honest degradation: votes keep landing, a script still cannot flood one
-process. The first successful call after the outage is logged too, and Redis is in charge again.
+throttle), the recompute marks, and copies of rows read on every request (core.cached, which never
+reads them from the local stand-in, and whose entries a new epoch retires when Redis is back).
+Django's ``RedisCache`` raises on a connection error, and django-ratelimit counts before the view
+runs, so a Redis restart turned every vote and next-battle request into a 500. Here a connection
+error (or timeout) switches to an in-process cache for ``RETRY_S`` seconds, with a warning in the
+log; limits then hold per process instead of per deployment, which is the honest degradation: votes
+keep landing, a script still cannot flood one process. The first successful call after the outage
+is logged too, and Redis is in charge again.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from typing import Any
 
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from core.cached import EPOCH_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +51,10 @@ class FailoverRedisCache(RedisCache):
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         if time.monotonic() >= self._down_until:
             try:
+                if self._down:
+                    # Back after an outage, in which this process's drops of core.cached's facts went to the
+                    # local cache: before anything is read from Redis again, a new epoch retires them all.
+                    super().set(EPOCH_KEY, uuid.uuid4().hex, timeout=None)
                 result = getattr(super(), name)(*args, **kwargs)
             except _UNREACHABLE as exc:
                 with self._state:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models.signals import post_delete
+from django.db.models.signals import post_delete, post_save
 
-from . import services
-from .models import ExportJob
+from core.cached import cached_fact_drop
+
+from . import selectors, services
+from .models import ExportJob, Participant
 
 
 def on_export_job_deleted(sender: type[ExportJob], instance: ExportJob, using: str, **kwargs: Any) -> None:
@@ -16,5 +18,13 @@ def on_export_job_deleted(sender: type[ExportJob], instance: ExportJob, using: s
     services.export_job_deleted(job=instance, using=using)
 
 
+def on_participant_changed(sender: type[Participant], instance: Participant, **kwargs: Any) -> None:
+    # Whether an account is a study participant is kept in the shared cache (the study gate asks on every
+    # request): a participation made or deleted, by a service or by cascade, drops it.
+    cached_fact_drop(selectors.participant_key(instance.user_id))
+
+
 def connect() -> None:
     post_delete.connect(on_export_job_deleted, sender=ExportJob, dispatch_uid="battles.export_job_deleted")
+    post_save.connect(on_participant_changed, sender=Participant, dispatch_uid="battles.participant_saved")
+    post_delete.connect(on_participant_changed, sender=Participant, dispatch_uid="battles.participant_deleted")

@@ -14,7 +14,8 @@ on, at a rate they never reach), with production settings (DEBUG off). Printed:
             it calls; "battle read" is every call of battle_for_rater: the view's, which the service reuses)
   total     the vote request's median and p99
   cycle     ``--cycles`` times a rater's whole cycle from a warm buffer, as benchmarks/load.py's raters do
-            it: next battle (the claim), the battle page, the vote; and the votes/s one core could serve
+            it: next battle (the claim), the battle page, the vote; and the votes/s one core could serve;
+            and the floor: the same three requests, with the same session, to a view that does nothing
   baseline  on the same connection: one round trip (SELECT 1) and one single-row INSERT in autocommit,
             and opening a new connection (what every request pays with DB_CONN_MAX_AGE=0)
 """
@@ -289,7 +290,7 @@ def main() -> int:
     cycles: dict[str, list[float]] = defaultdict(list)
     for i in range(args.cycles):
         battle_make(args.votes + 10 + i, buffered=True)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         response = client.post(reverse("battles:next", args=[campaign.pk]))
         t1 = time.perf_counter()
         assert response.status_code == 302, response.content[:500]
@@ -297,15 +298,46 @@ def main() -> int:
         t2 = time.perf_counter()
         assert page.status_code == 200 and b'name="choice"' in page.content
         voted = client.post(response["Location"] + "vote/", {"choice": "left"})
-        t3 = time.perf_counter()
+        t3, c3 = time.perf_counter(), time.process_time()
         assert voted.status_code == 302, voted.content[:500]
         for name, seconds in (("next", t1 - t0), ("page", t2 - t1), ("vote", t3 - t2), ("cycle", t3 - t0)):
             cycles[name].append(seconds)
+        cycles["cycle CPU"].append(c3 - c0)
     cycle_ms = statistics.median(cycles["cycle"]) * 1000
+    cycle_cpu_ms = statistics.median(cycles["cycle CPU"]) * 1000
     print(f"\na rater's cycle from a warm buffer (median ms over {args.cycles}):")
     for name in ("next", "page", "vote", "cycle"):
         print(f"  {name:<48} {statistics.median(cycles[name]) * 1000:7.2f}")
+    # This process's CPU (Django's and the test client's, not PostgreSQL's): what the machine's other jobs
+    # disturb far less than the wall time above.
+    print(f"  {'cycle, CPU of this process':<48} {cycle_cpu_ms:7.2f}")
     print(f"  {'= votes/s one core could serve (1000 / cycle)':<48} {1000 / cycle_ms:7.1f}")
+
+    # The floor under any cycle of this stack: the same three requests (POST, GET, POST with the same session,
+    # CSRF and every middleware: session, user, tenant scope) to a view that does nothing.
+    from django.http import HttpRequest, HttpResponse
+    from django.test.utils import override_settings
+    from django.urls import path
+    from django.views.decorators.http import require_http_methods
+
+    @require_http_methods(["GET", "POST"])
+    def nothing(request: HttpRequest) -> HttpResponse:
+        return HttpResponse(b"x" * 10_000)
+
+    floor_urls = type("FloorUrls", (), {"urlpatterns": [path("floor/", nothing)]})
+    floors = []
+    with override_settings(ROOT_URLCONF=floor_urls):
+        for i in range(args.cycles + 5):
+            t0, c0 = time.perf_counter(), time.process_time()
+            for method in (client.post, client.get, client.post):
+                assert method("/floor/").status_code == 200
+            if i >= 5:
+                floors.append((time.perf_counter() - t0, time.process_time() - c0))
+    floor_ms = statistics.median(wall for wall, _ in floors) * 1000
+    floor_cpu_ms = statistics.median(cpu for _, cpu in floors) * 1000
+    print(f"  {'floor: the same 3 requests to a do-nothing view':<48} {floor_ms:7.2f}   CPU {floor_cpu_ms:.2f}")
+    print(f"  {'= the cycle over its floor':<48} {cycle_ms / floor_ms:7.1f} x   by CPU "
+          f"{cycle_cpu_ms / floor_cpu_ms:.1f} x")  # fmt: skip
 
     # The baseline on the same connection: a round trip, a single-row insert, a fresh connection.
     with connection.cursor() as cursor:

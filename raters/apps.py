@@ -6,4 +6,4 @@ class RatersConfig(AppConfig):
     verbose_name = "Organisations and raters"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401 - connects the receivers
+        from . import principals, signals  # noqa: F401 - connect the receivers

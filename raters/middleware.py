@@ -6,9 +6,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils.functional import SimpleLazyObject
 
 from .authentication import api_key_principal_for_request
+from .principals import session_user
 from .tenancy import TENANT_DIMENSION, ScopeValue, ascoped_iterator, principal_organization_ids, scope, scoped_iterator
 
 
@@ -60,3 +63,19 @@ class TenantScopeMiddleware:
         with scope(**{TENANT_DIMENSION: value}):
             response = await get_response(request)
         return _rescope_stream(response, value)
+
+
+class SessionUserMiddleware(AuthenticationMiddleware):
+    """Django's AuthenticationMiddleware with the session's user read from the shared cache
+    (raters.principals.session_user: the same checks, one Redis round trip instead of a query). The async
+    ``request.auser`` stays Django's."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        super().process_request(request)
+
+        def user() -> Any:
+            if not hasattr(request, "_cached_user"):
+                request._cached_user = session_user(request)  # type: ignore[attr-defined]
+            return request._cached_user  # type: ignore[attr-defined]
+
+        request.user = SimpleLazyObject(user)  # type: ignore[assignment]

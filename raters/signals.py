@@ -13,13 +13,16 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_logged_in
-from django.db.models.signals import pre_delete
+from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 from django.http import HttpRequest
 
+from core.cached import cached_fact_drop
 from core.errors import DomainError
 
 from . import selectors, services
+from .models import WebhookEndpoint
+from .services.webhooks import webhook_events_key
 from .tenancy import organization_scope
 
 PENDING_INVITATION_SESSION_KEY = "arena.invitation_token"
@@ -54,3 +57,11 @@ def api_keys_revoke_of_deleted_user(sender: Any, instance: User, **kwargs: Any) 
     """A key never exceeds its maker, checked at every use against the maker's role; once the account is
     deleted the key's maker is forgotten (``created_by`` is set to null), so its keys are revoked first."""
     services.api_keys_revoke_made_by(user=instance)
+
+
+@receiver(post_save, sender=WebhookEndpoint, dispatch_uid="raters.webhook_events_saved")
+@receiver(post_delete, sender=WebhookEndpoint, dispatch_uid="raters.webhook_events_deleted")
+def webhook_events_changed(sender: Any, instance: WebhookEndpoint, **kwargs: Any) -> None:
+    """The events an organisation's webhooks subscribe to are kept in the shared cache (every vote asks):
+    an endpoint saved or deleted, by the console, the API or a cascade, drops them."""
+    cached_fact_drop(webhook_events_key(instance.organization_id))

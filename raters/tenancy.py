@@ -30,6 +30,7 @@ from django.db import models
 from django_scopes import ScopeError, get_scope, scope, scopes_disabled
 from django_scopes.manager import DisabledQuerySet
 
+from core.cached import cached_fact
 from core.slots import organization_slot
 from core.tasks import TransactionAwareTask
 
@@ -112,8 +113,19 @@ def principal_organization_ids(principal: Any) -> ScopeValue:
     if principal.is_superuser:
         return None
     membership = apps.get_model("raters", "Membership")  # raters.models imports this module
-    with scopes_disabled():  # the memberships are what the scope is made of
-        return sorted(set(membership.objects.filter(user=principal).values_list("organization_id", flat=True)))
+
+    def load() -> list[int]:
+        with scopes_disabled():  # the memberships are what the scope is made of
+            return sorted(set(membership.objects.filter(user=principal).values_list("organization_id", flat=True)))
+
+    # Read on every request: from the shared cache, dropped when a membership changes (raters.principals).
+    ids: list[int] = cached_fact(organizations_key(principal.pk), load)
+    return list(ids)
+
+
+def organizations_key(user_id: Any) -> str:
+    """The cache key of a user's organisations (core.cached)."""
+    return f"arena:fact:organizations:{user_id}"
 
 
 def principal_scope(principal: Any) -> AbstractContextManager[None]:

@@ -182,3 +182,34 @@ def test_an_exhausted_pool_is_the_sites_503_through_djangos_wrapper(relay: Relay
     finally:
         waiter.close()
         holder.close_pool()
+
+
+def test_the_pools_backend_writes_the_same_joins_and_asks_each_pair_of_columns_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """core.postgresql's operations remember whether a join's columns differ in type (Django asks on every
+    join, and builds a field to answer): the SQL is Django's own, the question is asked once a pair."""
+    from django.db.backends.postgresql.operations import DatabaseOperations as DjangoOperations
+    from django.db.models.fields.related import ForeignKey
+
+    from battles.models import Battle
+    from core.postgresql.base import DatabaseOperations
+
+    query = Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint").filter(
+        pk="00000000-0000-0000-0000-000000000001"
+    )
+    django_sql = str(query.query.get_compiler(connection=connection).as_sql()[0])
+    asked: list[object] = []
+    db_type = ForeignKey.db_type
+
+    def counted(field: ForeignKey, connection: Any) -> Any:  # type: ignore[type-arg]
+        asked.append(field)
+        return db_type(field, connection)
+
+    monkeypatch.setattr(ForeignKey, "db_type", counted)
+    DatabaseOperations._casts.clear()
+    monkeypatch.setattr(connection, "ops", DatabaseOperations(connection))
+    ours = [str(query.query.get_compiler(connection=connection).as_sql()[0]) for _ in range(3)]
+    assert ours == [django_sql] * 3
+    assert 0 < len(asked) <= 5  # each join's foreign key asked once (two joins share one), not once a query
+    assert issubclass(DatabaseOperations, DjangoOperations)

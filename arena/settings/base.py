@@ -68,7 +68,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Django's AuthenticationMiddleware with the session's user from the shared cache (raters.principals).
+    "raters.middleware.SessionUserMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
@@ -128,11 +129,12 @@ if DB_POOL_MAX_SIZE and _POSTGRESQL:
 # Server-side parameter binding and prepared statements (Django's "server_side_binding" and psycopg 3's
 # "prepare_threshold", which Django otherwise sets to None): the parameters travel apart from the SQL, and
 # a statement sent five times on a connection is prepared, so PostgreSQL plans it once, not on every
-# execution. Planning was three quarters of PostgreSQL's CPU on the load run's vote path
-# (docs/reliability/load.md). Only worth it where connections live across requests (the pool, or
-# DB_CONN_MAX_AGE): a prepared statement dies with its connection. Not behind a transaction-mode PgBouncer
-# (it cannot keep a session's prepared statements). Off by default, as in Django.
-DB_SERVER_SIDE_BINDING = env_bool("DB_SERVER_SIDE_BINDING", False)
+# execution. Planning was three quarters of PostgreSQL's CPU on the load run's vote path, and binding cut
+# PostgreSQL's CPU a vote by 61% (docs/reliability/load.md). Only worth it where connections live across
+# requests (the pool, or DB_CONN_MAX_AGE): a prepared statement dies with its connection. So on by default
+# with the pool, off without it (as in Django); DB_SERVER_SIDE_BINDING=0 turns it off behind a
+# transaction-mode PgBouncer (which cannot keep a session's prepared statements).
+DB_SERVER_SIDE_BINDING = env_bool("DB_SERVER_SIDE_BINDING", bool(DB_POOL_MAX_SIZE and _POSTGRESQL))
 if DB_SERVER_SIDE_BINDING and _POSTGRESQL:
     DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -478,6 +480,8 @@ ARENA_CONTENT_SECURITY_POLICY = env_str(
 )
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+# Database sessions read through the shared cache, dropped on every save and delete (raters/sessions.py).
+SESSION_ENGINE = "raters.sessions"
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)

@@ -44,6 +44,10 @@ if "DB_POOL_MAX_SIZE" not in os.environ and DATABASES["default"]["ENGINE"] == "c
     DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"  # noqa: F405
     DATABASES["default"]["OPTIONS"].pop("pool")  # noqa: F405
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # noqa: F405
+    # Nor the server-side binding that comes with the pool (tests that want it set DB_SERVER_SIDE_BINDING).
+    if "DB_SERVER_SIDE_BINDING" not in os.environ:
+        DATABASES["default"]["OPTIONS"].pop("server_side_binding", None)  # noqa: F405
+        DATABASES["default"]["OPTIONS"].pop("prepare_threshold", None)  # noqa: F405
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 RATELIMIT_ENABLE = False

@@ -94,6 +94,7 @@ from .judges import judge_run_for, judge_runs_for, judge_verdicts_of, judge_view
 from .setup import CampaignChecklist, ChecklistStep, campaign_checklist
 from .studies import (
     participant_in_study,
+    participant_key,
     participant_of_user,
     participants_progress,
     studies_of,
@@ -165,6 +166,7 @@ __all__ = [
     "judges_viewable_by",
     "pair_pick",
     "participant_in_study",
+    "participant_key",
     "participant_of_user",
     "participants_progress",
     "pool_for_rater",

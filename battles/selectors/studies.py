@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 from django.db.models import Count, F, FloatField, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from core.cached import cached_fact
 from raters.tenancy import scopes_disabled
 
 from ..models import Battle, BattleSource, Campaign, Participant, Qualification, Study, Vote
@@ -19,10 +20,23 @@ def study_by_slug(slug: str) -> Study | None:
         return Study.objects.select_related("campaign", "pool", "organization").filter(slug=slug).first()
 
 
+def participant_key(user_id: int) -> str:
+    """The cache key of "this account has a study participation" (core.cached; dropped by battles.receivers)."""
+    return f"arena:fact:participant:{user_id}"
+
+
 def participant_of_user(user: User) -> Participant | None:
     """The study participation behind a participant's account (an account made for one study), or None
-    for everyone else."""
+    for everyone else. Asked on every request of a rater's cycle (the study gate), and nearly always None:
+    whether the account has one at all comes from the shared cache."""
     if not user.is_authenticated:
+        return None
+
+    def has_one() -> bool:
+        with scopes_disabled():  # in any organisation: the answer must not depend on the caller's scope
+            return Participant.objects.filter(user=user).exists()
+
+    if not cached_fact(participant_key(user.pk), has_one):
         return None
     return Participant.objects.select_related("study__campaign", "user").filter(user=user).first()
 

@@ -139,7 +139,9 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
                 rater=user, pool=pool, session_key=session_key, claimed_at=now
             )
         if won:
-            candidate.refresh_from_db()
+            # What the conditional update wrote, set here rather than read back (nothing else of an unclaimed
+            # ready battle changes: it is this rater's now).
+            candidate.rater, candidate.pool, candidate.session_key, candidate.claimed_at = user, pool, session_key, now
             return candidate
     return None
 

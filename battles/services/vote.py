@@ -83,8 +83,11 @@ def _conversation_log(battle: Battle) -> dict[str, Any]:
 def battle_mark_shown(*, battle: Battle) -> Battle:
     """Stamp the first time both answers were sent to the rater; decision time counts from here."""
     if battle.shown_at is None and battle.status == Battle.Status.READY:
-        Battle.objects.filter(pk=battle.pk, shown_at__isnull=True).update(shown_at=timezone.now())
-        battle.refresh_from_db(fields=["shown_at"])
+        now = timezone.now()
+        if Battle.objects.filter(pk=battle.pk, shown_at__isnull=True).update(shown_at=now):
+            battle.shown_at = now  # this request's stamp: no read back
+        else:
+            battle.refresh_from_db(fields=["shown_at"])  # another request stamped it first
     return battle
 
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
+from core.cached import cached_fact, cached_fact_drop
 from core.errors import Conflict
 from core.outbound import AddressRefused, Resolver
 from core.slots import organization_slot
@@ -195,6 +196,8 @@ def webhook_event_emit(*, organization_id: int, event: str, payload: dict[str, A
     drop duplicates."""
     if event not in WebhookEvent.values or event == WebhookEvent.PING:
         raise ValueError(f"unknown webhook event {event!r}")
+    if event not in webhook_events_subscribed(organization_id):
+        return []  # the common case (every vote of an organisation without webhooks): no query at all
     with organization_scope(organization_id):
         endpoints = [
             endpoint
@@ -205,6 +208,24 @@ def webhook_event_emit(*, organization_id: int, event: str, payload: dict[str, A
             return []
         with transaction.atomic():
             return _deliveries_create(endpoints=endpoints, event=event, payload=payload)
+
+
+def webhook_events_key(organization_id: int) -> str:
+    return f"arena:fact:webhook-events:{organization_id}"
+
+
+def webhook_events_subscribed(organization_id: int) -> set[str]:
+    """The events some active endpoint of the organisation subscribes to, from the shared cache
+    (core.cached): every vote asks. Dropped on every change of an endpoint (raters.signals), and by the
+    conditional update that disables one."""
+
+    def load() -> set[str]:
+        with organization_scope(organization_id):
+            rows = WebhookEndpoint.objects.filter(organization_id=organization_id, active=True)
+            return {event for events in rows.values_list("events", flat=True) for event in (events or [])}
+
+    events: set[str] = cached_fact(webhook_events_key(organization_id), load)
+    return events
 
 
 @transaction.atomic
@@ -347,6 +368,7 @@ def _webhook_disable_if_failing(*, endpoint_id: int, now: datetime) -> None:
         active=False, disabled_at=now, disabled_reason=reason
     ):
         return
+    cached_fact_drop(webhook_events_key(endpoint.organization_id))  # update() sends no signal
     abandoned = WebhookDelivery.objects.filter(endpoint_id=endpoint.pk, status__in=_WEBHOOK_OPEN).update(
         status=WebhookDelivery.Status.GAVE_UP, next_attempt_at=None, error="Not sent: the webhook was disabled."
     )

@@ -1,10 +1,12 @@
 """What one vote costs the database, pinned: a new query on the vote path fails here, not in a load run.
 
-The vote request through every middleware (session, user, tenant scope), the view's study gate and the
-service: the battle read once (the view hands it to the service), the pool check, the conditional
-READY -> VOTED update, the answers' log fields (not their text; a single-turn battle reads no turns),
-the vote insert, the webhook subscriptions; the transaction around it (BEGIN/COMMIT in production, a
-savepoint and its release inside the test's transaction). benchmarks/vote_cost.py times each part."""
+The vote request through every middleware (the session, the user and the tenant scope's memberships come
+from the shared cache, core.cached), the view's study gate (whether the account is a participant: the
+cache too) and the service: the battle read once (the view hands it to the service), the pool check, the
+conditional READY -> VOTED update, the answers' log fields (not their text; a single-turn battle reads no
+turns), the vote insert (the webhook subscriptions: the cache, read from the database only where some
+endpoint subscribes); the transaction around it (BEGIN/COMMIT in production, a savepoint and its release
+inside the test's transaction). benchmarks/vote_cost.py times each part."""
 
 from __future__ import annotations
 
@@ -22,9 +24,8 @@ from tests.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
 
-# session, user, memberships (tenant scope), battle, study participant?, SAVEPOINT, pool check, the
-# conditional update, answers, vote insert, webhook subscriptions, RELEASE.
-VOTE_QUERIES = 12
+# battle, SAVEPOINT, pool check, the conditional update, answers, vote insert, RELEASE.
+VOTE_QUERIES = 7
 
 
 def _vote(client: Client, battle: Battle) -> list[str]:
@@ -39,6 +40,8 @@ def test_a_vote_costs_a_pinned_number_of_queries_and_reads_its_battle_once(acme:
     battle = ready_battle(acme, bob)
     queries = _vote(bob_client, battle)
     assert len(queries) == VOTE_QUERIES, "\n".join(queries)
+    for table in ("django_session", "auth_user", "raters_membership", "battles_participant", "raters_webhookendpoint"):
+        assert not [q for q in queries if f'FROM "{table}"' in q], table
     battle_reads = [q for q in queries if q.startswith("SELECT") and 'FROM "battles_battle"' in q]
     assert len(battle_reads) == 1
     # The answers' texts stay in the database: the log takes their counts.
@@ -75,8 +78,9 @@ def test_an_organisation_with_a_webhook_gets_its_delivery_in_the_votes_transacti
     _vote(bob_client, ready_battle(acme, bob, "Warm up: the first request loads what later ones reuse."))
     battle = ready_battle(acme, bob)
     queries = _vote(bob_client, battle)
-    # The delivery (its insert, in a savepoint of its own) rides in the vote's transaction.
-    assert len(queries) == VOTE_QUERIES + 3
+    # The subscribed endpoints are read, and the delivery (its insert, in a savepoint of its own) rides in
+    # the vote's transaction.
+    assert len(queries) == VOTE_QUERIES + 4
     vote = Vote.objects.get(battle=battle)
     assert WebhookDelivery.objects.filter(event=WebhookEvent.BATTLE_RATED, payload__vote_id=vote.pk).count() == 1
 

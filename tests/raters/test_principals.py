@@ -1,0 +1,145 @@
+"""The facts a request reads from the shared cache instead of the database (core.cached): the session
+(raters.sessions), the session's user, their organisations (the tenant scope), whether they are a study
+participant, and which events an organisation's webhooks want. Each must take effect on the very next
+request when its rows change, and must never be answered from the in-process stand-in while Redis is away."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.contrib.sessions.models import Session
+from django.core.cache import caches
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from arena.cache import FailoverRedisCache
+from battles.models import Participant, Study
+from battles.selectors import participant_of_user
+from core.cached import cached_fact, cached_fact_drop
+from raters.models import Role, WebhookEndpoint, WebhookEvent
+from raters.services import membership_remove, membership_set
+from raters.services.webhooks import webhook_events_subscribed
+from tests.conftest import Tenant, login
+
+pytestmark = pytest.mark.django_db
+
+
+def test_membership_role_password_deactivation_logout_and_expiry_take_effect_on_the_next_request(
+    acme: Tenant, alice: User, bob: User, bob_client: Client, monkeypatch: pytest.MonkeyPatch
+):
+    campaign_page = reverse("battles:campaign", args=[acme.campaign.pk])
+    assert bob_client.get(campaign_page).status_code == 200  # the user and the scope are now in the cache
+    assert bob_client.get(campaign_page).status_code == 200
+    # Removed from the organisation: its campaign is gone for him at once (404, as for an outsider).
+    membership_remove(organization=acme.organization, user=bob, actor=alice)
+    assert bob_client.get(campaign_page).status_code == 404
+    membership_set(organization=acme.organization, user=bob, role=Role.RATER, actor=alice)
+    acme.pool.members.add(bob)
+    assert bob_client.get(campaign_page).status_code == 200
+
+    # A role change: the console is a manager's; a manager made a rater loses it on the next request.
+    membership_set(organization=acme.organization, user=bob, role=Role.MANAGER, actor=alice)
+    assert bob_client.get("/admin/").status_code == 200
+    membership_set(organization=acme.organization, user=bob, role=Role.RATER, actor=alice)
+    assert bob_client.get("/admin/").status_code == 302  # to the login page's redirect: no console
+
+    # The password changed elsewhere: this session's hash no longer matches the user as saved.
+    other = login(bob)
+    assert other.get(campaign_page).status_code == 200
+    bob.set_password("a new password, set on another device")
+    bob.save()
+    assert other.get(campaign_page).status_code == 302 and "/accounts/login/" in other.get(campaign_page)["Location"]
+
+    # Deactivated: logged out at once.
+    third = login(bob)
+    assert third.get(campaign_page).status_code == 200
+    bob.is_active = False
+    bob.save()
+    assert third.get(campaign_page).status_code == 302
+
+    # Logged out: the old session cookie is worth nothing, in any client.
+    bob.is_active = True
+    bob.save()
+    fourth = login(bob)
+    assert fourth.get(campaign_page).status_code == 200
+    cookie = fourth.cookies["sessionid"].value
+    assert fourth.post("/accounts/logout/").status_code == 302
+    replay = Client()
+    replay.cookies["sessionid"] = cookie
+    assert replay.get(campaign_page).status_code == 302
+    assert not Session.objects.filter(session_key=cookie).exists()
+
+    # An expired session is not served from the cache: its expiry is checked on every read.
+    fifth = login(bob)
+    assert fifth.get(campaign_page).status_code == 200  # its row is now in the cache
+    later = timezone.now() + timedelta(seconds=settings.SESSION_COOKIE_AGE + 60)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    assert fifth.get(campaign_page).status_code == 302
+
+
+def test_a_participation_and_a_webhook_made_after_the_cached_answer_count_at_once(acme: Tenant, bob: User):
+    assert participant_of_user(bob) is None  # cached: not a participant
+    study = Study.objects.create(
+        organization=acme.organization, campaign=acme.campaign, pool=acme.pool, name="wave", completion_code="C0DE"
+    )
+    participant = Participant.objects.create(
+        organization=acme.organization, study=study, user=bob, vendor_participant_id="p1"
+    )
+    assert participant_of_user(bob) == participant
+    participant.delete()
+    assert participant_of_user(bob) is None
+
+    organization = acme.organization.pk
+    assert WebhookEvent.BATTLE_RATED not in webhook_events_subscribed(organization)
+    endpoint = WebhookEndpoint.objects.create(
+        organization=acme.organization, url="https://hooks.example.com/arena", events=[WebhookEvent.BATTLE_RATED]
+    )
+    assert WebhookEvent.BATTLE_RATED in webhook_events_subscribed(organization)
+    endpoint.active = False
+    endpoint.save()
+    assert WebhookEvent.BATTLE_RATED not in webhook_events_subscribed(organization)
+
+
+def test_a_reader_that_raced_a_change_stores_nothing_anyone_uses_and_redis_away_means_the_database():
+    redis = caches["default"]
+    assert isinstance(redis, FailoverRedisCache), "the tests run with REDIS_URL (the cache is Redis)"
+    key = f"arena:fact:test:{uuid.uuid4().hex}"
+    rows = {"value": 1}
+    loads: list[int] = []
+
+    def load() -> int:
+        loads.append(rows["value"])
+        return rows["value"]
+
+    assert cached_fact(key, load) == 1 and cached_fact(key, load) == 1 and loads == [1]  # read once, then kept
+
+    # A change commits while a reader is between its read of the database and its store.
+    def racing_load() -> int:
+        value = load()
+        rows["value"] = 2
+        cached_fact_drop(key)
+        return value
+
+    cached_fact_drop(key)
+    assert cached_fact(key, racing_load) == 1  # it read the rows as they were
+    assert cached_fact(key, load) == 2  # ...and what it stored is not used
+    assert loads == [1, 1, 2]
+
+    # Redis away: every read goes to the database (the local stand-in is never asked), and a change made
+    # meanwhile (its drop reaches only the stand-in) is seen once Redis is back: a new epoch.
+    down_until = redis._down_until
+    redis._down, redis._down_until = True, time.monotonic() + 60
+    try:
+        assert cached_fact(key, load) == 2 and cached_fact(key, load) == 2 and loads == [1, 1, 2, 2, 2]
+        rows["value"] = 3
+        cached_fact_drop(key)
+    finally:
+        redis._down_until = down_until
+    assert cached_fact(key, load) == 3 and not redis.degraded
+    assert cached_fact(key, load) == 3 and loads == [1, 1, 2, 2, 2, 3]
