@@ -161,7 +161,7 @@ def test_interval_coverage_on_honest_campaigns() -> None:
 
 def test_bootstrap_rounds_are_capped_by_the_work_they_take() -> None:
     assert reliability_rounds(100, 1_000) == 100
-    assert reliability_rounds(100, 100_000) == 50
+    assert reliability_rounds(100, 5_000) == 20
     assert reliability_rounds(100, 10_000_000) == 10  # never under ten
     assert reliability_rounds(5, 10_000_000) == 5  # nor over the campaign's
 
