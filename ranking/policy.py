@@ -185,6 +185,13 @@ class VoteLog:
 RULES = ("too_fast", "identity_leak", "over_prompt_cap", "over_rater_cap", "flagged_rater")
 
 
+def _constant(value: int, m: int) -> NDArray[np.int64]:
+    """A read-only column of one value that takes no memory (a placeholder of grouped rows; ten million
+    votes would otherwise carry 80 MB of it per column)."""
+    out: NDArray[np.int64] = np.broadcast_to(np.int64(value), (m,))
+    return out
+
+
 def grouped_votes(
     category: NDArray[np.int64],
     prompt: NDArray[np.int64],
@@ -204,74 +211,147 @@ def grouped_votes(
         left=left[order].astype(np.int64),
         right=right[order].astype(np.int64),
         outcome=outcome[order].astype(np.int64),
-        decision_ms=np.zeros(m, dtype=np.int64),
-        rater=np.full(m, -1, dtype=np.int64),
+        decision_ms=_constant(0, m),
+        rater=_constant(-1, m),
         prompt=prompt[order].astype(np.int64),
         category=category[order].astype(np.int64),
         categories=categories,
-        identity=np.zeros(m, dtype=bool),
+        identity=np.broadcast_to(np.False_, (m,)),
         style_left=np.zeros((m, 0)),
         style_right=np.zeros((m, 0)),
         count=count[order].astype(np.int64),
     )
 
 
-def vote_log_from_arrays(
-    votes: VoteArrays, policy: ExclusionPolicy, *, by_prompt: bool, per_vote_max: int = PER_VOTE_MAX
-) -> VoteLog:
-    """The ``VoteLog`` of votes read one by one (``selectors.vote_arrays``): what the database computes
-    with GROUP BY on PostgreSQL, done in numpy (other databases; and the reference the tests compare the
-    database's with)."""
-    keep, excluded = policy.apply(votes)
-    kept = votes.subset(keep)
-    prompt = kept.prompt if by_prompt else np.full(len(kept), -1, dtype=np.int64)
-    frame = pd.DataFrame(
-        {"category": kept.category, "prompt": prompt, "left": kept.left, "right": kept.right, "outcome": kept.outcome}
-    )
-    frame["id"] = kept.vote_id
-    groups = frame.groupby(["category", "prompt", "left", "right", "outcome"], sort=False)["id"].agg(["size", "max"])
-    keys = groups.index.to_frame(index=False)
+@dataclass(frozen=True)
+class LogCounts:
+    """Everything of a ``VoteLog`` but its sample (``log_counts``)."""
 
-    def column(name: str) -> NDArray[np.int64]:
-        values: NDArray[np.int64] = keys[name].to_numpy(dtype=np.int64)
-        return values
+    counted: VoteArrays
+    prompts: VoteArrays
+    total: int
+    totals: NDArray[np.int64]
+    kept: int
+    excluded: dict[str, int]
+    excluded_in: dict[str, dict[str, int]]
+    last_vote_id: int
 
-    counted = grouped_votes(
-        column("category"),
-        column("prompt"),
-        column("left"),
-        column("right"),
-        column("outcome"),
-        groups["size"].to_numpy(dtype=np.int64),
-        groups["max"].to_numpy(dtype=np.int64),
-        votes.categories,
-    )
-    by_category_prompt = pd.DataFrame({"category": kept.category, "prompt": kept.prompt, "id": kept.vote_id})
-    per_prompt = by_category_prompt.groupby(["category", "prompt"], sort=False)["id"].agg(["size", "max"])
-    prompt_keys = per_prompt.index.to_frame(index=False)
-    none = np.full(len(per_prompt), -1, dtype=np.int64)
+
+def log_counts(
+    *,
+    category: NDArray[np.int64],
+    categories: tuple[str, ...],
+    prompt: NDArray[np.int64],
+    left: NDArray[np.int64],
+    right: NDArray[np.int64],
+    outcome: NDArray[np.int64],
+    rules: NDArray[np.int64],
+    vote_id: NDArray[np.int64],
+    by_prompt: bool,
+) -> LogCounts:
+    """The counts of a log given every vote's columns and the bitmask of the rules excluding it (bit k:
+    ``RULES[k]``), in any order. Kept votes are grouped by (category, left, right, outcome); grouped by
+    prompt as well (``by_prompt``) they would be about one a vote at scale, so they stay one a row
+    (``count`` 1), in log order."""
+    n_categories = len(categories)
+    total = int(vote_id.shape[0])
+    keep = rules == 0
+
+    def tally(code: int | None) -> dict[str, int]:
+        within = np.ones(total, dtype=bool) if code is None else category == code
+        out = {name: int(np.count_nonzero(within & ((rules >> k) & 1 == 1))) for k, name in enumerate(RULES)}
+        out["total"] = int(np.count_nonzero(within & ~keep))
+        return out
+
+    k_category, k_prompt, k_id = category[keep], prompt[keep], vote_id[keep]
+    if by_prompt:
+        order = np.argsort(k_id, kind="stable")
+        m = int(order.shape[0])
+        counted = VoteArrays(
+            vote_id=k_id[order],
+            left=left[keep][order],
+            right=right[keep][order],
+            outcome=outcome[keep][order],
+            decision_ms=_constant(0, m),
+            rater=_constant(-1, m),
+            prompt=k_prompt[order],
+            category=k_category[order],
+            categories=categories,
+            identity=np.broadcast_to(np.False_, (m,)),
+            style_left=np.zeros((m, 0)),
+            style_right=np.zeros((m, 0)),
+            count=_constant(1, m),
+        )
+    else:
+        frame = pd.DataFrame(
+            {"category": k_category, "left": left[keep], "right": right[keep], "outcome": outcome[keep], "id": k_id}
+        )
+        groups = frame.groupby(["category", "left", "right", "outcome"], sort=False)["id"].agg(["size", "max"])
+        del frame
+        keys = groups.index.to_frame(index=False)
+        counted = grouped_votes(
+            keys["category"].to_numpy(dtype=np.int64),
+            np.full(len(keys), -1, dtype=np.int64),
+            keys["left"].to_numpy(dtype=np.int64),
+            keys["right"].to_numpy(dtype=np.int64),
+            keys["outcome"].to_numpy(dtype=np.int64),
+            groups["size"].to_numpy(dtype=np.int64),
+            groups["max"].to_numpy(dtype=np.int64),
+            categories,
+        )
+    per_prompt = pd.DataFrame({"category": k_category, "prompt": k_prompt, "id": k_id})
+    prompt_groups = per_prompt.groupby(["category", "prompt"], sort=False)["id"].agg(["size", "max"])
+    del per_prompt
+    prompt_keys = prompt_groups.index.to_frame(index=False)
+    none = np.full(len(prompt_keys), -1, dtype=np.int64)
     prompts = grouped_votes(
         prompt_keys["category"].to_numpy(dtype=np.int64),
         prompt_keys["prompt"].to_numpy(dtype=np.int64),
         none,
         none,
         none,
-        per_prompt["size"].to_numpy(dtype=np.int64),
-        per_prompt["max"].to_numpy(dtype=np.int64),
-        votes.categories,
+        prompt_groups["size"].to_numpy(dtype=np.int64),
+        prompt_groups["max"].to_numpy(dtype=np.int64),
+        categories,
     )
+    return LogCounts(
+        counted=counted,
+        prompts=prompts,
+        total=total,
+        totals=np.bincount(category, minlength=n_categories).astype(np.int64),
+        kept=int(k_id.shape[0]),
+        excluded=tally(None),
+        excluded_in={name: tally(code) for code, name in enumerate(categories)},
+        last_vote_id=int(vote_id.max()) if total else 0,
+    )
+
+
+def vote_log_from_arrays(
+    votes: VoteArrays, policy: ExclusionPolicy, *, by_prompt: bool, per_vote_max: int = PER_VOTE_MAX
+) -> VoteLog:
+    """The ``VoteLog`` of votes read one by one (``selectors.vote_arrays``): the rules applied in numpy
+    (other databases than PostgreSQL; and the reference the tests compare the database's reading with)."""
+    bits = np.zeros(len(votes), dtype=np.int64)
+    rules = policy.rules(votes)
+    for k, name in enumerate(RULES):
+        bits |= rules[name].astype(np.int64) << k
+    counts = log_counts(
+        category=votes.category,
+        categories=votes.categories,
+        prompt=votes.prompt,
+        left=votes.left,
+        right=votes.right,
+        outcome=votes.outcome,
+        rules=bits,
+        vote_id=votes.vote_id,
+        by_prompt=by_prompt,
+    )
+    kept = votes.subset(bits == 0)
     rate = sample_rate(len(kept), per_vote_max)
     return VoteLog(
-        counted=counted,
         sample=kept.subset(sample_mask(kept.vote_id, rate)),
         sample_rate=rate,
-        total=len(votes),
-        totals=np.bincount(votes.category, minlength=len(votes.categories)).astype(np.int64),
-        kept=len(kept),
-        excluded=excluded,
-        excluded_in=policy.counts_by_category(votes),
-        last_vote_id=int(votes.vote_id.max()) if len(votes) else 0,
         categories=votes.categories,
         by_prompt=by_prompt,
-        prompts=prompts,
+        **counts.__dict__,
     )

@@ -73,9 +73,9 @@ def _equal(left: Any, right: Any) -> bool:
 
 
 def test_the_database_groups_the_log_as_numpy_does(log_board):
-    """PostgreSQL's GROUP BY (with the policy in SQL) and the per-vote reading grouped in numpy give equal
-    arrays: the counts (by prompt or not), the counts per prompt, every rule's tally overall and per
-    category, and the sample, whose hash SQL computes as numpy does."""
+    """PostgreSQL's reading (the policy applied in SQL, a few columns a vote) and the per-vote reading with
+    the policy in numpy give equal arrays: the counts (by prompt or not), the counts per prompt, every rule's
+    tally overall and per category, and the sample, whose hash SQL computes as numpy does."""
     policy = exclusion_policy_for(log_board)
     votes = vote_arrays(campaign_id=log_board.pk)
     rules = policy.rules(votes)
@@ -88,7 +88,9 @@ def test_the_database_groups_the_log_as_numpy_does(log_board):
         assert database.counted.votes == database.kept == len(votes) - database.excluded["total"]
         assert database.total == len(votes) == 720
     assert database.sample_rate < 1 and 150 < len(database.sample) < 350
-    assert database.sample.count is None and len(database.counted) < database.kept
+    assert database.sample.count is None and len(database.counted) == database.kept  # by prompt: one a vote
+    grouped = vote_log(campaign_id=log_board.pk, policy=policy, by_prompt=False)
+    assert len(grouped.counted) < grouped.kept == grouped.counted.votes
 
 
 def _per_vote_snapshots(campaign: Campaign) -> dict[tuple[str, str], Any]:
