@@ -39,7 +39,8 @@ import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,7 @@ from scipy.special import expit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ranking import estimators as ranking_estimators  # noqa: E402
 from ranking.compute import Method, board_compute, competitor_codes  # noqa: E402
 from ranking.estimators import (  # noqa: E402
     aggregate_cells,
@@ -299,6 +301,43 @@ def stage_elo_order_spread(d: Data, args: argparse.Namespace) -> None:
     elo_order_spread(a, b, d.outcome, n_competitors=n)
 
 
+def _board_votes(d: Data) -> VoteArrays:
+    """The synthetic votes as the recompute hands them to ``board_compute`` (one by one, one category)."""
+    m = int(d.a.shape[0])
+    zeros = np.zeros(m, dtype=np.int64)
+    return VoteArrays(
+        vote_id=np.arange(m, dtype=np.int64),
+        left=d.left_id,
+        right=d.right_id,
+        outcome=d.outcome,
+        decision_ms=zeros,
+        rater=zeros,
+        prompt=d.prompt,
+        category=zeros,
+        categories=("",),
+        identity=np.zeros(m, dtype=bool),
+        style_left=np.asarray(d.style_l, dtype=np.float64),
+        style_right=np.asarray(d.style_r, dtype=np.float64),
+    )
+
+
+def stage_style_board(d: Data, args: argparse.Namespace) -> None:
+    """Through the board: ``board_compute``'s style view with the 100-round bootstrap (design, checks, the
+    raw fit its open sides come from, the style fit, sandwich and bootstrap intervals, ranks, pairwise)."""
+    board_compute(_board_votes(d), d.ids, {}, Method(style_interval="bootstrap", rounds=args.rounds), view="style")
+
+
+def stage_style_board_newton(d: Data, args: argparse.Namespace) -> None:
+    """The reference through the board: the same board with every bootstrap round solved by damped Newton."""
+    real = ranking_estimators.style_bootstrap_intervals
+
+    def newton(*a: Any, **k: Any) -> Any:
+        return real(*a, **{**k, "solver": "newton"})
+
+    with mock.patch.object(ranking_estimators, "style_bootstrap_intervals", newton):
+        stage_style_board(d, args)
+
+
 Stage = Callable[[Data, argparse.Namespace], None]
 # (name, function, repeats (best of), reference stage name or None, target ratio or seconds)
 Plan = list[tuple[str, Stage, int, str | None, str]]
@@ -314,6 +353,13 @@ PLAN_200: Plan = [
     ("style + bootstrap", stage_style_bootstrap, 1, "style + bootstrap, Newton rounds", "<=20s idle"),
     ("online Elo", stage_online_elo, 1, "floor", ""),
     ("Elo order spread, 100 orders", stage_elo_order_spread, 1, "online Elo", ""),
+]
+# Issue 23.4: style control through the board at 100,000 votes x 50 competitors, >= 4 x the Newton rounds.
+PLAN_STYLE_BOARD: Plan = [
+    ("style + bootstrap, Newton rounds", stage_style_bootstrap_newton, 1, None, ""),
+    ("style + bootstrap", stage_style_bootstrap, 2, "style + bootstrap, Newton rounds", "(estimators alone)"),
+    ("board: style, Newton rounds", stage_style_board_newton, 1, None, ""),
+    ("board: style + bootstrap", stage_style_board, 2, "board: style, Newton rounds", ">=4x"),
 ]
 PLAN_1000: Plan = [
     ("floor", stage_floor, 3, None, ""),
@@ -386,6 +432,14 @@ def run_plan(plan: Plan, d: Data, args: argparse.Namespace) -> bool:
             hit = ratio <= 0.5 and peak <= 700
             ok &= hit
             verdict = "ok" if hit else "MISSED"
+        if target == ">=4x":
+            # A speed-up: the reference's time over ours.
+            ratio = 1 / ratio
+            hit = ratio >= 4
+            ok &= hit
+            verdict = "ok" if hit else "MISSED"
+        elif target == "(estimators alone)":
+            ratio = 1 / ratio
         line = f"{name:30s} {secs:8.3f} {ratio:7.2f} {ref or '':>26s} {peak:9.0f} {rss:8.0f}  {target} {verdict}"
         print(line, flush=True)
     return ok
@@ -444,9 +498,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip", nargs="*", default=[], help="substrings of stage names to skip")
     parser.add_argument("--no-peer", action="store_true", help="skip the evalica comparison")
+    parser.add_argument(
+        "--style-board", action="store_true", help="only: style control through the board, 100,000 votes x 50"
+    )
     args = parser.parse_args(argv)
     print(f"load average at the start: {Path('/proc/loadavg').read_text().split()[:3]}")
     ok = True
+    if args.style_board:
+        t0 = time.perf_counter()
+        data = generate(50, 100_000, args.seed)
+        print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}")
+        print(
+            f"\n100,000 battles, 50 competitors, {args.rounds} rounds (generated in {time.perf_counter() - t0:.1f} s); "
+            "ratio here: the reference's seconds over ours"
+        )
+        ok = run_plan(PLAN_STYLE_BOARD, data, args)
+        print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}")
+        return 0 if ok else 1
     for n in args.competitors:
         t0 = time.perf_counter()
         data = generate(n, args.battles, args.seed)

@@ -5,6 +5,7 @@ snapshot stores as is, so what the page and the API show is exactly what was com
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, cast
 
@@ -161,13 +162,21 @@ def dense_index(votes: VoteArrays, competitor_ids: NDArray[np.int64]) -> tuple[N
 
 
 def _counts(
-    a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int64], n: int
+    a: NDArray[np.int64],
+    b: NDArray[np.int64],
+    outcome: NDArray[np.int64],
+    n: int,
+    count: NDArray[np.int64] | None = None,
 ) -> dict[str, NDArray[np.float64]]:
-    def both(mask: NDArray[np.bool_]) -> NDArray[np.float64]:
-        return (np.bincount(a[mask], minlength=n) + np.bincount(b[mask], minlength=n)).astype(np.float64)
+    """Votes, wins, ties and both-bad per competitor (``count``: each row's votes, grouped rows)."""
 
-    wins = np.bincount(a[outcome == est.LEFT_WINS], minlength=n)
-    wins += np.bincount(b[outcome == est.RIGHT_WINS], minlength=n)
+    def tally(side: NDArray[np.int64], mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+        return np.bincount(side[mask], None if count is None else count[mask], minlength=n).astype(np.float64)
+
+    def both(mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+        return tally(a, mask) + tally(b, mask)
+
+    wins = tally(a, outcome == est.LEFT_WINS) + tally(b, outcome == est.RIGHT_WINS)
     return {
         "votes": both(np.ones_like(outcome, dtype=bool)),
         "wins": wins.astype(np.float64),
@@ -202,13 +211,25 @@ def board_compute(
     method: Method,
     *,
     view: Literal["raw", "style", "reliability"] = "raw",
+    per_vote: VoteArrays | None = None,
+    prompts: VoteArrays | None = None,
 ) -> Board:
     """Scores with intervals and rank ranges for every competitor with enough votes; the others are
     listed as hidden, with their vote counts only. An interval side the votes cannot bound is open:
-    ``lower``/``upper`` is null and ``lower_open``/``upper_open`` is true."""
+    ``lower``/``upper`` is null and ``lower_open``/``upper_open`` is true.
+
+    ``votes`` may be grouped rows (``VoteArrays.count``, ``VoteLog.counted``): the counts, the raw view
+    and the pairwise tables read only those. The style and reliability views fit each vote: they read
+    ``per_vote`` (the same votes one by one, or a sample of them: ``VoteLog.sample``), which defaults to
+    ``votes`` when those are one per row. ``prompts``: the same votes counted per prompt
+    (``VoteLog.prompts``), for the interval's choice when ``votes`` are grouped without prompts."""
     n = int(competitor_ids.shape[0])
+    if per_vote is None and votes.count is None:
+        per_vote = votes
+    if view in ("style", "reliability") and (per_vote is None or per_vote.count is not None):
+        raise ValueError(f"the {view} view fits each vote: pass the votes one by one (per_vote)")
     a, b = dense_index(votes, competitor_ids)
-    counts = _counts(a, b, votes.outcome, n)
+    counts = _counts(a, b, votes.outcome, n, votes.count)
     if len(votes) == 0 or n < 2:
         return Board(
             rows=[_row_counts(i, competitor_ids, labels, counts, method) for i in range(n)],
@@ -217,9 +238,16 @@ def board_compute(
         )
     extra: dict[str, Any] = {}
     if view != "reliability":
-        method, extra["interval_choice"] = _interval_choice(method, votes, view)
+        method, extra["interval_choice"] = _interval_choice(method, votes, view, prompts)
+    if method.interval == "cluster_bootstrap" and votes.count is not None and bool((votes.prompt < 0).any()):
+        raise ValueError("the bootstrap by prompt needs the votes grouped by prompt (VoteLog.by_prompt)")
     cells = est.aggregate_cells(
-        a, b, votes.outcome, n_competitors=n, cluster=votes.prompt if method.interval == "cluster_bootstrap" else None
+        a,
+        b,
+        votes.outcome,
+        n_competitors=n,
+        cluster=votes.prompt if method.interval == "cluster_bootstrap" else None,
+        count=votes.count,
     )
     # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
     decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
@@ -271,7 +299,8 @@ def board_compute(
         extra["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(fit.bounds.centre & shown)]
         extra["normalisation"] = fit.params.normalisation
     elif view == "reliability":
-        rel = _reliability_fit(votes, a, b, n, method, competitor_ids, cells, shown)
+        assert per_vote is not None
+        rel = _reliability_fit(per_vote, n, method, competitor_ids, cells, shown)
         extra.update(rel["extra"])
         if rel["withheld"]:
             extra["reliability_withheld"] = rel["withheld"]
@@ -281,7 +310,8 @@ def board_compute(
         scores, lower, upper, components = rel["scores"], rel["lower"], rel["upper"], rel["components"]
         profiled = rel["profiled"]
     else:
-        style = _style_fit(votes, a, b, n, method, competitor_ids, cells, shown)
+        assert per_vote is not None
+        style = _style_fit(per_vote, n, method, competitor_ids, cells, shown)
         extra["style_checks"] = style["checks"]
         if style["withheld"]:
             extra["style_withheld"] = style["withheld"]
@@ -330,13 +360,20 @@ def board_compute(
     return Board(rows=rows, pairwise=pairwise, extra=extra, pairwise_arrays=grids.encode())
 
 
-def _interval_choice(method: Method, votes: VoteArrays, view: str) -> tuple[Method, dict[str, Any]]:
+def _interval_choice(
+    method: Method, votes: VoteArrays, view: str, prompts: VoteArrays | None = None
+) -> tuple[Method, dict[str, Any]]:
     """The campaign's interval setting resolved for this board ("auto": by how much prompts repeat,
-    ``estimators.clustering``), and the record of the choice for ``extra.interval_choice``."""
+    ``estimators.clustering``), and the record of the choice for ``extra.interval_choice``. Votes grouped
+    without prompts (``prompt`` -1) are read through their counts per prompt (``prompts``)."""
+    if votes.count is not None and bool((votes.prompt < 0).any()):
+        if prompts is None:
+            raise ValueError("the interval's choice needs the votes per prompt (VoteLog.prompts)")
+        votes = prompts
     if view == "style":
-        choice = est.choose_interval(method.style_interval, votes.prompt, plain="sandwich")
+        choice = est.choose_interval(method.style_interval, votes.prompt, plain="sandwich", count=votes.count)
         return replace(method, style_interval=cast(Interval, choice.chosen)), choice.as_dict()
-    choice = est.choose_interval(method.interval, votes.prompt, plain="bootstrap")
+    choice = est.choose_interval(method.interval, votes.prompt, plain="bootstrap", count=votes.count)
     return replace(method, interval=cast(Interval, choice.chosen)), choice.as_dict()
 
 
@@ -393,8 +430,6 @@ def _anchor(method: Method, competitor_ids: NDArray[np.int64]) -> int | None:
 
 def _style_fit(
     votes: VoteArrays,
-    a: NDArray[np.int64],
-    b: NDArray[np.int64],
     n: int,
     method: Method,
     competitor_ids: NDArray[np.int64],
@@ -410,6 +445,7 @@ def _style_fit(
     features); a competitor needing the profile gets at least the width of its raw profile interval."""
     cluster = method.style_interval == "cluster_bootstrap"
     reference = _anchor(method, competitor_ids)
+    a, b = dense_index(votes, competitor_ids)
     full = est.style_design(
         a,
         b,
@@ -499,9 +535,11 @@ def _style_fit(
     return out
 
 
-# Each rater-bootstrap round reruns EM over every (rater, pair) cell; past this many cell-rounds a board
-# gets fewer rounds than the campaign's (never under RELIABILITY_MIN_ROUNDS), so a million-vote campaign
-# stays within minutes, not hours. Deterministic in the data (the same votes, the same rounds).
+# Each rater-bootstrap round reruns the alternating fit over every (rater, pair) cell; past this many
+# cell-rounds a board gets fewer rounds than the campaign's (never under RELIABILITY_MIN_ROUNDS): 100 rounds
+# up to 50,000 cells, 10 from 500,000. With the view's sample (policy.RELIABILITY_MAX votes, so at most
+# 50,000 cells) every board keeps 100 rounds at any size: fewer would make its intervals rough.
+# Deterministic in the data (the same votes, the same rounds).
 RELIABILITY_CELL_ROUNDS = 5_000_000
 RELIABILITY_MIN_ROUNDS = 10
 
@@ -512,8 +550,6 @@ def reliability_rounds(rounds: int, n_cells: int) -> int:
 
 def _reliability_fit(
     votes: VoteArrays,
-    a: NDArray[np.int64],
-    b: NDArray[np.int64],
     n: int,
     method: Method,
     competitor_ids: NDArray[np.int64],
@@ -525,6 +561,7 @@ def _reliability_fit(
     view, as in the style view (the win digraph does not depend on who voted)."""
     reference = _anchor(method, competitor_ids)
     raw = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=reference)
+    a, b = dense_index(votes, competitor_ids)
     crowd_cells = est.crowd_cells(a, b, votes.outcome, votes.rater, n_competitors=n, both_bad=method.both_bad)
     fit = est.fit_crowd_bt(crowd_cells, raw, confidence=method.confidence)
     raters = [
@@ -587,6 +624,19 @@ def _reliability_fit(
     return out
 
 
+def per_vote_note(used: int, kept: int) -> dict[str, Any]:
+    """What a view fitted on a sample of the board's votes says about it (``extra.per_vote_sample``)."""
+    return {
+        "votes": used,
+        "of": kept,
+        "rule": "a deterministic sample of the kept votes (a hash of the vote id, policy.sample_mask): the view fits "
+        "each vote, and reads at most policy.PER_VOTE_MAX of a campaign's (the reliability view "
+        "policy.RELIABILITY_MAX); the counts, which competitors are shown and the open sides come from every vote",
+        "interval_widening": round(math.sqrt(kept / used), 2) if used else None,
+        "note": "intervals are the sample's: about sqrt(of / votes) wider than all the votes would give",
+    }
+
+
 # An interval narrower than this (score points) for a competitor that is not the anchor is a sign the
 # fit is not identified; such a view is withheld rather than published with a false certainty.
 ZERO_WIDTH = 0.01
@@ -598,6 +648,8 @@ def elo_compute(
     """The live view: online Elo in log order, with its two warning flags and its spread over random
     orders of the same votes (``est.elo_order_spread``, whose parameters come second); both-bad follows
     the snapshot's rule (a tie, or skipped)."""
+    if votes.count is not None:
+        raise ValueError("Elo replays the votes in log order: pass them one by one")
     a, b = dense_index(votes, competitor_ids)
     rule: dict[str, Any] = {
         "n_competitors": int(competitor_ids.shape[0]),

@@ -173,8 +173,12 @@ def aggregate_cells(
     *,
     n_competitors: int | None = None,
     cluster: ArrayLike | None = None,
+    count: ArrayLike | None = None,
 ) -> Cells:
     """Reduce battles to unique (cluster, pair, outcome) cells.
+
+    ``count``: how many identical battles each row stands for (rows already grouped, e.g. by the
+    database); the cells are exactly those of the battles written out one by one.
 
     The key ``((cluster * n + lo) * n + hi) * 4 + outcome`` is an int64; when the key space is small
     a single ``np.bincount`` counts it (linear time), otherwise ``np.unique`` sorts it. Either way
@@ -182,11 +186,33 @@ def aggregate_cells(
     Cluster ids are relabelled to ``0..n_clusters-1`` in sorted order.
     """
     bt = validate_battles(a, b, outcome, weight, n_competitors=n_competitors, cluster=cluster)
-    return aggregate_battles(bt)
+    return aggregate_battles(bt, count=None if count is None else row_counts(count, bt.a.shape[0]))
 
 
-def aggregate_battles(bt: Battles) -> Cells:
-    """``aggregate_cells`` for already validated battles."""
+def row_counts(count: ArrayLike, m: int) -> NDArray[np.int64]:
+    """Checked multiplicities of grouped rows: whole, non-negative, one per row."""
+    out = _whole(count, "row counts")
+    if out.shape[0] != m:
+        raise ValueError("count must have one entry per row")
+    if m and int(out.min()) < 0:
+        raise ValueError("row counts must be non-negative")
+    return out
+
+
+def aggregate_battles(bt: Battles, *, count: NDArray[np.int64] | None = None) -> Cells:
+    """``aggregate_cells`` for already validated battles (``count``: each row's multiplicity)."""
+    if count is not None and not bool(count.all()):
+        # Rows standing for no battle make no cell (nor a cluster), exactly as if they were absent.
+        present = count > 0
+        count = count[present]
+        bt = Battles(
+            bt.n_competitors,
+            bt.a[present],
+            bt.b[present],
+            bt.outcome[present],
+            None if bt.weight is None else bt.weight[present],
+            None if bt.cluster is None else bt.cluster[present],
+        )
     n = bt.n_competitors
     lo, hi, out, _ = canonical_pairs(bt.a, bt.b, bt.outcome)
     key = (lo * n + hi) * N_OUTCOMES + out
@@ -198,25 +224,26 @@ def aggregate_battles(bt: Battles) -> Cells:
         key = cl.astype(np.int64) * (n * n * N_OUTCOMES) + key
     n_keys = max(n_clusters, 1) * n * n * N_OUTCOMES
     w = bt.weight
+    rows = count
     if n_keys <= _DENSE_KEY_LIMIT:
-        counts_all = np.bincount(key, minlength=n_keys)
-        keys = np.flatnonzero(counts_all)
-        count = counts_all[keys]
-        if w is None:
-            wsum = count.astype(np.float64)
-            wsq = wsum.copy()
-        else:
-            wsum = weighted_bincount(key, w, minlength=n_keys)[keys]
-            wsq = weighted_bincount(key, w * w, minlength=n_keys)[keys]
+        index, size = key, n_keys
     else:
-        keys, inv = np.unique(key, return_inverse=True)
-        count = np.bincount(inv, minlength=keys.shape[0])
-        if w is None:
-            wsum = count.astype(np.float64)
-            wsq = wsum.copy()
-        else:
-            wsum = weighted_bincount(inv, w, minlength=keys.shape[0])
-            wsq = weighted_bincount(inv, w * w, minlength=keys.shape[0])
+        keys, index = np.unique(key, return_inverse=True)
+        size = int(keys.shape[0])
+    if rows is None:
+        count = np.bincount(index, minlength=size)
+    else:
+        # Exact in float64 below 2**53 battles per cell.
+        count = weighted_bincount(index, rows, minlength=size).astype(np.int64)
+    if w is None:
+        wsum = count.astype(np.float64)
+        wsq = wsum.copy()
+    else:
+        wsum = weighted_bincount(index, w if rows is None else w * rows, minlength=size)
+        wsq = weighted_bincount(index, w * w if rows is None else w * w * rows, minlength=size)
+    if n_keys <= _DENSE_KEY_LIMIT:
+        keys = np.flatnonzero(count)
+        count, wsum, wsq = count[keys], wsum[keys], wsq[keys]
     keys = keys.astype(np.int64)
     out_c = keys % N_OUTCOMES
     pair = (keys // N_OUTCOMES) % (n * n)

@@ -48,23 +48,34 @@ class IntervalChoice:
         return {**asdict(self), "design_effect": round(self.design_effect, 4)}
 
 
-def design_effect(cluster: NDArray[np.int64]) -> tuple[float, int]:
+def design_effect(cluster: NDArray[np.int64], count: NDArray[np.int64] | None = None) -> tuple[float, int]:
     """``D = sum(m_c^2) / N`` over the clusters (prompts) of the votes, and the number of clusters;
-    ``(1.0, 0)`` without votes."""
+    ``(1.0, 0)`` without votes. ``count``: how many votes each entry stands for (grouped rows)."""
     cluster = np.asarray(cluster, dtype=np.int64)
+    votes = None
+    if count is not None:
+        keep = np.asarray(count) > 0
+        cluster, votes = cluster[keep], np.asarray(count, dtype=np.float64)[keep]
     if cluster.size == 0:
         return 1.0, 0
-    _, sizes = np.unique(cluster, return_counts=True)
+    if votes is None:
+        _, sizes = np.unique(cluster, return_counts=True)
+    else:
+        _, inverse = np.unique(cluster, return_inverse=True)
+        sizes = np.bincount(inverse, votes)
     sizes = sizes.astype(np.float64)
     return float((sizes * sizes).sum() / sizes.sum()), int(sizes.shape[0])
 
 
-def choose_interval(setting: str, cluster: NDArray[np.int64], *, plain: str) -> IntervalChoice:
+def choose_interval(
+    setting: str, cluster: NDArray[np.int64], *, plain: str, count: NDArray[np.int64] | None = None
+) -> IntervalChoice:
     """The interval for a board whose votes fall on the prompts ``cluster``: ``setting`` itself unless it is
     "auto", which becomes the cluster bootstrap when prompts repeat enough (the module's rule) and
-    ``plain`` (the view's interval for independent votes) otherwise."""
-    d, clusters = design_effect(cluster)
-    votes = int(np.asarray(cluster).size)
+    ``plain`` (the view's interval for independent votes) otherwise. ``count``: each entry's number of
+    votes, when the votes come grouped."""
+    d, clusters = design_effect(cluster, count)
+    votes = int(np.asarray(cluster).size) if count is None else int(np.asarray(count).sum())
     figures = f"D = sum of squared votes per prompt / votes = {d:.2f} over {clusters} prompts"
     repeat = d >= AUTO_MIN_DESIGN_EFFECT
     enough = clusters >= AUTO_MIN_CLUSTERS

@@ -542,6 +542,18 @@ _ROUND_TOL = 1e-5
 _ROUND_MAX_ITER = 40
 
 
+@dataclass(frozen=True)
+class _RoundRows:
+    """A bootstrap round's rows with a non-zero count: features, target, weight times count, pair, and the
+    full fit's probability (each round's first gradient)."""
+
+    x: NDArray[np.float64]
+    y: NDArray[np.float64]
+    w: NDArray[np.float64]
+    pair32: NDArray[np.int32]
+    p0: NDArray[np.float64]
+
+
 class _StyleRoundSolver:
     """Solves style bootstrap rounds with one Cholesky factor of the full-data information.
 
@@ -573,35 +585,41 @@ class _StyleRoundSolver:
         self.pair32 = sd.pair.astype(np.int32)
         self.fallbacks = 0
 
-    def gradient(self, v: NDArray[np.float64], w: NDArray[np.float64], it: int) -> NDArray[np.float64]:
+    def gradient(self, v: NDArray[np.float64], rows: _RoundRows, it: int) -> NDArray[np.float64]:
         sd, n = self.sd, self.n
         theta, beta = v[:n], v[n:]
         if it == 0:
-            p = self.p0  # every round starts at the full fit
+            p = rows.p0  # every round starts at the full fit
         else:
-            p = expit(np.take(theta[sd.pair_lo] - theta[sd.pair_hi], self.pair32) + sd.x @ beta)
-        r = w * (sd.y - p)
-        g = np.concatenate([sd.inc_t @ weighted_bincount(sd.pair, r, sd.pair_lo.shape[0]), sd.x.T @ r])
+            p = expit(np.take(theta[sd.pair_lo] - theta[sd.pair_hi], rows.pair32) + rows.x @ beta)
+        r = rows.w * (rows.y - p)
+        g = np.concatenate([sd.inc_t @ weighted_bincount(rows.pair32, r, sd.pair_lo.shape[0]), rows.x.T @ r])
         if self.prior > 0:
             g[:n] += self.prior * (0.5 - expit(theta))
         return g
 
     def solve(self, k: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        w = self.sd.weight * k
+        sd = self.sd
+        # Only the rows drawn at least once enter the round's gradient (about 63% under the multinomial):
+        # gathered once a round, they make every iteration's passes shorter; the sums are the same.
+        drawn = np.flatnonzero(k)
+        rows = _RoundRows(
+            x=sd.x[drawn], y=sd.y[drawn], w=(sd.weight * k)[drawn], pair32=self.pair32[drawn], p0=self.p0[drawn]
+        )
         v, _ = fixed_hessian_solve(
-            self.v0, lambda x, it: self.gradient(x, w, it), self.factor, tol=_ROUND_TOL, max_iter=_ROUND_MAX_ITER
+            self.v0, lambda x, it: self.gradient(x, rows, it), self.factor, tol=_ROUND_TOL, max_iter=_ROUND_MAX_ITER
         )
         if v is not None:
             return v[: self.n], v[self.n :]
         self.fallbacks += 1
         theta, beta, _, _ = _newton(
             self.sd,
-            w,
+            sd.weight * k,
             self.v0[: self.n],
             self.v0[self.n :],
             prior=self.prior,
             null_proj=self.null_proj,
-            rows=np.flatnonzero(k),
+            rows=drawn,
         )
         return theta, beta
 

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from .arrays import exclusion_policy_for, vote_arrays, vote_items
+from .arrays import exclusion_policy_for, vote_arrays, vote_items, vote_log
 from .attribute_boards import (
     RUN_FIT_OPTIONS,
     RunObservations,
@@ -103,6 +103,7 @@ __all__ = [
     "exclusion_policy_for",
     "vote_arrays",
     "vote_items",
+    "vote_log",
     # leaderboards
     "SELECTION_NOTE",
     "campaigns_voted_in",

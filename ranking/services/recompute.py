@@ -28,8 +28,9 @@ from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
-from ..compute import Method, board_compute, elo_compute
+from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
+from ..policy import PER_VOTE_MAX, RELIABILITY_MAX, VoteArrays, sample_mask, sample_rate
 from .rater_figures import _rater_figures_warm
 from .rater_flags import rater_flags_check_task
 
@@ -57,34 +58,58 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     campaign = Campaign.objects.filter(pk=campaign_id).first()
     if campaign is None:  # deleted while the task waited in the queue
         return []
-    votes = selectors.vote_arrays(campaign_id=campaign.pk)
     policy = selectors.exclusion_policy_for(campaign)
-    keep, excluded = policy.apply(votes)
-    excluded_in = policy.counts_by_category(votes)
-    kept = votes.subset(keep)
+    method = method_for(campaign)
+    # Counts for every vote, grouped by PostgreSQL; each vote on its own only in the sample the per-vote
+    # views read (style, reliability, Elo: all kept votes up to PER_VOTE_MAX). Grouped by prompt only
+    # when the raw view's interval may resample prompts.
+    log = selectors.vote_log(
+        campaign_id=campaign.pk,
+        policy=policy,
+        by_prompt=method.interval in ("auto", "cluster_bootstrap"),
+        per_vote_max=PER_VOTE_MAX,
+    )
+    counted, sample = log.counted, log.sample
+    # Nested in the sample: the same hash under a lower threshold (RELIABILITY_MAX <= PER_VOTE_MAX).
+    reliability_sample = sample.subset(sample_mask(sample.vote_id, sample_rate(log.kept, RELIABILITY_MAX)))
     # Never the gold pseudo-competitors (their votes are not in the arrays either).
     competitors = list(
         Competitor.objects.filter(campaign=campaign, gold=False).select_related("endpoint").order_by("id")
     )
     competitor_ids = np.array([c.pk for c in competitors], dtype=np.int64)
     labels = {c.pk: f"{c.model_name} {c.version_label}" for c in competitors}
-    method = method_for(campaign)
-    last_vote_id = int(votes.vote_id.max()) if len(votes) else 0
+    last_vote_id = log.last_vote_id
 
     drafts = []
-    totals = np.bincount(votes.category, minlength=len(votes.categories))
-    selections: list[tuple[str, np.ndarray, int]] = [("", np.ones(len(kept), dtype=bool), len(votes))]
-    selections += [(name, kept.category == code, int(totals[code])) for code, name in enumerate(kept.categories)]
-    for category, mask, total in selections:
-        subset = kept.subset(mask)
+    selections: list[tuple[str, int | None, int]] = [("", None, log.total)]
+    selections += [(name, code, int(log.totals[code])) for code, name in enumerate(log.categories)]
+    for category, code, total in selections:
+
+        def of(rows: VoteArrays, code: int | None = code) -> VoteArrays:
+            return rows if code is None else rows.subset(rows.category == code)
+
+        subset = of(counted)
         for view in LeaderboardSnapshot.View:
             t0 = time.perf_counter()
+            per_vote = of(reliability_sample if view == LeaderboardSnapshot.View.RELIABILITY else sample)
             # A View member is the str its Literal names ("raw", "style", "reliability"); mypy cannot relate a
             # TextChoices member to a Literal, as with the campaign's interval choices above.
-            board = board_compute(subset, competitor_ids, labels, method, view=view)  # type: ignore[arg-type]
+            board = board_compute(
+                subset,
+                competitor_ids,
+                labels,
+                method,
+                view=view,  # type: ignore[arg-type]
+                per_vote=per_vote if view != LeaderboardSnapshot.View.RAW else None,
+                prompts=of(log.prompts),
+            )
             extra = dict(board.extra)
+            if view != LeaderboardSnapshot.View.RAW and per_vote.votes < subset.votes:
+                extra["per_vote_sample"] = per_vote_note(per_vote.votes, subset.votes)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
-                extra["elo"], extra["elo_order"] = elo_compute(kept, competitor_ids, labels, method)
+                extra["elo"], extra["elo_order"] = elo_compute(sample, competitor_ids, labels, method)
+                if len(sample) < subset.votes:
+                    extra["elo_sample"] = per_vote_note(len(sample), subset.votes)
             drafts.append(
                 LeaderboardSnapshot(
                     organization_id=campaign.organization_id,
@@ -93,10 +118,10 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                     view=view,
                     last_vote_id=last_vote_id,
                     votes_total=total,
-                    votes_used=len(subset),
+                    votes_used=subset.votes,
                     method=method.as_dict(view=view),
                     policy=policy.as_dict(),
-                    excluded=excluded_in[category] if category else excluded,
+                    excluded=log.excluded_in[category] if category else log.excluded,
                     rows=board.rows,
                     pairwise=board.pairwise,
                     pairwise_arrays=board.pairwise_arrays,
@@ -113,13 +138,13 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
             .values_list("last_vote_id", "votes_total")
             .first()
         )
-        if newest is not None and tuple(newest) > (last_vote_id, len(votes)):
+        if newest is not None and tuple(newest) > (last_vote_id, log.total):
             # A recompute that read the log later committed first: this one is out of date. (The count
             # catches a vote with a lower id that committed after this recompute read the log.)
             logger.info(
                 "campaign %s: recompute over %s votes up to id %s dropped; a newer one exists",
                 campaign.pk,
-                len(votes),
+                log.total,
                 last_vote_id,
             )
             return []
@@ -138,8 +163,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 "version": version,
                 "categories": sorted({draft.category for draft in drafts}),
                 "views": sorted({draft.view for draft in drafts}),
-                "votes_total": len(votes),
-                "votes_used": len(kept),
+                "votes_total": log.total,
+                "votes_used": log.kept,
                 "last_vote_id": last_vote_id,
             },
         )
@@ -147,8 +172,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
         "campaign %s: leaderboards v%s from %s votes (%s kept) in %.2f s",
         campaign.pk,
         version,
-        len(votes),
-        len(kept),
+        log.total,
+        log.kept,
         time.perf_counter() - started,
     )
     return snapshots

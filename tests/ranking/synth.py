@@ -35,8 +35,10 @@ def votes_write(
     decision_ms: int = 5000,
     categories: Sequence[str] | None = None,
     shared: bool = False,
+    identity_every: int = 0,
 ) -> list[Vote]:
-    """``shared``: the battles are copies of shared items, as ``reviewers_per_item`` makes them: the
+    """``identity_every``: every so many votes the prompt asks the model who it is (0: never).
+    ``shared``: the battles are copies of shared items, as ``reviewers_per_item`` makes them: the
     j-th time a rater meets a (prompt, pair) it is that pair's j-th item, so items have several raters
     and no rater rates one twice (the same keys in every call: later calls join the same items)."""
     rng = np.random.default_rng(seed)
@@ -108,7 +110,7 @@ def votes_write(
                 decision_ms=decision_ms,
                 left_style=style,
                 right_style={"tokens": 30, "headers": 0, "list_items": 1, "bold": 0, "code_blocks": 0},
-                prompt_asks_identity=False,
+                prompt_asks_identity=bool(identity_every) and i % identity_every == 0,
                 answer_names_model=False,
             )
         )

@@ -273,8 +273,10 @@ def test_a_recompute_over_older_votes_never_replaces_a_newer_snapshot(board, acm
     campaign, competitors, _ = board
     from ranking import selectors as ranking_selectors
 
-    real = ranking_selectors.vote_arrays
-    stale = real(campaign_id=campaign.pk)  # what a slow, earlier recompute had read
+    # What a slow, earlier recompute had read.
+    stale = ranking_selectors.vote_log(
+        campaign_id=campaign.pk, policy=ranking_selectors.exclusion_policy_for(campaign), by_prompt=True
+    )
     prompts = list(Prompt.objects.filter(campaign=campaign))
     votes_write(
         campaign=campaign,
@@ -287,7 +289,7 @@ def test_a_recompute_over_older_votes_never_replaces_a_newer_snapshot(board, acm
         seed=9,
     )
     assert leaderboards_recompute(campaign_id=campaign.pk)  # the newer one commits first
-    monkeypatch.setattr(ranking_selectors, "vote_arrays", lambda campaign_id: stale)
+    monkeypatch.setattr(ranking_selectors, "vote_log", lambda **kwargs: stale)
     assert leaderboards_recompute(campaign_id=campaign.pk) == []
     latest = LeaderboardSnapshot.objects.filter(campaign=campaign, category="", view="raw").order_by("-version")[0]
     assert latest.votes_total == 625

@@ -126,3 +126,18 @@ def test_fixed_hessian_rounds_match_newton_rounds(scheme: str, prior: float) -> 
     assert np.abs(fast.coef_samples - slow.coef_samples).max() < 1e-4
     np.testing.assert_allclose(fast.scores.lower, slow.scores.lower, atol=0.01)
     np.testing.assert_allclose(fast.coef_upper, slow.coef_upper, atol=1e-4)
+
+
+def test_a_round_whose_fixed_hessian_steps_stall_falls_back_to_newton(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds the shortcut cannot finish (here: every one) are solved by damped Newton on the rows drawn,
+    so the intervals are those of the Newton rounds."""
+    from ranking.estimators import style
+
+    _, a, b, o, left, right = synthetic(3000, n_competitors=6, seed=5, tie_prob=0.1)
+    sd = style_design(a, b, o, left, right)
+    fit = fit_style(sd)
+    monkeypatch.setattr(style, "fixed_hessian_solve", lambda *args, **kwargs: (None, 3))
+    stalled = style_bootstrap_intervals(sd, fit, rounds=6, seed=2, workers=1)
+    newton = style_bootstrap_intervals(sd, fit, rounds=6, seed=2, workers=1, solver="newton")
+    assert stalled.scores.samples is not None and newton.scores.samples is not None
+    np.testing.assert_allclose(stalled.scores.samples, newton.scores.samples, atol=1e-9)
