@@ -87,48 +87,7 @@ def load(n_votes: int, n_competitors: int, n_categories: int, seed: int = 0, spr
 def _load(
     slug: str, n_votes: int, n_competitors: int, n_categories: int, rng: np.random.Generator, spread_days: int = 0
 ) -> int:
-    from django.contrib.auth import get_user_model
-
-    from battles.models import Campaign, Competitor, Prompt
-    from battles.prompting import CATEGORIES, prompt_hash
-    from raters.models import Organization, RaterPool
-    from serving.models import ModelEndpoint
-
-    organization, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Benchmark"})
-    pool = RaterPool.objects.create(organization=organization, name=f"pool {slug}")
-    campaign = Campaign.objects.create(
-        organization=organization,
-        name=slug,
-        slug=slug,
-        status=Campaign.Status.OPEN,
-        min_decision_ms=1500,
-        ranking_min_votes=50,
-    )
-    endpoints = ModelEndpoint.objects.bulk_create(
-        ModelEndpoint(organization=organization, name=f"{slug}-m{i}", url="127.0.0.1:1", model_name=f"m{i}")
-        for i in range(n_competitors)
-    )
-    competitors = Competitor.objects.bulk_create(
-        Competitor(organization=organization, campaign=campaign, endpoint=e, version_label="1") for e in endpoints
-    )
-    raters = get_user_model().objects.bulk_create(
-        get_user_model()(username=f"r{i}-{slug}", email=f"r{i}-{slug}@bench.test", password="!") for i in range(200)
-    )
-    categories = CATEGORIES[:n_categories]
-    texts = [f"benchmark prompt {i}" for i in range(20_000)]
-    prompts = Prompt.objects.bulk_create(
-        Prompt(
-            organization=organization,
-            campaign=campaign,
-            text=t,
-            text_hash=prompt_hash(t),
-            category=categories[i % n_categories],
-            language="en",
-        )
-        for i, t in enumerate(texts)
-    )
-
-    comp_ids = np.array([c.pk for c in competitors])
+    campaign, comp_ids, rater_pks, prompts, pool_pk = _fixtures(slug, n_competitors, n_categories, rng)
     strength = rng.normal(0, 0.8, n_competitors)
     a = rng.integers(0, n_competitors, n_votes)
     b = (a + rng.integers(1, n_competitors, n_votes)) % n_competitors
@@ -143,7 +102,7 @@ def _load(
     prompt_ids = np.array([p.pk for p in prompts])[prompt_idx]
     prompt_hashes = np.array([p.text_hash for p in prompts], dtype=object)[prompt_idx]
     prompt_cats = np.array([p.category for p in prompts], dtype=object)[prompt_idx]
-    rater_ids = np.array([r.pk for r in raters])[rng.integers(0, len(raters), n_votes)]
+    rater_ids = np.array(rater_pks)[rng.integers(0, len(rater_pks), n_votes)]
     battle_ids = [str(uuid.UUID(int=int(x))) for x in rng.integers(1, 2**62, n_votes)]
     now: str | list[str] = pd.Timestamp.now(tz="UTC").isoformat()
     if spread_days:
@@ -166,10 +125,10 @@ def _load(
         pd.DataFrame(
             {
                 "id": battle_ids,
-                "organization_id": organization.pk,
+                "organization_id": campaign.organization_id,
                 "campaign_id": campaign.pk,
                 "rater_id": rater_ids,
-                "pool_id": pool.pk,
+                "pool_id": pool_pk,
                 "prompt_id": prompt_ids,
                 "left_id": comp_ids[a],
                 "right_id": comp_ids[b],
@@ -190,12 +149,12 @@ def _load(
         "battles_vote",
         pd.DataFrame(
             {
-                "organization_id": organization.pk,
+                "organization_id": campaign.organization_id,
                 "campaign_id": campaign.pk,
                 "battle_id": battle_ids,
                 "created_at": now,
                 "rater_id": rater_ids,
-                "pool_id": pool.pk,
+                "pool_id": pool_pk,
                 "prompt_id": prompt_ids,
                 "prompt_hash": prompt_hashes,
                 "category": prompt_cats,

@@ -155,33 +155,6 @@ def sample_rate(kept: int, cap: int) -> float:
     return 1.0 if kept <= cap else cap / kept
 
 
-@dataclass(frozen=True)
-class VoteLog:
-    """A campaign's log under its exclusion policy, as the recompute reads it.
-
-    ``counted``: the kept votes grouped by (category, prompt when ``by_prompt``, left, right, outcome),
-    each row with its ``count``, sorted by those keys; everything that needs only counts reads this.
-    ``sample``: the kept votes one by one, in log order: all of them when at most ``PER_VOTE_MAX`` were
-    kept, else those in the sample of ``sample_rate`` (``sample_mask``). ``total``/``totals``: the votes in
-    the log, and per category (codes into ``categories``), before the policy; ``excluded`` and
-    ``excluded_in`` the policy's counts (``ExclusionPolicy.apply`` and ``counts_by_category``)."""
-
-    counted: VoteArrays
-    sample: VoteArrays
-    sample_rate: float
-    total: int
-    totals: NDArray[np.int64]
-    kept: int
-    excluded: dict[str, int]
-    excluded_in: dict[str, dict[str, int]]
-    last_vote_id: int
-    categories: tuple[str, ...]
-    by_prompt: bool
-    # The kept votes counted per (category, prompt) (pair and outcome -1): what the interval's choice reads
-    # (how much prompts repeat) when ``counted`` is not grouped by prompt.
-    prompts: VoteArrays
-
-
 RULES = ("too_fast", "identity_leak", "over_prompt_cap", "over_rater_cap", "flagged_rater")
 
 
@@ -228,6 +201,8 @@ class LogCounts:
     """Everything of a ``VoteLog`` but its sample (``log_counts``)."""
 
     counted: VoteArrays
+    # The kept votes counted per (category, prompt) (pair and outcome -1): what the interval's choice reads
+    # (how much prompts repeat) when ``counted`` is not grouped by prompt.
     prompts: VoteArrays
     total: int
     totals: NDArray[np.int64]
@@ -235,6 +210,23 @@ class LogCounts:
     excluded: dict[str, int]
     excluded_in: dict[str, dict[str, int]]
     last_vote_id: int
+
+
+@dataclass(frozen=True)
+class VoteLog(LogCounts):
+    """A campaign's log under its exclusion policy, as the recompute reads it.
+
+    ``counted``: the kept votes grouped by (category, prompt when ``by_prompt``, left, right, outcome),
+    each row with its ``count``, sorted by those keys; everything that needs only counts reads this.
+    ``sample``: the kept votes one by one, in log order: all of them when at most ``PER_VOTE_MAX`` were
+    kept, else those in the sample of ``sample_rate`` (``sample_mask``). ``total``/``totals``: the votes in
+    the log, and per category (codes into ``categories``), before the policy; ``excluded`` and
+    ``excluded_in`` the policy's counts (``ExclusionPolicy.apply`` and ``counts_by_category``)."""
+
+    sample: VoteArrays
+    sample_rate: float
+    categories: tuple[str, ...]
+    by_prompt: bool
 
 
 def log_counts(

@@ -81,20 +81,33 @@ def vote_arrays(*, campaign_id: int) -> VoteArrays:
     prompt_codes, _ = pd.factorize(frame["prompt_hash"].astype(str), sort=False)
     category_codes, categories = pd.factorize(frame["category"].astype(str), sort=True)
 
-    def ints(name: str) -> NDArray[np.int64]:
-        values: NDArray[np.int64] = frame[name].to_numpy(dtype=np.int64)
-        return values
-
-    return VoteArrays(
-        vote_id=ints("id"),
-        left=ints("left"),
-        right=ints("right"),
-        outcome=ints("outcome"),
-        decision_ms=ints("decision_ms"),
-        rater=ints("rater"),
+    return _vote_arrays_from(
+        frame,
         prompt=prompt_codes.astype(np.int64),
         category=category_codes.astype(np.int64),
         categories=tuple(str(c) for c in categories),
+    )
+
+
+def _ints(frame: pd.DataFrame, name: str) -> NDArray[np.int64]:
+    values: NDArray[np.int64] = frame[name].to_numpy(dtype=np.int64)
+    return values
+
+
+def _vote_arrays_from(
+    frame: pd.DataFrame, *, prompt: NDArray[np.int64], category: NDArray[np.int64], categories: tuple[str, ...]
+) -> VoteArrays:
+    """The votes of ``frame`` (columns ``_COLUMNS``) as arrays, with their prompt and category codes."""
+    return VoteArrays(
+        vote_id=_ints(frame, "id"),
+        left=_ints(frame, "left"),
+        right=_ints(frame, "right"),
+        outcome=_ints(frame, "outcome"),
+        decision_ms=_ints(frame, "decision_ms"),
+        rater=_ints(frame, "rater"),
+        prompt=prompt,
+        category=category,
+        categories=categories,
         identity=frame["identity"].to_numpy(dtype=np.int64).astype(bool),
         style_left=frame[[f"left_{k}" for k in STYLE_FEATURES]].to_numpy(dtype=np.float64),
         style_right=frame[[f"right_{k}" for k in STYLE_FEATURES]].to_numpy(dtype=np.float64),
@@ -166,8 +179,8 @@ def vote_log(
     *, campaign_id: int, policy: ExclusionPolicy, by_prompt: bool, per_vote_max: int = PER_VOTE_MAX
 ) -> VoteLog:
     """The campaign's log under ``policy`` as the recompute reads it (``policy.VoteLog``): on PostgreSQL
-    the counts come from one GROUP BY over the log (with GROUPING SETS, the counts per prompt as well) and
-    only the sample of kept votes travels one by one; elsewhere the log is read one by one and grouped
+    the policy's rules are applied in SQL, every vote's few columns are grouped in numpy (``log_counts``)
+    and only the sample of kept votes travels whole; elsewhere the log is read one by one and grouped
     in numpy (``vote_log_from_arrays``, which gives equal arrays). ``by_prompt``: group the counts by
     prompt too (the bootstrap by prompt, or "auto", needs them)."""
     if connection.vendor != "postgresql":
@@ -196,19 +209,15 @@ def _counts_read(sql: str, by_prompt: bool) -> LogCounts:
     frame = _copy_frame(sql, columns, types)
     categories = _categories(frame["category"])
 
-    def ints(name: str) -> NDArray[np.int64]:
-        values: NDArray[np.int64] = frame[name].to_numpy(dtype=np.int64)
-        return values
-
     return log_counts(
         category=_category_codes(frame["category"], categories),
         categories=categories,
-        prompt=ints("prompt"),
-        left=ints("left"),
-        right=ints("right"),
-        outcome=ints("outcome"),
-        rules=ints("rules"),
-        vote_id=ints("id"),
+        prompt=_ints(frame, "prompt"),
+        left=_ints(frame, "left"),
+        right=_ints(frame, "right"),
+        outcome=_ints(frame, "outcome"),
+        rules=_ints(frame, "rules"),
+        vote_id=_ints(frame, "id"),
         by_prompt=by_prompt,
     )
 
@@ -227,23 +236,11 @@ def _vote_sample(votes: str, kept: str, rate: float, categories: tuple[str, ...]
     )
     frame = _copy_frame(sql, _COLUMNS, {"category": "category"})
 
-    def ints(name: str) -> NDArray[np.int64]:
-        values: NDArray[np.int64] = frame[name].to_numpy(dtype=np.int64)
-        return values
-
-    return VoteArrays(
-        vote_id=ints("id"),
-        left=ints("left"),
-        right=ints("right"),
-        outcome=ints("outcome"),
-        decision_ms=ints("decision_ms"),
-        rater=ints("rater"),
-        prompt=ints("prompt_hash"),
+    return _vote_arrays_from(
+        frame,
+        prompt=_ints(frame, "prompt_hash"),
         category=_category_codes(frame["category"], categories),
         categories=categories,
-        identity=frame["identity"].to_numpy(dtype=np.int64).astype(bool),
-        style_left=frame[[f"left_{k}" for k in STYLE_FEATURES]].to_numpy(dtype=np.float64),
-        style_right=frame[[f"right_{k}" for k in STYLE_FEATURES]].to_numpy(dtype=np.float64),
     )
 
 
