@@ -116,16 +116,7 @@ def _demo_seed_organization(
     campaign.rater_pools.add(pool)
     endpoints = []
     for model in shipped_models(model_repository):
-        endpoint, _ = ModelEndpoint.objects.update_or_create(
-            organization=organization,
-            name=model,
-            defaults={
-                "url": triton_grpc_url,
-                "protocol": ModelEndpoint.Protocol.GRPC,
-                "model_name": model,
-                "timeout_s": 30.0,
-            },
-        )
+        endpoint = _demo_endpoint(organization, model, triton_grpc_url)
         endpoints.append(endpoint)
         Competitor.objects.get_or_create(
             organization=organization, campaign=campaign, endpoint=endpoint, version_label="1"
@@ -138,6 +129,24 @@ def _demo_seed_organization(
     return DemoWorld(organization=organization, campaign=campaign, endpoints=endpoints)
 
 
+def _demo_endpoint(
+    organization: Organization, model: str, triton_grpc_url: str, *, timeout_s: float = 30.0, **fields: Any
+) -> ModelEndpoint:
+    """The endpoint of one of the demo Triton's models (pointed at the given server on every run)."""
+    endpoint, _ = ModelEndpoint.objects.update_or_create(
+        organization=organization,
+        name=model,
+        defaults={
+            "url": triton_grpc_url,
+            "protocol": ModelEndpoint.Protocol.GRPC,
+            "model_name": model,
+            "timeout_s": timeout_s,
+            **fields,
+        },
+    )
+    return endpoint
+
+
 # The demo's judge: a model built for judging (serving/judge_repository/), never a competitor, so its runs
 # judge both demo campaigns (a judge never judges its own model or family).
 DEMO_JUDGE_MODEL = "arena-judge"
@@ -145,16 +154,7 @@ DEMO_JUDGE = "Demo judge"
 
 
 def demo_judge_seed(*, organization: Organization, triton_grpc_url: str) -> Judge:
-    endpoint, _ = ModelEndpoint.objects.update_or_create(
-        organization=organization,
-        name=DEMO_JUDGE_MODEL,
-        defaults={
-            "url": triton_grpc_url,
-            "protocol": ModelEndpoint.Protocol.GRPC,
-            "model_name": DEMO_JUDGE_MODEL,
-            "timeout_s": 30.0,
-        },
-    )
+    endpoint = _demo_endpoint(organization, DEMO_JUDGE_MODEL, triton_grpc_url)
     judge = Judge.objects.filter(organization=organization, name=DEMO_JUDGE).first()
     if judge is not None:
         return judge
@@ -218,17 +218,13 @@ def demo_seed_real_models(*, triton_grpc_url: str) -> DemoWorld:
         campaign.rater_pools.add(pool)
         endpoints = []
         for model, prompt_format in REAL_MODELS:
-            endpoint, _ = ModelEndpoint.objects.update_or_create(
-                organization=organization,
-                name=model,
-                defaults={
-                    "url": triton_grpc_url,
-                    "protocol": ModelEndpoint.Protocol.GRPC,
-                    "model_name": model,
-                    # Gemma writes the whole budget: 640 tokens took up to 64 s on a loaded 2-core machine.
-                    "timeout_s": 110.0,
-                    **endpoint_contract_fields(contract="vllm", prompt_format=prompt_format),
-                },
+            # Gemma writes the whole budget: 640 tokens took up to 64 s on a loaded 2-core machine.
+            endpoint = _demo_endpoint(
+                organization,
+                model,
+                triton_grpc_url,
+                timeout_s=110.0,
+                **endpoint_contract_fields(contract="vllm", prompt_format=prompt_format),
             )
             endpoints.append(endpoint)
             Competitor.objects.get_or_create(
