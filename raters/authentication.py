@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework import authentication, exceptions
@@ -18,7 +17,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from .models import ApiKey, Membership, api_key_hash, api_key_scope_allows
+from .models import ApiKey, api_key_hash, api_key_scope_allows, api_keys_with_maker_role
 from .tenancy import scopes_disabled
 
 if TYPE_CHECKING:
@@ -74,12 +73,8 @@ def api_key_for_request(request: HttpRequest) -> ApiKey | None:
     api_key = None
     if key:
         with scopes_disabled():
-            maker_role = Membership.objects.filter(
-                user_id=OuterRef("created_by_id"), organization_id=OuterRef("organization_id")
-            ).values("role")[:1]
             api_key = (
-                ApiKey.objects.select_related("organization", "created_by")
-                .annotate(maker_role=Subquery(maker_role))
+                api_keys_with_maker_role(ApiKey.objects.select_related("organization", "created_by"))
                 .filter(hashed_key=api_key_hash(key), revoked_at__isnull=True)
                 .first()
             )

@@ -6,6 +6,7 @@ import hashlib
 import re
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -362,25 +363,47 @@ class ApiKey(models.Model):
 
     def effective_scope(self) -> str | None:
         """The scope this key acts with now: its own, capped by its maker's current role in its
-        organisation (``None``: the maker may no longer use the API there, so neither may the key).
-        ``api_key_for_request`` annotates the maker's role (``maker_role``) to spare a query."""
+        organisation (``None``: the maker may no longer use the API there, so neither may the key). A key
+        made by the operator's own code (no maker) keeps its scope. Querysets annotated by
+        ``api_keys_with_maker_role`` (the request's key, the console's list) spare the role's query."""
         if self.created_by_id is None:
             return self.scope
-        maker = self.created_by
-        if maker is None or not maker.is_active:
-            return None
-        if maker.is_superuser:
-            return self.scope
-        if hasattr(self, "maker_role"):
-            role = self.maker_role
-        else:
-            with scopes_disabled():  # the maker's own role, as the request's scope itself is read
-                role = (
-                    Membership.objects.filter(user_id=self.created_by_id, organization_id=self.organization_id)
-                    .values_list("role", flat=True)
-                    .first()
-                )
-        return api_key_scope_capped(self.scope, API_KEY_SCOPE_OF_ROLE.get(role or ""))
+        cap = api_key_scope_cap_of(self.created_by, self.organization_id, role=getattr(self, "maker_role", _LOOK_UP))
+        return api_key_scope_capped(self.scope, cap)
+
+
+_LOOK_UP = object()
+
+
+def api_key_scope_cap_of(user: Any, organization_id: int, *, role: object = _LOOK_UP) -> str | None:
+    """The strongest scope ``user`` may give a key of the organisation, and use through one: an owner's is
+    owner, a manager's write, a viewer's read, a rater's (or an outsider's, or an inactive account's) none;
+    a superuser any. ``None`` as the user is the operator's own code (management commands, benchmarks): any.
+    ``role``: the user's role there when the caller already read it (``None``: no membership)."""
+    if user is None:
+        return ApiKey.Scope.OWNER
+    if not user.is_authenticated or not user.is_active:
+        return None
+    if user.is_superuser:
+        return ApiKey.Scope.OWNER
+    if role is _LOOK_UP:
+        with scopes_disabled():  # the user's own role, as the request's scope itself is read (raters.tenancy)
+            role = (
+                Membership.objects.filter(user_id=user.pk, organization_id=organization_id)
+                .values_list("role", flat=True)
+                .first()
+            )
+    return API_KEY_SCOPE_OF_ROLE.get(str(role or ""))
+
+
+def api_keys_with_maker_role(queryset: models.QuerySet[ApiKey]) -> models.QuerySet[ApiKey]:
+    """``queryset`` with the role of each key's maker in the key's organisation (``maker_role``), read in
+    the same query: ``ApiKey.effective_scope`` then makes none (select the maker too: ``created_by``)."""
+    with scopes_disabled():  # the maker's own role, whatever the request's scope
+        role = Membership.objects.filter(
+            user_id=models.OuterRef("created_by_id"), organization_id=models.OuterRef("organization_id")
+        ).values("role")[:1]
+    return queryset.annotate(maker_role=models.Subquery(role))
 
 
 API_KEY_SCOPES = (ApiKey.Scope.READ, ApiKey.Scope.WRITE, ApiKey.Scope.OWNER)  # weakest first

@@ -10,14 +10,13 @@ from django.utils import timezone
 from core.errors import Invalid, PermissionDenied
 
 from ..models import (
-    API_KEY_SCOPE_OF_ROLE,
     API_KEY_SCOPES,
     ApiKey,
     AuditAction,
-    Membership,
     Organization,
     api_key_hash,
     api_key_scope_allows,
+    api_key_scope_cap_of,
 )
 from ..tenancy import scopes_disabled
 from .audit import audit_record
@@ -26,20 +25,9 @@ API_KEY_PREFIX = "arena"
 
 
 def api_key_scope_cap(*, organization: Organization, user: User | AnonymousUser | None) -> str | None:
-    """The strongest scope ``user`` may give a key of ``organisation``: an owner's is owner, a manager's
-    write, a viewer's read, a rater's (or an outsider's, or an inactive account's) none; a superuser any.
-    ``None`` as the user is the operator's own code (management commands, benchmarks): any."""
-    if user is None:
-        return ApiKey.Scope.OWNER
-    if not user.is_authenticated or not user.is_active:
-        return None
-    if user.is_superuser:
-        return ApiKey.Scope.OWNER
-    with scopes_disabled():  # the maker's own role, as the request's scope itself is read (raters.tenancy)
-        role = (
-            Membership.objects.filter(user_id=user.pk, organization=organization).values_list("role", flat=True).first()
-        )
-    return API_KEY_SCOPE_OF_ROLE.get(role or "")
+    """The strongest scope ``user`` may give a key of ``organisation`` (``api_key_scope_cap_of``: the same
+    rule caps the key at every use)."""
+    return api_key_scope_cap_of(user, organization.pk)
 
 
 def api_key_scopes_for(*, organization: Organization, user: User | AnonymousUser | None) -> list[str]:

@@ -11,7 +11,9 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from core.errors import Invalid, PermissionDenied
@@ -201,3 +203,22 @@ def test_the_console_lists_what_each_key_acts_as(acme, alice):
     page = login(alice).get(reverse("admin:raters_apikey_changelist")).content.decode()
     assert '<td class="field-scope">Owner: read, write and the organisation&#x27;s webhooks</td>' in page
     assert '<td class="field-acts_as">write</td>' in page
+
+
+def test_the_key_list_reads_every_makers_role_in_its_own_query(acme, alice):
+    """"Acts as" needs each maker's role: read with the list, so the page's queries do not grow with keys."""
+    client = login(alice)
+    client.get(reverse("admin:raters_apikey_changelist"))  # warm the session and the caches
+    url = reverse("admin:raters_apikey_changelist")
+    services.api_key_create(organization=acme.organization, name="one", scope="read", actor=_member(acme, Role.VIEWER))
+    with CaptureQueriesContext(connection) as one:
+        assert client.get(url).status_code == 200
+    makers = [_member(acme, role) for role in (Role.OWNER, Role.MANAGER, Role.VIEWER, Role.MANAGER)]
+    for i, maker in enumerate(makers):
+        services.api_key_create(organization=acme.organization, name=f"k{i}", scope="read", actor=maker)
+    with CaptureQueriesContext(connection) as five:
+        page = client.get(url).content.decode()
+    assert page.count('<td class="field-acts_as">read</td>') == 5
+    assert len(five.captured_queries) == len(one.captured_queries)
+    # The user's rights are read once per request, not once per model the page's menu lists (was 125).
+    assert len(one.captured_queries) <= 12
