@@ -11,12 +11,14 @@ with a tie share of 0.3, ``validation.simulate_half_win``; ties at a constant 0.
 votes by Bradley-Terry, for which dropping ties is the true model), each with a planted style effect (0.4 logit
 per standard deviation of the normalised length difference) and without. Printed per campaign: the tie
 treatment the validation picks and whether it is distinguishable from the runner-up, and the same for style.
-Goal: the generating tie treatment and the generating style setting are picked in every campaign, the planted
-ones distinguishably (a style model is never distinguishably better where no effect was planted).
+Goal: in every campaign the generating tie treatment scores best, a planted style effect is found
+distinguishably, and where none was planted a style model is never distinguishably better (it may score best
+by chance, within the uncertainty, about half the time).
 
 Cost. ``validation_block`` as the recompute calls it, on ``board_validation.VALIDATION_MAX`` votes among 300
 competitors, against the board's own style-controlled fit of the same votes (``fit_style``: what every
-recompute already pays for the style view), measured in the same run. Goal: at most 10 times that fit.
+recompute already pays for the style view), measured in the same run, each the best of three. Goal: at most 10
+times that fit.
 
 ``validate_arrays`` (importable) prints the candidates and verdicts for any arrays of votes in time order,
 competitors coded 0..n-1 and outcomes 0 left wins, 1 right wins, 2 tie, 3 both bad.
@@ -142,8 +144,10 @@ def known_truth(votes: int, competitors: int, seeds: int) -> bool:
                 assert tc is not None and sc is not None
                 best_ties = next((c.ties for c in report.candidates if c.name == tc.best), None)
                 with_style = sc.best is not None and "+style" in sc.best
-                good = best_ties == ties and with_style == style and (sc.distinguishable or not style)
-                good = good and not (with_style and not style and sc.distinguishable)
+                # Style: a planted effect is found distinguishably; without one, a style model may score best by
+                # chance (about half the time) but never distinguishably.
+                found = with_style and sc.distinguishable
+                good = best_ties == ties and found == style
                 ok &= good
                 print(
                     f"  truth {ties:>8}{' + style' if style else '        '} seed {seed}: picks {best_ties:>8} "
@@ -178,12 +182,15 @@ def cost(competitors: int = 300) -> float:
         style_left=left,
         style_right=right,
     )
-    t0 = time.perf_counter()
-    fit_style(style_design(a, b, outcome, left, right, n_competitors=competitors))
-    base = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    block = validation_block(votes, m, ids, Method())
-    took = time.perf_counter() - t0
+    # Each the best of three runs: the machine is shared, and the least time is the one least disturbed.
+    base = took = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fit_style(style_design(a, b, outcome, left, right, n_competitors=competitors))
+        base = min(base, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        block = validation_block(votes, m, ids, Method())
+        took = min(took, time.perf_counter() - t0)
     ratio = took / base
     print(
         f"Cost: {m:,} votes, {competitors} competitors: validation {took:.2f} s "

@@ -35,15 +35,26 @@ close candidates the winner's margin is somewhat optimistic (the prior candidate
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit, softmax
+from scipy.special import expit
 from scipy.stats import norm
 
-from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, TIE, aggregate_cells, validate_battles, weighted_bincount
+from .aggregate import (
+    BOTH_BAD,
+    LEFT_WINS,
+    RIGHT_WINS,
+    TIE,
+    Cells,
+    aggregate_cells,
+    validate_battles,
+    weighted_bincount,
+)
 from .bradley_terry import BothBad, fit_bradley_terry
 from .davidson import fit_davidson
 from .newton import damped_newton
@@ -225,7 +236,10 @@ def bt_forecast(z: NDArray[np.float64], ties: str, tau: float) -> NDArray[np.flo
 
 def davidson_forecast(z: NDArray[np.float64], eta: float) -> NDArray[np.float64]:
     """``(m, 3)`` Davidson forecasts for logit ``z`` and ``eta = log nu``."""
-    out: NDArray[np.float64] = softmax(np.stack([z / 2.0, -z / 2.0, np.full_like(z, eta)], axis=1), axis=1)
+    # Shifted by the largest of the three (|z|/2 or eta), as a softmax is, without scipy's per-call overhead.
+    top = np.maximum(np.abs(z) / 2.0, eta)
+    e = np.exp(np.stack([z / 2.0 - top, -z / 2.0 - top, eta - top], axis=1))
+    out: NDArray[np.float64] = e / e.sum(axis=1, keepdims=True)
     return out
 
 
@@ -349,7 +363,7 @@ def fit_davidson_style(
         hess[: n + f, n + f] = cross
         hess[n + f, : n + f] = cross
         hess[n + f, n + f] = float(w @ (q[:, 2] * (1.0 - q[:, 2])))
-        return value(v), grad, hess
+        return float("nan"), grad, hess  # f only when a line search needs it (one more pass over the rows)
 
     eta0 = float(np.log(max(2.0 * tie_share / max(1.0 - tie_share, 1e-9), 1e-6)))
     x0 = np.concatenate([np.zeros(n + f), [eta0]])
@@ -400,8 +414,10 @@ def _fit_candidate(
     tau: float,
     styles: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None,
     feature_names: tuple[str, ...] | None,
+    cells_of: Callable[[bool], Cells],
 ) -> tuple[NDArray[np.float64] | None, str | None]:
-    """The held-out forecasts of one candidate, or why it cannot be fitted."""
+    """The held-out forecasts of one candidate, or why it cannot be fitted (``cells_of(every)``: the training
+    cells of every vote, or of the decisive ones, aggregated once for all the priors)."""
     a, b, o = train
     ta, tb, _ = test
     decisive = o != TIE
@@ -411,7 +427,7 @@ def _fit_candidate(
         return None, "no ties in the training part: Davidson's tie parameter would be 0"
     keep = decisive if ties == "drop" else np.ones(o.shape[0], dtype=bool)
     if not style:
-        cells = aggregate_cells(a[keep], b[keep], o[keep], n_competitors=n)
+        cells = cells_of(bool(keep.all()))
         if ties == "davidson":
             with np.errstate(over="ignore"):  # the tie parameter's interval, unused here, may overflow
                 fit_d = fit_davidson(cells, prior_games=prior)
@@ -524,13 +540,28 @@ def validate_models(
         if lf.ndim == 1:
             lf, rf = lf[:, None], rf[:, None]
         styles = (lf[:k], rf[:k], lf[k:], rf[k:])
+
+    @cache
+    def cells_of(every: bool) -> Cells:
+        use = slice(None) if every else train[2] != TIE
+        return aggregate_cells(train[0][use], train[1][use], train[2][use], n_competitors=n)
+
     candidates: list[Candidate] = []
     for ties in TIE_TREATMENTS:
         for style in (False, True) if styles is not None else (False,):
             for prior in priors if not style else (default_prior,):
                 name = candidate_name(ties, style, prior)
                 f, why = _fit_candidate(
-                    ties, style, prior, train=train, test=test, n=n, tau=tau, styles=styles, feature_names=feature_names
+                    ties,
+                    style,
+                    prior,
+                    train=train,
+                    test=test,
+                    n=n,
+                    tau=tau,
+                    styles=styles,
+                    feature_names=feature_names,
+                    cells_of=cells_of,
                 )
                 if f is None:
                     candidates.append(Candidate(name, ties, style, prior, skipped=why))
