@@ -396,10 +396,7 @@ def _compare(question: str, family: list[Candidate], z: float) -> Comparison:
     if three.distinguishable:
         verdict = f"{best.name} predicts the held-out votes best, distinguishably better than {second.name}"
     else:
-        verdict = (
-            f"no clear winner: {best.name} scores best, but {second.name} is within the uncertainty "
-            f"(log-loss difference {three.difference:.4f} ± {z * three.se:.4f})"
-        )
+        verdict = f"no clear winner: {best.name} scores best, but {second.name} is within the uncertainty"
     return Comparison(question, names, best.name, second.name, three, decisive, verdict)
 
 
