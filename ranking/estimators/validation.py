@@ -567,7 +567,7 @@ def validate_models(
                 dec, dec_loss = _decisive_metrics(f, test[2])
                 candidates.append(Candidate(name, ties, style, prior, three, dec, None, loss, dec_loss))
 
-    def family(pred: Any) -> list[Candidate]:
+    def family(pred: Callable[[Candidate], bool]) -> list[Candidate]:
         return [c for c in candidates if pred(c)]
 
     comparisons = [_compare("ties", family(lambda c: not c.style and c.prior_games == default_prior), z)]
