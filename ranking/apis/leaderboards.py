@@ -166,6 +166,7 @@ class SnapshotOutput(serializers.Serializer[Any]):
         "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders); "
         "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
         "rank_ranges (how rank ranges are read)."
+        " `validation` (overall raw board): which model predicts later votes best, fitted on earlier ones (verdicts)."
     )
     pairwise = serializers.DictField(
         required=False,

@@ -91,6 +91,7 @@ from .style import (
     style_sandwich_intervals,
     style_subset,
 )
+from .validation import ValidationReport, validate_models
 
 __all__ = [
     "GATE_ALONE",
@@ -185,5 +186,7 @@ __all__ = [
     "style_sandwich_intervals",
     "style_subset",
     "validate_battles",
+    "validate_models",
+    "ValidationReport",
     "wilson_interval",
 ]

@@ -28,6 +28,7 @@ from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
+from ..board_validation import validation_block
 from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
 from ..policy import PER_VOTE_MAX, RELIABILITY_MAX, VoteArrays, sample_mask, sample_rate
@@ -110,6 +111,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 extra["elo"], extra["elo_order"] = elo_compute(sample, competitor_ids, labels, method)
                 if len(sample) < subset.votes:
                     extra["elo_sample"] = per_vote_note(len(sample), subset.votes)
+                extra["validation"] = validation_block(sample, subset.votes, competitor_ids, method)
             drafts.append(
                 LeaderboardSnapshot(
                     organization_id=campaign.organization_id,
