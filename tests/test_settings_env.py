@@ -276,3 +276,28 @@ def test_sqlite_transactions_wait_for_a_concurrent_writer_instead_of_failing_as_
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().split(maxsplit=1) == ["2", "[]"]
+
+
+@pytest.mark.server
+def test_blas_runs_one_thread_a_process_unless_the_operator_says():
+    """Set when the ``arena`` package loads, before numpy: the operator's own variables win."""
+    code = "import arena, os; print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'])"
+
+    def threads(**env: str) -> str:
+        environment = {
+            k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS") and k != "ARENA_BLAS_THREADS"
+        }
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env={**environment, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert threads() == "1 1"
+    assert threads(ARENA_BLAS_THREADS="2") == "2 2"
+    assert threads(ARENA_BLAS_THREADS="2", OPENBLAS_NUM_THREADS="4") == "4 2"
