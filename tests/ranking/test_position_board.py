@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.template.loader import render_to_string
 from django.urls import reverse
 
 from battles.models import Competitor
@@ -55,3 +56,52 @@ def test_raw_boards_carry_both_sections_in_the_api_and_on_the_page(board, alice_
     assert 'id="pair-frequency-scores"' in page and "Over-sampled" not in page
     style_page = alice_client.get(reverse("ranking:leaderboard", args=[campaign.pk]) + "?view=style").content.decode()
     assert "Left-side advantage" not in style_page
+
+
+def test_section_says_why_escapes_labels_and_shows_open_sides():
+    """The partial alone: a confounded board says so instead of a number; labels are escaped; an interval the
+    votes bound on one side only reads "≥ x"."""
+    side = {"score": 1200.0, "lower": 1100.0, "upper": None, "lower_open": False, "upper_open": True}
+    snapshot = {
+        "extra": {
+            "position": {
+                "estimable": False,
+                "reason": pos.CONFOUNDED_REASON,
+                "computed_from": {"votes": 40},
+                "confidence_pct": 95,
+                "left_wins": 30,
+                "right_wins": 10,
+                "ties": 0,
+                "left_share": 0.75,
+                "left_share_lower": 0.6,
+                "left_share_upper": 0.86,
+                "pairs": 1,
+                "pairs_both_ways": 0,
+                "votes_in_pairs_both_ways": 0,
+            },
+            "pair_frequency": {
+                "available": True,
+                "confidence_pct": 95,
+                "pairs": 1,
+                "mean_count": 40,
+                "effective_votes": 40,
+                "votes": 40,
+                "trimmed_pairs": 0,
+                "balanced": True,
+                "over_sampled": [],
+                "rows": [
+                    {
+                        "competitor_id": 7,
+                        "label": "<script>alert(1)</script>",
+                        "unweighted": {**side, "rank_best": 1, "rank_worst": 1},
+                        "weighted": {**side, "rank_best": 1, "rank_worst": 2},
+                        "shift": 0.0,
+                    }
+                ],
+            },
+        }
+    }
+    html = render_to_string("ranking/_position.html", {"snapshot": snapshot})
+    assert "Left-side advantage not estimable: the sides are confounded" in html and "score points" not in html
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "≥ 1100" in html and "1–2" in html and "the two fits agree" in html
