@@ -167,6 +167,7 @@ class SnapshotOutput(serializers.Serializer[Any]):
         "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
         "rank_ranges (how rank ranges are read)."
         " `validation` (overall raw board): which model predicts later votes best, fitted on earlier ones (verdicts)."
+        " Raw boards: `position` (left-side advantage, adjusted scores) and `pair_frequency` (pairs equally weighted)."
     )
     pairwise = serializers.DictField(
         required=False,

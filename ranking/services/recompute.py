@@ -28,6 +28,7 @@ from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
+from ..board_position import position_compute
 from ..board_validation import validation_block
 from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
@@ -107,6 +108,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
             extra = dict(board.extra)
             if view != LeaderboardSnapshot.View.RAW and per_vote.votes < subset.votes:
                 extra["per_vote_sample"] = per_vote_note(per_vote.votes, subset.votes)
+            if view == LeaderboardSnapshot.View.RAW:
+                extra["position"], extra["pair_frequency"] = position_compute(subset, competitor_ids, labels, method)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
                 extra["elo"], extra["elo_order"] = elo_compute(sample, competitor_ids, labels, method)
                 if len(sample) < subset.votes:
