@@ -206,7 +206,7 @@ def test_the_console_lists_what_each_key_acts_as(acme, alice):
 
 
 def test_the_key_list_reads_every_makers_role_in_its_own_query(acme, alice):
-    """"Acts as" needs each maker's role: read with the list, so the page's queries do not grow with keys."""
+    """The "acts as" column needs each maker's role: read with the list, so the queries do not grow with keys."""
     client = login(alice)
     client.get(reverse("admin:raters_apikey_changelist"))  # warm the session and the caches
     url = reverse("admin:raters_apikey_changelist")
