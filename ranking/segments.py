@@ -30,9 +30,9 @@ SEGMENT_KEYS_MAX = 4
 SEGMENTS_MAX = 6
 MIN_SEGMENT_VOTES = 100
 # (models) x (segments + 1): the joint fit's dense information matrix is this square.
-SEGMENT_PARAMETERS_MAX = 2_400
+SEGMENT_PARAMETERS_MAX = 1_200
 OFFSET_PRIOR = 1.0
-OTHER = "other"
+OTHER = "(other values)"  # the pooled segment; ``pooled`` tells it from a value spelled the same
 
 SEGMENTS_METHOD: dict[str, Any] = {
     "model": "P(i beats j | rater of segment s) = sigmoid((theta_i + delta_si) - (theta_j + delta_sj)): a score per "
@@ -137,10 +137,10 @@ def _segments_of(
     described: list[dict[str, Any]] = []
     for k, v in enumerate(alone):
         segment[v] = k
-        described.append({"value": names[v], "members": [names[v]]})
+        described.append({"value": names[v], "members": [names[v]], "pooled": False})
     if pooled:
         segment[pooled] = len(alone)
-        described.append({"value": OTHER, "members": [names[v] for v in pooled]})
+        described.append({"value": OTHER, "members": [names[v] for v in pooled], "pooled": True})
     left_out = [
         {
             "value": names[v],
@@ -163,8 +163,8 @@ def _key_block(
     method: Method,
 ) -> dict[str, Any]:
     n = int(model_ids.shape[0])
-    max_segments = max(1, min(SEGMENTS_MAX, SEGMENT_PARAMETERS_MAX // n - 1))
-    seg, valued, described, left_out = _segments_of(values, votes.rater, max_segments)
+    max_segments = min(SEGMENTS_MAX, SEGMENT_PARAMETERS_MAX // n - 1)
+    seg, valued, described, left_out = _segments_of(values, votes.rater, max(max_segments, 1))
     inside = seg >= 0
     out: dict[str, Any] = {
         "key": key,
@@ -176,6 +176,12 @@ def _key_block(
         "heterogeneity": None,
         "reason": None,
     }
+    if max_segments < 2:
+        out["reason"] = (
+            f"Too many models ({n}) for segment boards: two segments would pass the joint fit's cap of "
+            f"{SEGMENT_PARAMETERS_MAX:,} parameters (models x (segments + 1))."
+        )
+        return out
     if len(described) < 2:
         out["reason"] = (
             f"Only one segment has {MIN_SEGMENT_VOTES} votes: nothing to compare."
@@ -223,7 +229,7 @@ def _key_block(
         offset = est.SCALE * fit.offset[k]
         offset_half = z * est.SCALE * fit.offset_se[k]
         ranks = est.rank_ranges(score - half, score + half, shown=shown)
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "competitor_id": int(model_ids[i]),
                 "label": labels.get(int(model_ids[i]), ""),

@@ -166,6 +166,7 @@ class SnapshotOutput(serializers.Serializer[Any]):
         "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders); "
         "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
         "rank_ranges (how rank ranges are read)."
+        " `segments` (overall raw board): per rater attribute, one board per segment, offsets, a heterogeneity test."
     )
     pairwise = serializers.DictField(
         required=False,

@@ -37,12 +37,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as la
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 from scipy.stats import f as f_dist
 
-from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, validate_battles
+from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, validate_battles, weighted_bincount
 from .bradley_terry import BothBad, _null_projector, normalisation_matrix, softplus
 from .graph import components
 from .newton import damped_newton
@@ -104,7 +105,6 @@ class SegmentFit:
     groups: int
     iterations: int
     converged: bool
-    covariance: NDArray[np.float64]
 
 
 def _oriented(
@@ -118,6 +118,15 @@ def _oriented(
     hi = np.where(swapped, bt.a, bt.b)
     y = np.where(swapped, 1.0 - y_left, y_left)
     return lo, hi, y, keep
+
+
+def _laplacian(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64], w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Dense weighted Laplacian of edges that may repeat (a pair in several segments): weights summed."""
+    out = np.zeros((n, n))
+    np.add.at(out, (lo, hi), -w)
+    out += out.T
+    out[np.diag_indices(n)] = np.bincount(lo, w, minlength=n) + np.bincount(hi, w, minlength=n)
+    return out
 
 
 def _design(lo: NDArray[np.int64], hi: NDArray[np.int64], seg: NDArray[np.int64], n: int, s: int) -> sp.csr_matrix:
@@ -169,23 +178,28 @@ def fit_segments(
     rater_code = rater_code.astype(np.int64)
     n_raters = int(rater_code.max()) + 1 if rater_code.size else 0
 
-    # Cells (rater, segment, pair): one row of the design each; the fit sums them, the sandwich groups
-    # them by rater.
+    # Cells (rater, segment, pair): the sandwich groups them by rater; the fit reads them summed over the
+    # raters, one (segment, pair) cell a row of its design.
     key = (rater_code * s + seg) * (n * n) + lo * n + hi
     uniq, inverse = np.unique(key, return_inverse=True)
     cnt = np.bincount(inverse, minlength=uniq.shape[0]).astype(np.float64)
-    ysum = np.bincount(inverse, y, minlength=uniq.shape[0])
+    ysum = weighted_bincount(inverse, y, uniq.shape[0])
     c_pair = uniq % (n * n)
     c_lo, c_hi = c_pair // n, c_pair % n
     c_seg = (uniq // (n * n)) % s
     c_rater = uniq // (n * n * s)
-    x = _design(c_lo, c_hi, c_seg, n, s)
+    f_uniq, f_inverse = np.unique(c_seg * (n * n) + c_pair, return_inverse=True)
+    f_cnt = weighted_bincount(f_inverse, cnt, f_uniq.shape[0])
+    f_ysum = weighted_bincount(f_inverse, ysum, f_uniq.shape[0])
+    f_pair = f_uniq % (n * n)
+    f_lo, f_hi, f_seg = f_pair // n, f_pair % n, f_uniq // (n * n)
+    x = _design(f_lo, f_hi, f_seg, n, s)
     xt = x.T.tocsr()
     size = n * (s + 1)
     penalty = np.concatenate([np.zeros(n), np.full(n * s, offset_prior)])
     # theta's null directions (a constant per connected group of comparisons) filled, not penalised: the
     # likelihood's gradient is orthogonal to them, so Newton from 0 stays centred.
-    pair_all = np.bincount(c_pair, cnt, minlength=n * n)
+    pair_all = weighted_bincount(c_pair, cnt, n * n)
     edges = np.flatnonzero(pair_all)
     n_groups, groups = components(n, edges // n, edges % n, pair_all[edges])
     null = np.zeros((size, size))
@@ -193,13 +207,24 @@ def fit_segments(
 
     def value(v: NDArray[np.float64]) -> float:
         z = x @ v
-        return float(ysum @ z - cnt @ softplus(z)) - 0.5 * float(penalty @ (v * v))
+        return float(f_ysum @ z - f_cnt @ softplus(z)) - 0.5 * float(penalty @ (v * v))
 
     def information(v: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         z = x @ v
         p = expit(z)
-        grad = xt @ (ysum - cnt * p) - penalty * v
-        hess = (xt @ x.multiply((cnt * p * (1.0 - p))[:, None])).toarray()
+        grad = xt @ (f_ysum - f_cnt * p) - penalty * v
+        w = f_cnt * p * (1.0 - p)
+        # The negative Hessian by blocks, each a graph Laplacian: theta-theta of all the cells, and for
+        # each segment theta-delta_s and delta_s-delta_s of its own (delta_s and delta_t never meet).
+        hess = np.zeros((size, size))
+        hess[:n, :n] = _laplacian(n, f_lo, f_hi, w)
+        for k in range(s):
+            mine = f_seg == k
+            block = _laplacian(n, f_lo[mine], f_hi[mine], w[mine])
+            at = slice(n + k * n, n + (k + 1) * n)
+            hess[:n, at] = block
+            hess[at, :n] = block
+            hess[at, at] = block
         hess[np.diag_indices(size)] += penalty
         return grad, hess + null
 
@@ -211,46 +236,59 @@ def fit_segments(
         np.zeros(size), objective, value, max_iter=max_iter, tol=tol, line_search_above=1e-2
     )
     _, hess = information(v)
-    hess -= null
+    h_inv = np.linalg.inv(hess) - null  # the pseudo-inverse on theta's null directions: (H + J)^-1 - J
 
-    # Cluster-robust meat: each rater's score (sum over their cells of the residual times the row).
-    p = expit(x @ v)
-    resid = ysum - cnt * p
-    scores = sp.csr_matrix((resid, (c_rater, np.arange(uniq.shape[0]))), shape=(n_raters, uniq.shape[0])) @ x
-    meat = (scores.T @ scores).toarray()
+    # Cluster-robust covariance h_inv M h_inv, M = sum_r g_r g_r' (g_r: rater r's score, the residuals of
+    # their cells times the cells' rows), kept as a factor B' B (B = U h_inv, U' U = M) so that only what
+    # is published is formed: U the raters' scores themselves when there are fewer raters than
+    # parameters, else a Cholesky factor of M.
+    x_cells = _design(c_lo, c_hi, c_seg, n, s)
+    resid = ysum - cnt * expit(x_cells @ v)
+    scores = sp.csr_matrix((resid, (c_rater, np.arange(uniq.shape[0]))), shape=(n_raters, uniq.shape[0])) @ x_cells
+    if n_raters <= size:
+        factor = np.asarray((scores @ h_inv).T)
+    else:
+        meat = (scores.T @ scores).toarray()
+        meat[np.diag_indices(size)] += 1e-12 * max(float(meat.diagonal().max()), 1e-300)
+        factor = (la.cholesky(meat, lower=False, check_finite=False) @ h_inv).T
     if n_raters > 1:
-        meat *= n_raters / (n_raters - 1)
-    h_inv = np.linalg.inv(hess + null) - null
-    cov = h_inv @ meat @ h_inv
+        factor *= np.sqrt(n_raters / (n_raters - 1))
 
     # Published gauge: a model's offsets summing to 0 over the segments (theta takes their mean), theta
     # centred per connected group, each segment's offsets centred over the models. The estimate is there
     # already at the maximum; the map makes the covariances agree (the model-based one is otherwise
     # dominated by directions only the ridge identifies).
-    shift = np.eye(size)
-    for k in range(s):
-        shift[:n, n + k * n : n + (k + 1) * n] += np.eye(n) / s
-        for t in range(s):
-            shift[n + k * n : n + (k + 1) * n, n + t * n : n + (t + 1) * n] -= np.eye(n) / s
-    gauge = sp.block_diag([normalisation_matrix(groups)] + [np.eye(n) - 1.0 / n] * s).toarray() @ shift
-    v_pub = gauge @ v
-    cov_pub = gauge @ cov @ gauge.T
+    centre = normalisation_matrix(groups)
+
+    def gauge(m: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The gauge map applied to the rows of ``m`` (size x k)."""
+        th, de = m[:n], m[n:].reshape(s, n, -1)
+        mean = de.mean(axis=0)
+        th = centre @ (th + mean)
+        de = de - mean[None]
+        de = de - de.mean(axis=1, keepdims=True)
+        return np.concatenate([th, de.reshape(s * n, -1)])
+
+    v_pub = gauge(v[:, None])[:, 0]
     theta = v_pub[:n]
     offset = v_pub[n:].reshape(s, n)
+    robust = gauge(factor)
+    model = gauge(gauge(h_inv).T)
+    idx = np.arange(n)
     # Each interval takes the larger of the clustered and the model-based variance: the clustered one is
     # the empirical spread of the raters' scores, which is zero when every vote is a tie (no residual),
     # and an interval of zero width there would claim a certainty the votes do not have.
-    model_pub = gauge @ h_inv @ gauge.T
-    var = np.maximum(np.clip(np.diag(cov_pub), 0.0, None), np.clip(np.diag(model_pub), 0.0, None))
-    theta_se = np.sqrt(var[:n])
-    offset_se = np.sqrt(var[n:]).reshape(s, n)
-    cross = np.stack([np.diag(cov_pub[:n, n + k * n : n + (k + 1) * n]) for k in range(s)]) if s else np.zeros((0, n))
-    model_cross = (
-        np.stack([np.diag(model_pub[:n, n + k * n : n + (k + 1) * n]) for k in range(s)]) if s else np.zeros((0, n))
+    robust_var = np.einsum("ij,ij->i", robust, robust)
+    model_var = np.diag(model).copy()
+    var = np.maximum(robust_var, model_var)
+    theta_se = np.sqrt(np.clip(var[:n], 0.0, None))
+    offset_se = np.sqrt(np.clip(var[n:], 0.0, None)).reshape(s, n)
+    robust_cross = np.einsum("ij,kij->ki", robust[:n], robust[n:].reshape(s, n, -1))
+    model_cross = np.stack([model[idx, n + k * n + idx] for k in range(s)])
+    seg_var = np.maximum(
+        robust_var[:n][None, :] + robust_var[n:].reshape(s, n) + 2.0 * robust_cross,
+        model_var[:n][None, :] + model_var[n:].reshape(s, n) + 2.0 * model_cross,
     )
-    robust_var = np.diag(cov_pub)[:n][None, :] + np.diag(cov_pub)[n:].reshape(s, n) + 2.0 * cross
-    model_var = np.diag(model_pub)[:n][None, :] + np.diag(model_pub)[n:].reshape(s, n) + 2.0 * model_cross
-    seg_var = np.maximum(robust_var, model_var)
     segment_theta = theta[None, :] + offset
     segment_se = np.sqrt(np.clip(seg_var, 0.0, None))
 
@@ -258,7 +296,7 @@ def fit_segments(
     cell_votes = np.zeros((s, n))
     np.add.at(cell_votes, (c_seg, c_lo), cnt)
     np.add.at(cell_votes, (c_seg, c_hi), cnt)
-    segment_votes = np.bincount(c_seg, cnt, minlength=s)
+    segment_votes = weighted_bincount(c_seg, cnt, s)
     segment_raters = np.array([np.unique(c_rater[c_seg == k]).shape[0] for k in range(s)], dtype=np.int64)
     estimable = np.zeros((s, n), dtype=bool)
     segment_reason: list[str | None] = []
@@ -278,7 +316,7 @@ def fit_segments(
             cell_reason.append(tuple(r or "alone in the segment" for r in reasons))
             continue
         in_seg = (c_seg == k) & enough[c_lo] & enough[c_hi]
-        pair_w = np.bincount(c_pair[in_seg], cnt[in_seg], minlength=n * n)
+        pair_w = weighted_bincount(c_pair[in_seg], cnt[in_seg], n * n)
         edges = np.flatnonzero(pair_w)
         _, labels = components(n, edges // n, edges % n, pair_w[edges])
         sizes = np.bincount(labels[enough], minlength=int(labels.max()) + 1)
@@ -294,7 +332,7 @@ def fit_segments(
         segment_reason.append(None)
         cell_reason.append(tuple(reasons))
 
-    heterogeneity = _heterogeneity(v, cov, estimable, c_seg, c_rater, n, s)
+    heterogeneity = _heterogeneity(v, factor, h_inv, estimable, c_seg, c_rater, n, s)
     return SegmentFit(
         theta=theta,
         theta_se=theta_se,
@@ -313,19 +351,20 @@ def fit_segments(
         groups=n_groups,
         iterations=iterations,
         converged=converged,
-        covariance=cov_pub,
     )
 
 
 def _heterogeneity(
     v: NDArray[np.float64],
-    cov: NDArray[np.float64],
+    factor: NDArray[np.float64],
+    h_inv: NDArray[np.float64],
     estimable: NDArray[np.bool_],
     c_seg: NDArray[np.int64],
     c_rater: NDArray[np.int64],
     n: int,
     s: int,
 ) -> Heterogeneity:
+    """``factor``: F with the clustered covariance F F' (size x m); ``h_inv`` the model-based one."""
     tested = [k for k in range(s) if estimable[k].any()]
     models = np.flatnonzero(estimable[tested].all(axis=0)) if tested else np.zeros(0, dtype=np.int64)
     raters = int(np.unique(c_rater[np.isin(c_seg, tested)]).shape[0]) if tested else 0
@@ -337,33 +376,38 @@ def _heterogeneity(
         return refused("fewer than two segments can be estimated: nothing to compare")
     if models.shape[0] < 2:
         return refused("fewer than two models have enough votes in every estimable segment")
-    # phi_si = theta_i + delta_si; contrast (phi_si - phi_sk) - (phi_0i - phi_0k) = the same in delta.
+    # phi_si = theta_i + delta_si; contrast (phi_si - phi_sk) - (phi_0i - phi_0k) = the same in delta, and
+    # the same in any gauge.
     ref_seg, ref_model = tested[0], int(models[0])
-    rows = []
-    for k in tested[1:]:
-        for i in models[1:]:
-            row = np.zeros(v.shape[0])
-            row[n + k * n + i] += 1.0
-            row[n + k * n + ref_model] -= 1.0
-            row[n + ref_seg * n + i] -= 1.0
-            row[n + ref_seg * n + ref_model] += 1.0
-            rows.append(row)
-    contrasts = np.array(rows)
-    q = contrasts.shape[0]
+    others = np.array(tested[1:], dtype=np.int64)
+    rest = models[1:]
+
+    def contrasts(m: NDArray[np.float64]) -> NDArray[np.float64]:
+        d = m[n:].reshape(s, n, -1)
+        out = (d[others][:, rest] - d[others][:, [ref_model]]) - (d[ref_seg][rest] - d[ref_seg][[ref_model]])[None]
+        return out.reshape(others.shape[0] * rest.shape[0], -1)
+
+    q = int(others.shape[0] * rest.shape[0])
     if raters <= q:
         return refused(
             f"too few raters ({raters}) for the {q} contrasts tested: the test needs more raters than contrasts", q
         )
-    d = contrasts @ v
-    vd = contrasts @ cov @ contrasts.T
-    eig = np.linalg.eigvalsh(vd)
-    if eig.size == 0 or eig.min() <= 1e-10 * max(float(eig.max()), 1e-300):
+    d = contrasts(v[:, None])[:, 0]
+    c = contrasts(factor)
+    gram = c @ c.T
+    scale = float(np.abs(np.diag(gram)).max()) if q else 0.0
+    model_scale = float(np.abs(np.diag(contrasts(contrasts(h_inv).T))).max()) if q else 0.0
+    try:
+        chol = la.cholesky(gram, lower=True, check_finite=False) if scale > 0 else None
+    except la.LinAlgError:
+        chol = None
+    if chol is None or scale <= 1e-10 * model_scale or float(np.abs(np.diag(chol)).min()) ** 2 <= 1e-10 * scale:
         return refused(
             "the votes do not vary enough between raters to test (the contrasts' clustered covariance is "
             "singular: every vote a tie, say)",
             q,
         )
-    w = float(d @ np.linalg.solve(vd, d))
+    w = float(np.sum(la.solve_triangular(chol, d, lower=True, check_finite=False) ** 2))
     f_stat = w * (raters - q) / (q * (raters - 1))
     p_value = float(f_dist.sf(f_stat, q, raters - q))
     return Heterogeneity(w, f_stat, q, raters - q, p_value, raters, tuple(tested), tuple(int(i) for i in models), None)
