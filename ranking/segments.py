@@ -120,7 +120,8 @@ def _segments_of(
     fitted segments' descriptions and the values left out with their reason."""
     raters = np.fromiter(values.keys(), dtype=np.int64, count=len(values))
     names = sorted(set(values.values()))
-    value_code = np.array([names.index(values[int(r)]) for r in raters], dtype=np.int64)
+    code_of = {name: k for k, name in enumerate(names)}
+    value_code = np.array([code_of[values[int(r)]] for r in raters], dtype=np.int64)
     order = np.argsort(raters)
     raters, value_code = raters[order], value_code[order]
     pos = np.clip(np.searchsorted(raters, rater), 0, max(raters.shape[0] - 1, 0))

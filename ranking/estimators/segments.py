@@ -384,7 +384,9 @@ def _heterogeneity(
 
     def contrasts(m: NDArray[np.float64]) -> NDArray[np.float64]:
         d = m[n:].reshape(s, n, -1)
-        out = (d[others][:, rest] - d[others][:, [ref_model]]) - (d[ref_seg][rest] - d[ref_seg][[ref_model]])[None]
+        out: NDArray[np.float64] = (d[others][:, rest] - d[others][:, [ref_model]]) - (
+            d[ref_seg][rest] - d[ref_seg][[ref_model]]
+        )[None]
         return out.reshape(others.shape[0] * rest.shape[0], -1)
 
     q = int(others.shape[0] * rest.shape[0])
