@@ -95,6 +95,9 @@ def segments_compute(
         if values
     }
     keys = sorted((k for k, c in coverage.items() if c > 0), key=lambda k: (-coverage[k], k))
+    if len(votes) == 0:
+        block["reason"] = "No votes kept yet."
+        return block
     if not keys:
         block["reason"] = "No rater of these votes carries an attribute: set them in the console or a study's link."
         return block

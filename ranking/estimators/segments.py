@@ -296,15 +296,28 @@ def fit_segments(
     cell_votes = np.zeros((s, n))
     np.add.at(cell_votes, (c_seg, c_lo), cnt)
     np.add.at(cell_votes, (c_seg, c_hi), cnt)
+    cell_wins = np.zeros((s, n))  # ties half a win
+    np.add.at(cell_wins, (c_seg, c_lo), ysum)
+    np.add.at(cell_wins, (c_seg, c_hi), cnt - ysum)
+    won_all = (cell_votes > 0) & (cell_wins >= cell_votes)
+    lost_all = (cell_votes > 0) & (cell_wins <= 0)
     segment_votes = weighted_bincount(c_seg, cnt, s)
     segment_raters = np.array([np.unique(c_rater[c_seg == k]).shape[0] for k in range(s)], dtype=np.int64)
     estimable = np.zeros((s, n), dtype=bool)
     segment_reason: list[str | None] = []
     cell_reason: list[tuple[str | None, ...]] = []
     for k in range(s):
-        enough = cell_votes[k] >= min_cell_votes
+        # A one-sided record (every vote in the segment won, or every one lost) has no finite maximum: its
+        # offset would be where the prior stops it, not a figure of the votes.
+        one_sided = won_all[k] | lost_all[k]
+        enough = (cell_votes[k] >= min_cell_votes) & ~one_sided
         reasons: list[str | None] = [
-            None if enough[i] else f"too few votes in this segment ({int(cell_votes[k, i])} < {min_cell_votes:g})"
+            None
+            if enough[i]
+            else f"too few votes in this segment ({int(cell_votes[k, i])} < {min_cell_votes:g})"
+            if cell_votes[k, i] < min_cell_votes
+            else f"one-sided record in this segment ({'won' if won_all[k, i] else 'lost'} every vote): the votes "
+            "set no bound on its offset"
             for i in range(n)
         ]
         if segment_votes[k] < min_segment_votes:

@@ -279,3 +279,35 @@ def test_the_board_block_without_attributes_says_so() -> None:
     block = segments_compute(_vote_arrays(votes, ids), ids, {}, Method(), kept=votes["a"].shape[0], attributes={})
     assert block["keys"] == []
     assert block["reason"].startswith("No rater of these votes carries an attribute")
+
+
+def test_a_one_sided_record_in_a_segment_gets_a_reason_not_the_priors_number() -> None:
+    votes = simulate(13)
+    # In segment 0, model 4 wins every vote it is in.
+    mine = (votes["segment"] == 0) & ((votes["a"] == 4) | (votes["b"] == 4))
+    outcome = votes["outcome"].copy()
+    outcome[mine & (votes["a"] == 4)] = 0
+    outcome[mine & (votes["b"] == 4)] = 1
+    result = fit({**votes, "outcome": outcome})
+    assert not result.estimable[0, 4] and result.estimable[1, 4]
+    assert (
+        result.cell_reason[0][4]
+        == "one-sided record in this segment (won every vote): the votes set no bound on its offset"
+    )
+    assert 4 not in result.heterogeneity.models
+
+
+def test_the_board_block_with_no_votes_or_one_model_says_so() -> None:
+    votes = simulate(2)
+    ids = np.arange(1, 6, dtype=np.int64)
+    arrays = _vote_arrays(votes, ids)
+    language = {int(r): "en" for r in np.unique(votes["rater"])}
+    empty = segments_compute(
+        arrays.subset(np.zeros(len(arrays), dtype=bool)), ids, {}, Method(), kept=0, attributes={"language": language}
+    )
+    assert empty["keys"] == [] and empty["reason"] == "No votes kept yet."
+    pair = (votes["a"] < 2) & (votes["b"] < 2)  # only models 1 and 2 meet; min_votes leaves one of them
+    one = segments_compute(
+        arrays.subset(pair), ids, {}, Method(min_votes=10_000), kept=int(pair.sum()), attributes={"language": language}
+    )
+    assert one["keys"] == [] and one["reason"] == "Fewer than two models have 10000 votes: nothing to rank by segment."
