@@ -12,11 +12,13 @@ tie or dropped, as in the plain fit.
 Identifiability. The likelihood does not change when a constant is added to every offset of one segment,
 nor when ``c_i`` moves from ``theta_i`` into every ``delta_si``. A ridge ``offset_prior / 2 * sum delta^2``
 (a normal prior on each offset with sd ``1 / sqrt(offset_prior)`` logits) fixes both: at the maximum the
-offsets of a segment sum to zero over the models exactly, and a model's offsets sum to (about) zero over
-the segments exactly. ``theta`` has no prior (a prior pulling it toward 0 would push the offsets the other
-way); it is fixed by its mean over each connected group of comparisons, as the plain fit with
-``prior_games=0``, and published centred (mean log-strength 0). With the default prior (sd 1 logit = 174 points) the
-shrinkage is a few percent of an offset where a model has a hundred votes in the segment.
+offsets of a segment sum to zero over the models, and a model's offsets sum to zero over the segments.
+``theta`` has no prior (a prior pulling it toward 0 would push the offsets the other way); it is fixed by
+its mean over each connected group of comparisons, as the plain fit with ``prior_games=0``, and published
+centred (mean log-strength 0). With the default prior (sd 1 logit = 174 points) an offset is shrunk by
+about 1 / (1 + information): some 4% where a model has a hundred votes in the segment (information about
+25), 1% at four hundred. A model that won, or lost, every vote of a segment has no finite estimate there
+(the prior alone would place it): that cell gets a reason instead of a number.
 
 Intervals. Votes of one rater are not independent (one taste, one reading of the instructions), so the
 covariance is the sandwich clustered by rater, ``H^-1 (sum_r g_r g_r') H^-1 * R / (R - 1)``, with ``H``
