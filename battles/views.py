@@ -514,6 +514,23 @@ def _vendor_ids(study: Study, query: Any) -> tuple[dict[str, str], str | None]:
     return {"vendor_participant_id": worker, "external_session_id": assignment}, None
 
 
+# An attribute's value from the link: printable text, no markup characters (it is shown in the console and
+# on boards, escaped, but there is no reason to accept more), 100 characters at most.
+_ATTRIBUTE_VALUE = re.compile(r"^[\w .,:;@'()/+-]{1,100}$")
+
+
+def _vendor_attributes(study: Study, query: Any) -> dict[str, str]:
+    """The rater attributes the study reads from its link (``Study.attribute_parameters``): each parameter
+    present with a valid value, as attribute key -> value. A missing or malformed value is skipped, not
+    refused: the attributes describe the participant, and a paid participant is never turned away for them."""
+    out: dict[str, str] = {}
+    for parameter, key in (study.attribute_parameters or {}).items():
+        value = query.get(parameter, "").strip()
+        if value and _ATTRIBUTE_VALUE.match(value):
+            out[key] = value
+    return out
+
+
 def _study_page(request: HttpRequest, participant: Participant, *, reentry: bool = False) -> HttpResponse:
     """The participant's page of the study, whatever their state: consent, instructions and the start,
     time up, declined, or the completion code."""
@@ -562,7 +579,9 @@ def study_enter(request: HttpRequest, slug: str) -> HttpResponse:
         )
     with organization_scope(study.organization_id):  # the link is the credential: the study's organisation
         try:
-            participant, _ = services.participant_enter(study=study, **ids)
+            participant, _ = services.participant_enter(
+                study=study, attributes=_vendor_attributes(study, request.GET), **ids
+            )
         except services.ParticipantInAnotherStudy as refused:
             # Nothing is created and nobody is logged in; the page does not name the other study.
             return render(

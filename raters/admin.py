@@ -24,6 +24,7 @@ from .models import (
     Invitation,
     Membership,
     Organization,
+    RaterAttribute,
     RaterFlag,
     RaterPool,
     WebhookDelivery,
@@ -580,6 +581,34 @@ class RaterFlagAdmin(TenantAdmin):
         messages.success(request, f"Cleared {cleared} flag(s).")
 
     clear_selected.allowed_permissions = ("view",)  # type: ignore[attr-defined]  # no change page: clearing is this action
+
+
+@admin.register(RaterAttribute)
+class RaterAttributeAdmin(TenantAdmin):
+    """Raters' attributes (expertise, language, occupation, or any key): the leaderboards' rater-segment
+    boards split the votes by them. Set here by a manager, or taken from a study link's parameters when a
+    crowd participant arrives (source "vendor"). Every change is audited."""
+
+    list_display = ("rater", "organization", "key", "value", "source", "updated_by", "updated_at")
+    list_filter = ("key", "source")
+    search_fields = ("key", "value", "rater__username", "rater__email")
+    fields = ("organization", "rater", "key", "value", "source", "updated_by", "updated_at")
+    readonly_fields = ("source", "updated_by", "updated_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # An attribute is one rater's one key: only its value changes (another key is another row).
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        return readonly + ("rater", "key") if obj is not None else readonly
+
+    def save_model(self, request: HttpRequest, obj: RaterAttribute, form: Any, change: bool) -> None:
+        attribute = services.rater_attribute_set(
+            organization=obj.organization, rater=obj.rater, key=obj.key, value=obj.value, actor=admin_user(request)
+        )
+        obj.pk = attribute.pk
+        obj.refresh_from_db()
+
+    def delete_model(self, request: HttpRequest, obj: RaterAttribute) -> None:
+        services.rater_attribute_remove(attribute=obj, actor=admin_user(request))
 
 
 # --- Webhooks: owners only (a webhook's secret signs what the organisation's receivers trust) ---------

@@ -190,6 +190,9 @@ class AuditAction(models.TextChoices):
     ATTRIBUTE_RUN_STARTED = "attribute_board.run_started", "Attribute board run started"
     ATTRIBUTE_BOARD_PUBLISHED = "attribute_board.published", "Attribute board published"
     ATTRIBUTE_BOARD_UNPUBLISHED = "attribute_board.unpublished", "Attribute board unpublished"
+    RATER_ATTRIBUTE_CREATED = "rater_attribute.created", "Rater attribute set"
+    RATER_ATTRIBUTE_CHANGED = "rater_attribute.changed", "Rater attribute changed"
+    RATER_ATTRIBUTE_DELETED = "rater_attribute.deleted", "Rater attribute removed"
 
     @classmethod
     def of(cls, obj: models.Model, verb: str) -> AuditAction:
@@ -208,6 +211,7 @@ _AUDIT_SUBJECTS = {
     "golditem": "gold_item",
     "judgerun": "judge_run",
     "attributeboard": "attribute_board",
+    "raterattribute": "rater_attribute",
 }
 
 
@@ -301,6 +305,71 @@ class RaterFlag(models.Model):
 
 # The flags that count: raised and not cleared.
 FLAG_IN_FORCE = models.Q(cleared_at__isnull=True)
+
+
+# An attribute's key: lower-case, a letter first (``expertise``, ``language``, ``occupation``, ``country``).
+RATER_ATTRIBUTE_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+# The keys the console suggests; any other key of the same form is allowed.
+RATER_ATTRIBUTE_COMMON_KEYS = ("expertise", "language", "occupation")
+RATER_ATTRIBUTE_VALUE_MAX = 100
+
+
+def rater_attribute_key_validate(value: str) -> None:
+    from django.core.exceptions import ValidationError
+
+    if not RATER_ATTRIBUTE_KEY.match(value or ""):
+        raise ValidationError("A key is lower-case letters, digits and _, a letter first, 40 at most (e.g. language).")
+
+
+class RaterAttribute(models.Model):
+    """One attribute of a rater in an organisation (``language = fr``, ``expertise = medicine``): set by a
+    manager in the console, or taken from a crowd vendor's link when a participant first arrives (the
+    study's ``attribute_parameters``). One value per rater and key; a change is a new value on the same
+    row, audited. Leaderboards split the votes by these values (rater-segment boards,
+    docs/statistics/segments.md); the vote log itself is never touched."""
+
+    class Source(models.TextChoices):
+        MANAGER = "manager", "Set by a manager"
+        VENDOR = "vendor", "From a crowd vendor's link"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="rater_attributes")
+    rater = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="rater_attributes")
+    key = models.CharField(
+        max_length=40,
+        validators=[rater_attribute_key_validate],
+        help_text="e.g. " + ", ".join(RATER_ATTRIBUTE_COMMON_KEYS) + " (lower-case letters, digits and _).",
+    )
+    value = models.CharField(max_length=RATER_ATTRIBUTE_VALUE_MAX)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.MANAGER)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", editable=False
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["organization", "key", "value", "rater"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "rater", "key"], name="rater_attribute_one_per_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rater}: {self.key} = {self.value}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        self.key = (self.key or "").strip().lower()
+        self.value = (self.value or "").strip()
+        if not self.value:
+            raise ValidationError({"value": "Give a value."})
+        if (
+            self.organization_id is not None
+            and self.rater_id is not None
+            and not Membership.objects.filter(organization_id=self.organization_id, user_id=self.rater_id).exists()
+        ):
+            raise ValidationError({"rater": "Only a member of the organisation can carry its attributes."})
 
 
 _RATE = re.compile(r"^[1-9][0-9]{0,6}/(s|m|h|d)$")

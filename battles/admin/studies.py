@@ -19,6 +19,9 @@ def study_entry_link(study: Study) -> str:
         if study.vendor == Study.Vendor.PROLIFIC
         else "?worker_id=<worker id>&assignment_id=<assignment id>"
     )
+    # Rater attributes the link carries: the manager writes a fixed value, or the vendor's placeholder.
+    for parameter, key in (study.attribute_parameters or {}).items():
+        query += f"&{parameter}=<{key}>"
     return f"{study.path}{query}"
 
 
@@ -43,6 +46,7 @@ class StudyAdmin(TenantAdmin):
         "completion_preview",
         "instructions",
         "consent_text",
+        "attribute_parameters",
         "active",
     )
 

@@ -69,6 +69,10 @@ class StudyOutput(serializers.Serializer[Any]):
     completion_link = serializers.SerializerMethodField(help_text="Where participants are sent at the end.")
     instructions = serializers.CharField(allow_blank=True)
     consent_text = serializers.CharField(allow_blank=True)
+    attribute_parameters = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Link parameter -> rater attribute key read when a participant first arrives (rater-segment boards).",
+    )
     active = serializers.BooleanField(help_text="False once closed: the link answers 'not found'.")
     entry_path = serializers.CharField(source="path", help_text="The link's path on this site (see `entry_url`).")
     entry_url = serializers.SerializerMethodField(
@@ -158,6 +162,7 @@ STUDY_EXAMPLE = {
     "completion_link": "https://app.prolific.com/submissions/complete?cc=C7X9QK2",
     "instructions": "Pick the better answer.",
     "consent_text": "",
+    "attribute_parameters": {"lang": "language"},
     "active": True,
     "entry_path": "/s/k3Jd9sQ0vX2mN8pLr4tY6w/",
     "entry_url": "https://arena.example.org/s/k3Jd9sQ0vX2mN8pLr4tY6w/",
@@ -190,6 +195,13 @@ class StudyListCreateApi(APIView):
         completion_url = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
         instructions = StrictCharField(max_length=50_000, required=False, default="", allow_blank=True)
         consent_text = StrictCharField(max_length=50_000, required=False, default="", allow_blank=True)
+        attribute_parameters = serializers.DictField(
+            child=StrictCharField(max_length=40),
+            required=False,
+            default=dict,
+            help_text='Rater attributes to read from the link: {"link parameter": "attribute key"}, e.g. '
+            '{"lang": "language"} (at most 10; not the vendor\'s id parameters).',
+        )
 
     class PageQuery(serializers.Serializer[Any]):
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500)

@@ -12,7 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-from raters.models import Organization, RaterPool
+from raters.models import RATER_ATTRIBUTE_KEY, Organization, RaterPool
 from raters.tenancy import TenantManager
 
 from .campaigns import Campaign
@@ -25,6 +25,34 @@ PROLIFIC_COMPLETION_URL = "https://app.prolific.com/submissions/complete?cc={cod
 def _study_slug() -> str:
     # The public link's only secret: 128 random bits, so links cannot be guessed or enumerated.
     return secrets.token_urlsafe(16)
+
+
+# The vendor's own parameters, which an attribute parameter may not reuse.
+STUDY_ID_PARAMETERS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "worker_id", "assignment_id")
+_PARAMETER = r"^[A-Za-z][A-Za-z0-9_]{0,39}$"
+STUDY_ATTRIBUTE_PARAMETERS_MAX = 10
+
+
+def attribute_parameters_validate(value: Any) -> None:
+    """``{"<link parameter>": "<attribute key>"}``: at most ten, parameter names of letters, digits and _
+    (not the vendor's id parameters), keys of the rater-attribute form, each key once."""
+    import re
+
+    from django.core.exceptions import ValidationError
+
+    if not isinstance(value, dict):
+        raise ValidationError('Write an object of link parameter -> attribute key, e.g. {"lang": "language"}.')
+    if len(value) > STUDY_ATTRIBUTE_PARAMETERS_MAX:
+        raise ValidationError(f"At most {STUDY_ATTRIBUTE_PARAMETERS_MAX} attribute parameters.")
+    for parameter, key in value.items():
+        if not isinstance(parameter, str) or not re.match(_PARAMETER, parameter):
+            raise ValidationError(f"{parameter!r}: a parameter is letters, digits and _, a letter first, 40 at most.")
+        if parameter in STUDY_ID_PARAMETERS:
+            raise ValidationError(f"{parameter} carries the vendor's ids; it cannot also be an attribute.")
+        if not isinstance(key, str) or not RATER_ATTRIBUTE_KEY.match(key):
+            raise ValidationError(f"{key!r}: an attribute key is lower-case letters, digits and _, a letter first.")
+    if len(set(value.values())) != len(value):
+        raise ValidationError("Each attribute key may come from one parameter only.")
 
 
 def completion_url_validate(value: str) -> None:
@@ -87,6 +115,14 @@ class Study(models.Model):
         blank=True, help_text="Markdown; when given, participants must agree before any battle is shown."
     )
     active = models.BooleanField(default=True, help_text="An inactive study's link answers 'not found'.")
+    attribute_parameters = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[attribute_parameters_validate],
+        help_text='Rater attributes read from the link when a participant first arrives: {"link parameter": '
+        '"attribute key"}, e.g. {"lang": "language", "expertise": "expertise"}; add the parameters to the link '
+        "you give the vendor (a fixed value, or the vendor's placeholder).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantManager()

@@ -15,8 +15,8 @@ from django.utils import timezone
 from core.errors import Conflict, Invalid
 from core.tasks import TransactionAwareTask
 from raters.authentication import ApiKeyPrincipal
-from raters.models import AuditAction, RaterPool, Role
-from raters.services import audit_record, membership_set, pool_member_add
+from raters.models import AuditAction, RaterAttribute, RaterPool, Role
+from raters.services import audit_record, membership_set, pool_member_add, rater_attribute_set
 from raters.tenancy import organization_scope, scopes_disabled
 
 from .. import selectors
@@ -57,16 +57,23 @@ def _participant_same_study(existing: Participant, study: Study) -> Participant:
 
 @transaction.atomic
 def participant_enter(
-    *, study: Study, vendor_participant_id: str, vendor_study_id: str = "", external_session_id: str = ""
+    *,
+    study: Study,
+    vendor_participant_id: str,
+    vendor_study_id: str = "",
+    external_session_id: str = "",
+    attributes: dict[str, str] | None = None,
 ) -> tuple[Participant, bool]:
     """The participant of ``study`` with this vendor id: created on first entry (an account without a
     password, a rater of the organisation, a member of the study's pool), else the existing one
     (returns ``(participant, created)``). A vendor id is one participation per campaign: one that
     entered another study of the same campaign (whatever its state there) is refused with
     ``ParticipantInAnotherStudy`` rather than resumed, since that study's pool, target and code are not
-    this one's. The database settles two entries racing with one id (the unique constraint on
-    campaign, vendor and id): the second one's insert waits for the first and then finds its row, and
-    gets the same answer as if it had come second."""
+    this one's. ``attributes`` (key -> value, read from the link by the study's ``attribute_parameters``)
+    become the new account's rater attributes, source "vendor"; a returning participant's are left as
+    they are (a manager may have corrected them). The database settles two entries racing with one id
+    (the unique constraint on campaign, vendor and id): the second one's insert waits for the first and
+    then finds its row, and gets the same answer as if it had come second."""
     existing = (
         Participant.objects.select_for_update()
         .filter(campaign_id=study.campaign_id, vendor=study.vendor, vendor_participant_id=vendor_participant_id)
@@ -97,6 +104,15 @@ def participant_enter(
                 external_session_id=external_session_id,
                 user=user,
             )
+            for key, value in sorted((attributes or {}).items()):
+                rater_attribute_set(
+                    organization=study.organization,
+                    rater=user,
+                    key=key,
+                    value=value,
+                    actor=None,
+                    source=RaterAttribute.Source.VENDOR,
+                )
     except IntegrityError:
         participant = Participant.objects.select_related("user", "study").get(
             campaign_id=study.campaign_id, vendor=study.vendor, vendor_participant_id=vendor_participant_id
@@ -192,6 +208,7 @@ STUDY_FIELDS = (
     "completion_url",
     "instructions",
     "consent_text",
+    "attribute_parameters",
 )
 
 

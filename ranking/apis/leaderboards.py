@@ -168,6 +168,7 @@ class SnapshotOutput(serializers.Serializer[Any]):
         "rank_ranges (how rank ranges are read)."
         " `validation` (overall raw board): which model predicts later votes best, fitted on earlier ones (verdicts)."
         " Raw boards: `position` (left-side advantage, adjusted scores) and `pair_frequency` (pairs equally weighted)."
+        " `segments` (overall raw board): per rater attribute, one board per segment, offsets, a heterogeneity test."
     )
     pairwise = serializers.DictField(
         required=False,

@@ -5,7 +5,7 @@ outcome codes below; ``aggregate_cells`` reduces them once and every Bradley-Ter
 on the cells.
 """
 
-from . import crowd, multiplicity
+from . import crowd, multiplicity, segments
 from .aggregate import (
     BOTH_BAD,
     LEFT_WINS,
@@ -115,6 +115,7 @@ __all__ = [
     "CrowdIntervals",
     "crowd",
     "multiplicity",
+    "segments",
     "crowd_bootstrap",
     "crowd_cells",
     "fit_crowd_bt",

@@ -24,6 +24,7 @@ from battles.selectors import campaign_organization_id
 from core import queues
 from core.tasks import TransactionAwareTask
 from raters.models import WebhookEvent
+from raters.selectors import rater_attributes_by_key
 from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
@@ -33,6 +34,7 @@ from ..board_validation import validation_block
 from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
 from ..policy import PER_VOTE_MAX, RELIABILITY_MAX, VoteArrays, sample_mask, sample_rate
+from ..segments import segments_compute
 from .rater_figures import _rater_figures_warm
 from .rater_flags import rater_flags_check_task
 
@@ -81,6 +83,10 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     competitor_ids = np.array([c.pk for c in competitors], dtype=np.int64)
     labels = {c.pk: f"{c.model_name} {c.version_label}" for c in competitors}
     last_vote_id = log.last_vote_id
+    # The raters' attributes, for the overall raw board's rater-segment boards (ranking/segments.py).
+    rater_attributes = rater_attributes_by_key(
+        organization_id=campaign.organization_id, rater_ids=np.unique(sample.rater).tolist()
+    )
 
     drafts = []
     selections: list[tuple[str, int | None, int]] = [("", None, log.total)]
@@ -115,6 +121,9 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 if len(sample) < subset.votes:
                     extra["elo_sample"] = per_vote_note(len(sample), subset.votes)
                 extra["validation"] = validation_block(sample, subset.votes, competitor_ids, method)
+                extra["segments"] = segments_compute(
+                    sample, competitor_ids, labels, method, kept=log.kept, attributes=rater_attributes
+                )
             drafts.append(
                 LeaderboardSnapshot(
                     organization_id=campaign.organization_id,

@@ -9,6 +9,7 @@ audit_record`` and ``from raters import services; services.membership_set(...)``
 - ``pools``: rater pools, their members, and invitation links to them.
 - ``api_keys``: an organisation's API keys.
 - ``flags``: rater flags, raised and cleared.
+- ``attributes``: rater attributes (expertise, language, ...), set by managers or a vendor's link.
 - ``webhooks``: webhook endpoints, events, deliveries (attempts, retries, sweep, purge) and their Celery
   tasks (``raters/tasks.py`` re-exports those).
 """
@@ -21,6 +22,7 @@ from .api_keys import (
     api_key_scopes_for,
     api_keys_revoke_made_by,
 )
+from .attributes import rater_attribute_remove, rater_attribute_set
 from .audit import audit_record, tenant_row_delete, tenant_row_save
 from .flags import rater_flag_clear, rater_flag_create, rater_flag_raise
 from .organizations import membership_change_check, membership_remove, membership_set, organization_create, user_create
@@ -59,6 +61,8 @@ __all__ = [
     "rater_flag_clear",
     "rater_flag_create",
     "rater_flag_raise",
+    "rater_attribute_remove",
+    "rater_attribute_set",
     "tenant_row_delete",
     "tenant_row_save",
     "user_create",
