@@ -165,7 +165,9 @@ class SnapshotOutput(serializers.Serializer[Any]):
         help_text="Style coefficients, components, tie parameter; live Elo (`elo`: each rating with `order_sd`, "
         "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders); "
         "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
-        "rank_ranges (how rank ranges are read)."
+        "rank_ranges (how rank ranges are read). "
+        "Raw boards: `robustness`, the fewest votes whose removal changes rank 1, the top 3 and the top 5 (verified "
+        "by exact refits), with the votes to drop and their ids."
     )
     pairwise = serializers.DictField(
         required=False,

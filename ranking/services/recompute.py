@@ -28,6 +28,7 @@ from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
+from ..board_robustness import robustness_block
 from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
 from ..policy import PER_VOTE_MAX, RELIABILITY_MAX, VoteArrays, sample_mask, sample_rate
@@ -104,6 +105,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 prompts=of(log.prompts),
             )
             extra = dict(board.extra)
+            if view == LeaderboardSnapshot.View.RAW:
+                extra["robustness"] = robustness_block(subset, of(sample), competitor_ids, labels, method)
             if view != LeaderboardSnapshot.View.RAW and per_vote.votes < subset.votes:
                 extra["per_vote_sample"] = per_vote_note(per_vote.votes, subset.votes)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
