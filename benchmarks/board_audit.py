@@ -91,13 +91,17 @@ def audit_robustness(pairs: PublicPairs) -> None:
                 f"{t['refits']} refits"
             )
             for d in t["drops"][:6]:
-                what = "beat" if d["outcome"] == "win" else {"tie": "tied with", "both_bad": "both bad with"}[d["outcome"]]
-                print(f"      drop {d['votes']} x {d['first']['label']} {what} {d['second']['label']}: ids {d['vote_ids'][:5]}")
+                what = {"win": "beat", "tie": "tied with", "both_bad": "both bad with"}[d["outcome"]]
+                pair = f"{d['first']['label']} {what} {d['second']['label']}"
+                print(f"      drop {d['votes']} x {pair}: ids {d['vote_ids'][:5]}")
         else:
             print(f"  {t['target']}: {t['status']}: {t['reason']}")
     ratio = audit_s / fit_s
     verdict = "meets" if ratio <= FIT_RATIO_GOAL else "misses"
-    print(f"  cost: audit {audit_s:.2f} s = {ratio:.0f} x one fit ({fit_s * 1000:.0f} ms); goal <= {FIT_RATIO_GOAL:.0f}: {verdict}")
+    print(
+        f"  cost: audit {audit_s:.2f} s = {ratio:.0f} x one fit ({fit_s * 1000:.0f} ms); "
+        f"goal <= {FIT_RATIO_GOAL:.0f}: {verdict}"
+    )
 
 
 def audit_at_scale(n: int = 300, votes: int = 1_000_000, seed: int = 0) -> None:

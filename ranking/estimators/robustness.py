@@ -22,11 +22,16 @@ interchangeable, so "drop 3 votes of cell c" is the whole description of a remov
    ``max_candidates`` insider/outsider pairs with the smallest gap in standard errors (``H^-1``).
 3. **Exact refits (the verification).** The model is refitted without the chosen votes (Newton,
    warm-started). The linear step is only a first-order guess (a removed vote changes the others'
-   influence), so while the refit has not flipped, the influence is recomputed at the new fit and more
-   votes are added. Once a refit flips, the smallest prefix of that removal order that still flips is
-   found by bisection between the last refit that did not flip and the first that did, each probe an
-   exact refit. The reported number is therefore always *verified*: removing exactly those votes and
-   refitting changes the conclusion, and removing the first ``number - 1`` of them does not.
+   influence; the votes left in a cell weigh more as it empties), so while the refit has not flipped,
+   the influence is recomputed at the new fit and more votes are added. Once a refit flips, the
+   shortest prefix of that removal order that still flips is found by bisection between the last
+   refit that did not flip and the first that did. Then every removal one vote smaller is refitted:
+   there is one per cell of the removal, since a cell's votes are interchangeable; one that still flips
+   replaces the removal, until none does (``minimal``). Three such searches start from the first-order
+   removals of the three most promising pairs (a pair the first order cannot flip at all is still
+   tried, with every vote that narrows its gap), and the smallest verified removal is kept. The
+   reported number is therefore always *verified*: refitting without exactly those votes changes the
+   conclusion.
 
 What it is not: the smallest possible set over all subsets (a combinatorial search) - the verified
 number is an upper bound on it; the tests check it against brute force on small boards. When no flip
