@@ -34,7 +34,8 @@ interchangeable, so "drop 3 votes of cell c" is the whole description of a remov
    conclusion.
 
 What it is not: the smallest possible set over all subsets (a combinatorial search) - the verified
-number is an upper bound on it; the tests check it against brute force on small boards. When no flip
+number is an upper bound on it. Against brute force on 351 random boards of 3-4 competitors it was the
+minimum on 349 and one above on 2 (the least removal there swaps a vote for one of another cell). When no flip
 is found within ``max_share`` of the votes or ``max_refits`` refits, the answer says "robust beyond" the
 votes checked, never a number it did not verify. Only half-win Bradley-Terry (ties half a win, both_bad
 as a tie or dropped) is audited.
