@@ -53,6 +53,15 @@ def robustness_block(
     """The audit of one raw board: ``votes`` its kept votes (grouped or not), ``per_vote`` the same
     votes one by one or a sample of them (for the ids), ``method`` the board's (both_bad, vote threshold)."""
     n = int(competitor_ids.shape[0])
+    if n == 0 or votes.votes == 0:
+        return {
+            "computed_from": {"view": "raw", "votes": votes.votes, "cells": 0, "competitors_ranked": 0},
+            "method": METHOD,
+            "limits": LIMITS,
+            "leader": None,
+            "reason": "no votes on this board",
+            "targets": [],
+        }
     a, b = dense_index(votes, competitor_ids)
     cells = est.aggregate_cells(a, b, votes.outcome, n_competitors=n, count=votes.count)
     shown = _shown(cells, method)

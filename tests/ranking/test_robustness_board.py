@@ -94,6 +94,14 @@ def test_block_on_one_ranked_competitor_says_why():
     assert block["leader"] is None and block["targets"] == [] and "fewer than two" in block["reason"]
 
 
+def test_block_without_votes_or_competitors_says_why():
+    votes, log = two_model_log()
+    nothing = log.counted.subset(np.zeros(len(log.counted), dtype=bool))
+    for ids in (np.array([10, 20]), np.zeros(0, dtype=np.int64)):
+        block = robustness_block(nothing, None, ids, {}, Method())
+        assert block["leader"] is None and block["targets"] == [] and block["reason"] == "no votes on this board"
+
+
 @pytest.mark.django_db
 def test_recompute_stores_the_audit_on_raw_boards_and_the_api_and_page_show_it(acme, bob, alice_client):
     campaign = acme.campaign
