@@ -27,18 +27,18 @@ interchangeable, so "drop 3 votes of cell c" is the whole description of a remov
    shortest prefix of that removal order that still flips is found by bisection between the last
    refit that did not flip and the first that did. Then every removal one vote smaller is refitted:
    there is one per cell of the removal, since a cell's votes are interchangeable; one that still flips
-   replaces the removal, until none does (``minimal``). Three such searches start from the first-order
-   removals of the three most promising pairs (a pair the first order cannot flip at all is still
-   tried, with every vote that narrows its gap), and the smallest verified removal is kept. The
-   reported number is therefore always *verified*: refitting without exactly those votes changes the
-   conclusion.
+   replaces the removal, until none does (``minimal``). Then exchanges (two votes out, the most
+   influential single vote in) are refitted; one that flips makes the removal one smaller. Three such
+   searches start from the first-order removals of the three most promising pairs (a pair the first
+   order cannot flip at all is still tried, with every vote that narrows its gap), and the smallest
+   verified removal is kept. The reported number is therefore always *verified*: refitting without
+   exactly those votes changes the conclusion.
 
 What it is not: the smallest possible set over all subsets (a combinatorial search) - the verified
-number is an upper bound on it. Against brute force on 351 random boards of 3-4 competitors it was the
-minimum on 349 and one above on 2 (the least removal there swaps a vote for one of another cell). When no flip
-is found within ``max_share`` of the votes or ``max_refits`` refits, the answer says "robust beyond" the
-votes checked, never a number it did not verify. Only half-win Bradley-Terry (ties half a win, both_bad
-as a tie or dropped) is audited.
+number is an upper bound on it. Against brute force on 468 random boards of 3-4 competitors it was the
+minimum on 467 and one above on 1. When no flip is found within ``max_share`` of the votes or
+``max_refits`` refits, the answer says "robust beyond" the votes checked, never a number it did not
+verify. Only half-win Bradley-Terry (ties half a win, both_bad as a tie or dropped) is audited.
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def robustness_audit(
     votes a removal may hold, as a share of the board's votes; ``max_refits``: exact refits per search
     before it shrinks; ``starts``: searches per target, from the first-order removals of that many
     different insider/outsider pairs (the smallest verified one is kept); ``prune_refits``: refits spent
-    checking that no removal one vote smaller flips (``TargetResult.minimal``). At most
+    checking that no removal one vote smaller flips (``TargetResult.minimal``) and trying exchanges. At most
     ``starts * (max_refits + log2(votes)) + prune_refits`` exact refits per target."""
     n = cells.n_competitors
     shown_mask = np.ones(n, dtype=bool) if shown is None else np.asarray(shown, dtype=bool)
@@ -406,7 +406,7 @@ def _audit_target(
             found.append(result)
     if found:
         best = min(found, key=lambda f: int(f.removal.sum()))
-        removal, theta, minimal, used = _prune(problem, best, insiders, outsiders, prune_refits)
+        removal, theta, minimal, used = _prune(problem, best, insiders, outsiders, prune_refits, max_candidates)
         cells = problem.cells
         drops = tuple(
             CellDrop(int(c), int(cells.lo[c]), int(cells.hi[c]), int(cells.outcome[c]), int(removal[c]))
@@ -550,15 +550,45 @@ def _prune(
     insiders: NDArray[np.int64],
     outsiders: NDArray[np.int64],
     budget: int,
+    max_candidates: int,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], bool, int]:
-    """The removals one vote smaller than ``found`` are exactly "one vote fewer from cell c", one per
-    cell c of the removal (votes of a cell are interchangeable). Each is refitted in turn, the cells
-    last in the removal order (least influential when chosen) first; one that still flips replaces the
-    removal. Stops when every cell of the current removal has been tried without a flip (``minimal``:
-    no removal one vote smaller flips, verified) or ``budget`` refits are spent. Returns (removal, its
-    fit, minimal, refits spent)."""
+    """Make ``found`` smaller with exact refits, within ``budget`` refits. Returns (removal, its fit,
+    minimal, refits spent).
+
+    One out: the removals one vote smaller are exactly "one vote fewer from cell c", one per cell c of
+    the removal (votes of a cell are interchangeable). Each is refitted in turn, the cells last in the
+    removal order (least influential when chosen) first; one that still flips replaces the removal.
+    ``minimal`` once every cell of the current removal was tried without a flip: no removal one vote
+    smaller flips, verified.
+
+    Exchange: a minimal removal can still be beaten by a different one. For two votes ``c, d`` of it,
+    the removal without them is refitted, and the single vote ``f`` whose first-order effect closes the
+    gap left most is added; if that refit flips, the removal is one vote smaller, and one-out runs again."""
     removal, theta = found.removal.copy(), found.theta
     ring = list(reversed(found.cells))
+    refits = 0
+    while True:
+        removal, theta, minimal, used = _one_out(problem, removal, theta, ring, insiders, outsiders, budget - refits)
+        refits += used
+        if not minimal or refits >= budget:
+            return removal, theta, minimal, refits
+        better, used = _exchange(problem, removal, theta, ring, insiders, outsiders, budget - refits, max_candidates)
+        refits += used
+        if better is None:
+            return removal, theta, True, refits
+        removal, theta = better
+
+
+def _one_out(
+    problem: _Problem,
+    removal: NDArray[np.int64],
+    theta: NDArray[np.float64],
+    ring: list[int],
+    insiders: NDArray[np.int64],
+    outsiders: NDArray[np.int64],
+    budget: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], bool, int]:
+    """The one-out step of ``_prune``."""
     position, failures, refits = 0, 0, 0
     while refits < budget:
         live = [c for c in ring if removal[c] > 0]
@@ -578,6 +608,56 @@ def _prune(
         position += 1
     live = [c for c in ring if removal[c] > 0]
     return removal, theta, failures >= len(live), refits
+
+
+def _exchange(
+    problem: _Problem,
+    removal: NDArray[np.int64],
+    theta: NDArray[np.float64],
+    ring: list[int],
+    insiders: NDArray[np.int64],
+    outsiders: NDArray[np.int64],
+    budget: int,
+    max_candidates: int,
+) -> tuple[tuple[NDArray[np.int64], NDArray[np.float64]] | None, int]:
+    """The exchange step of ``_prune``: a removal one vote smaller that flips (``ring`` gains its new
+    cell), or None; and the refits spent."""
+    cells = problem.cells
+    available0 = np.where(problem.usable, cells.count, 0).astype(np.int64)
+    live = [c for c in ring if removal[c] > 0]
+    pairs = [(c, d) for x, c in enumerate(live) for d in live[x:] if c != d or removal[c] >= 2]
+    refits = 0
+    for c, d in pairs:
+        if refits + 2 > budget:
+            break
+        smaller = removal.copy()
+        smaller[c] -= 1
+        smaller[d] -= 1
+        theta_small = _refit(problem, smaller, theta)
+        refits += 1
+        factor = _hessian_factor(problem, smaller, theta_small)
+        residual = _cell_residual(problem, theta_small)
+        room = (available0 - smaller) > 0
+        best: tuple[float, int] | None = None
+        for i, j in _candidates(factor, theta_small, insiders, outsiders, max_candidates):
+            delta = np.where(room, _influence(problem, factor, residual, i, j), np.inf)
+            f = int(np.argmin(delta))
+            # Closing most of the gap to first order is enough to try: one vote weighs more than its
+            # first order once the rest are gone.
+            share = -float(delta[f]) / max(float(theta_small[i] - theta_small[j]), _MARGIN)
+            if np.isfinite(delta[f]) and (best is None or share > best[0]):
+                best = (share, f)
+        if best is None or best[0] < 0.5:
+            continue
+        trial = smaller.copy()
+        trial[best[1]] += 1
+        theta_trial = _refit(problem, trial, theta_small)
+        refits += 1
+        if _flipped(theta_trial, insiders, outsiders):
+            if best[1] not in ring:
+                ring.append(best[1])
+            return (trial, theta_trial), refits
+    return None, refits
 
 
 def _ordered_cells(sequence: list[tuple[int, int]], removal: NDArray[np.int64]) -> list[int]:
