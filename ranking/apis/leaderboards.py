@@ -169,6 +169,9 @@ class SnapshotOutput(serializers.Serializer[Any]):
         " `validation` (overall raw board): which model predicts later votes best, fitted on earlier ones (verdicts)."
         " Raw boards: `position` (left-side advantage, adjusted scores) and `pair_frequency` (pairs equally weighted)."
         " `segments` (overall raw board): per rater attribute, one board per segment, offsets, a heterogeneity test."
+        "rank_ranges (how rank ranges are read). "
+        "Raw boards: `robustness`, the fewest votes whose removal changes rank 1, the top 3 and the top 5 (verified "
+        "by exact refits), with the votes to drop and their ids."
     )
     pairwise = serializers.DictField(
         required=False,

@@ -74,6 +74,7 @@ from .pairwise import (
     wilson_interval,
 )
 from .ranks import RankRanges, rank_ranges, shown_mask
+from .robustness import RobustnessAudit, TargetResult, robustness_audit
 from .style import (
     ALIASED_REASON,
     STYLE_FEATURES,
@@ -149,6 +150,9 @@ __all__ = [
     "PairwiseTable",
     "Intervals",
     "RankRanges",
+    "RobustnessAudit",
+    "TargetResult",
+    "robustness_audit",
     "StyleChecks",
     "StyleDesign",
     "StyleFeatures",

@@ -30,6 +30,7 @@ from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
 from ..board_position import position_compute
+from ..board_robustness import robustness_block
 from ..board_validation import validation_block
 from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
@@ -112,6 +113,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 prompts=of(log.prompts),
             )
             extra = dict(board.extra)
+            if view == LeaderboardSnapshot.View.RAW:
+                extra["robustness"] = robustness_block(subset, of(sample), competitor_ids, labels, method)
             if view != LeaderboardSnapshot.View.RAW and per_vote.votes < subset.votes:
                 extra["per_vote_sample"] = per_vote_note(per_vote.votes, subset.votes)
             if view == LeaderboardSnapshot.View.RAW:
