@@ -5,7 +5,7 @@ outcome codes below; ``aggregate_cells`` reduces them once and every Bradley-Ter
 on the cells.
 """
 
-from . import crowd, multiplicity
+from . import crowd, multiplicity, planning
 from .aggregate import (
     BOTH_BAD,
     LEFT_WINS,
@@ -114,6 +114,7 @@ __all__ = [
     "CrowdIntervals",
     "crowd",
     "multiplicity",
+    "planning",
     "crowd_bootstrap",
     "crowd_cells",
     "fit_crowd_bt",
