@@ -22,6 +22,7 @@ urlpatterns = [
     path("campaigns/<int:campaign_id>/rater-quality/", apis.RaterQualityApi.as_view(), name="api-rater-quality"),
     path("campaigns/<int:campaign_id>/raters/report/", apis.RaterReportApi.as_view(), name="api-rater-reports"),
     path("campaigns/<int:campaign_id>/cadence/", apis.CadenceApi.as_view(), name="api-cadence"),
+    path("campaigns/<int:campaign_id>/plan/", apis.CampaignPlanApi.as_view(), name="api-campaign-plan"),
 ]
 
 # Preference pairs (reward-model / DPO training data) and their length audit.

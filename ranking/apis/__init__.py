@@ -3,6 +3,7 @@
 - ``leaderboards``: the newest leaderboard, one version, the history; the selection and snapshot
   serializers the other board endpoints share.
 - ``pairwise``: the pairwise table of a leaderboard.
+- ``planning``: the sample-size planner.
 - ``statistics``: campaign statistics over a time window, and the cadence check.
 - ``publication``: publishing a campaign's leaderboard, and the public read of a published board.
 - ``raters``: rater quality (agreement, outliers) and the per-rater reports.
@@ -30,12 +31,14 @@ from .attribute_runs import (
 from .judges import JudgeBoardApi, JudgeCalibrationApi
 from .leaderboards import LeaderboardHistoryApi, LeaderboardLatestApi, LeaderboardVersionApi
 from .pairwise import PairwiseApi
+from .planning import CampaignPlanApi
 from .preference_pairs import PreferencePairsAuditApi, PreferencePairsExportApi
 from .publication import PublicationApi, PublicBoardApi
 from .raters import RaterQualityApi, RaterReportApi
 from .statistics import CadenceApi, StatisticsApi
 
 __all__ = [
+    "CampaignPlanApi",
     "AttributeBoardDetailApi",
     "AttributeBoardListApi",
     "AttributeEntitiesApi",

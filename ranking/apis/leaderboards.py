@@ -166,6 +166,7 @@ class SnapshotOutput(serializers.Serializer[Any]):
         "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders); "
         "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
         "rank_ranges (how rank ranges are read)."
+        " `planning` (overall raw board): battles to separate rank 1 from rank 2 at 80% power, evenly or on the pair."
     )
     pairwise = serializers.DictField(
         required=False,

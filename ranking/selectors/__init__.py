@@ -12,6 +12,7 @@
 - ``preference_data``: preference pairs (reward-model / DPO training data) and their length audit.
 - ``judges``: judges' verdicts as arrays, their boards and calibrations (against the human votes the human
   board uses: ``judge_calibration_pairs``).
+- ``planning``: the sample-size planner with the campaign's figures as defaults (``campaign_plan``).
 - ``attribute_boards``: attribute boards (ratio judgements), their runs, fits and comparisons.
 """
 
@@ -72,6 +73,7 @@ from .leaderboards import (
     snapshot_rows,
 )
 from .log_cache import LOG_CACHE_S, LOG_LATEST_S, OnLog
+from .planning import campaign_plan
 from .preference_data import (
     PairSelection,
     preference_pair_row,
@@ -118,6 +120,8 @@ __all__ = [
     "snapshot_pairwise_grids",
     "snapshot_pairwise_stored",
     "snapshot_rows",
+    # planning
+    "campaign_plan",
     # statistics
     "Percentiles",
     "campaign_statistics",

@@ -28,6 +28,7 @@ from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
+from ..board_planning import planning_compute
 from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
 from ..policy import PER_VOTE_MAX, RELIABILITY_MAX, VoteArrays, sample_mask, sample_rate
@@ -108,6 +109,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 extra["per_vote_sample"] = per_vote_note(per_vote.votes, subset.votes)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
                 extra["elo"], extra["elo_order"] = elo_compute(sample, competitor_ids, labels, method)
+                extra["planning"] = planning_compute(subset, competitor_ids, board.rows, board.extra, method)
                 if len(sample) < subset.votes:
                     extra["elo_sample"] = per_vote_note(len(sample), subset.votes)
             drafts.append(

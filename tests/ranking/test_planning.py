@@ -148,7 +148,9 @@ def test_separation_counts_the_battles_already_voted() -> None:
     theta = np.array([0.2, 0.1, -0.3])
     voted = _uniform(3, 600)
     everywhere = separation_plan(voted, theta, 0, 1, future=_uniform(3, 1), tie_rate=0.2)
-    on_the_pair = separation_plan(voted, theta, 0, 1, future=np.array([[0, 1, 0], [0, 0, 0], [0, 0, 0.0]]), tie_rate=0.2)
+    on_the_pair = separation_plan(
+        voted, theta, 0, 1, future=np.array([[0, 1, 0], [0, 0, 0], [0, 0, 0.0]]), tie_rate=0.2
+    )
     assert everywhere.additional is not None and on_the_pair.additional is not None
     assert on_the_pair.additional < everywhere.additional  # battles on the pair itself are the cheapest
     # After the planned battles the power is the target; one battle in a hundred fewer falls short.
