@@ -81,7 +81,7 @@ def planning_compute(
     uniform = np.triu(np.ones((k, k)), 1)
     pair = np.zeros((k, k))
     pair[i, j] = 1.0
-    ties = "davidson" if davidson else "half"
+    ties: est.planning.TieRule = "davidson" if davidson else "half"
     for name, future in (("uniform", uniform), ("pair_only", pair)):
         plan = est.planning.separation_plan(
             counts, theta, i, j, future=future, tie_rate=tie_rate, ties=ties, power=POWER, alpha=block["alpha"]

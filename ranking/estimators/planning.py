@@ -181,9 +181,10 @@ def difference_se(
 
 def _solve(matrix: NDArray[np.float64], rhs: NDArray[np.float64]) -> NDArray[np.float64]:
     try:
-        return np.linalg.solve(matrix, rhs)
+        solved = np.linalg.solve(matrix, rhs)
     except np.linalg.LinAlgError:  # components that a and b do not lie in leave the matrix singular
-        return np.linalg.lstsq(matrix, rhs, rcond=None)[0]
+        solved = np.linalg.lstsq(matrix, rhs, rcond=None)[0]
+    return np.asarray(solved, dtype=np.float64)
 
 
 def wald_power(gap: float, se: float, *, alpha: float) -> float:
@@ -204,8 +205,8 @@ def _se_for_power(gap: float, power: float, alpha: float) -> float:
     """The standard error at which the Wald test reaches ``power`` for a true ``gap`` (exact, both tails)."""
     z = float(norm.ppf(1.0 - alpha / 2.0))
     zb = float(norm.ppf(power))
-    ratio = brentq(
-        lambda r: float(norm.cdf(r - z) + norm.cdf(-r - z)) - power, 1e-9, z + zb + 10.0, xtol=1e-12, rtol=1e-12
+    ratio = float(
+        brentq(lambda r: float(norm.cdf(r - z) + norm.cdf(-r - z)) - power, 1e-9, z + zb + 10.0, xtol=1e-12, rtol=1e-12)
     )
     return abs(gap) / ratio
 
@@ -213,7 +214,7 @@ def _se_for_power(gap: float, power: float, alpha: float) -> float:
 def _uniform_counts(k: int) -> NDArray[np.float64]:
     """One battle in all, spread evenly over the k (k - 1) / 2 pairs."""
     c = np.triu(np.full((k, k), 1.0), 1)
-    return c / c.sum()
+    return np.asarray(c / c.sum(), dtype=np.float64)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def campaign_plan(
     sources: dict[str, str] = {}
     if competitors is None:
         shown = [row for row in snapshot.rows if not row.get("hidden", True)] if snapshot is not None else []
-        if len(shown) >= 2:
+        if snapshot is not None and len(shown) >= 2:
             competitors, sources["competitors"] = len(shown), f"shown on board version {snapshot.version}"
         else:
             competitors = campaign.competitors.filter(gold=False, active=True).count()
