@@ -91,3 +91,10 @@ urlpatterns += [
         name="api-public-attribute-board-judgements",
     ),
 ]
+
+# Promotions: a variant rolled out in stages through an A/B experiment, watched on a board.
+urlpatterns += [
+    path("promotions/", apis.PromotionListApi.as_view(), name="api-promotions"),
+    path("promotions/<int:promotion_id>/", apis.PromotionDetailApi.as_view(), name="api-promotion"),
+    path("promotions/<int:promotion_id>/stop", apis.PromotionStopApi.as_view(), name="api-promotion-stop"),
+]

@@ -63,6 +63,14 @@ class Experiment(models.Model):
     def __str__(self) -> str:
         return self.key
 
+    @property
+    def rollout(self) -> dict[str, object] | None:
+        """The staged rollout in force (variant name and share), or None."""
+        if self.rollout_variant_id is None or self.rollout_share is None:
+            return None
+        variant = self.rollout_variant
+        return {"variant": variant.name if variant is not None else "", "share": self.rollout_share}
+
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 

@@ -36,7 +36,7 @@ from .judges import (
     judge_calibrate,
     judge_run_settle,
 )
-from .promotions import promotion_check, promotion_start, promotion_stop, promotions_check
+from .promotions import promotion_check, promotion_start, promotion_stop, promotion_validate, promotions_check
 from .publication import board_publish, board_unpublish
 from .rater_figures import (
     RATER_REFRESH_LOCK_S,
@@ -60,6 +60,7 @@ __all__ = [
     "promotion_check",
     "promotion_start",
     "promotion_stop",
+    "promotion_validate",
     "promotions_check",
     # recompute
     "leaderboards_recompute",

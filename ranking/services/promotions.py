@@ -41,6 +41,7 @@ Action = PromotionDecision.Action
 
 __all__ = [
     "promotion_check",
+    "promotion_validate",
     "promotion_start",
     "promotion_stop",
     "promotions_check",
@@ -149,19 +150,11 @@ def _audit(promotion: Promotion, actor: User | AnonymousUser | None, data: dict[
     )
 
 
-@transaction.atomic
-def promotion_start(
-    *,
-    experiment: Experiment,
-    variant: Variant,
-    baseline: Variant,
-    stages: Sequence[Any] = (0.05, 0.25, 0.5, 1.0),
-    min_votes: int = 200,
-    actor: User | AnonymousUser | None,
-) -> Promotion:
-    """Start rolling ``variant`` out in ``experiment`` at ``stages[0]``, watched against ``baseline`` on the
-    board of the experiment's campaign (both variants must name competitors of it). A unit already assigned
-    keeps its variant unless the stage moves it into the promoted one (``battles.experimenting.rollout_index``)."""
+def promotion_validate(
+    *, experiment: Experiment, variant: Variant, baseline: Variant, stages: Sequence[Any], min_votes: int
+) -> list[float]:
+    """The checks of ``promotion_start`` that need no lock (the console's form runs them too); the stages as
+    floats."""
     shares = _stages(stages)
     if experiment.campaign_id is None:
         raise Invalid("The experiment has no campaign: there is no board to watch.")
@@ -179,6 +172,25 @@ def promotion_start(
         raise Invalid("min_votes: 1 to 10,000,000.", field_errors={"min_votes": "1 to 10,000,000."})
     if not experiment.active:
         raise Conflict(f"Experiment {experiment.key} is not active.")
+    return shares
+
+
+@transaction.atomic
+def promotion_start(
+    *,
+    experiment: Experiment,
+    variant: Variant,
+    baseline: Variant,
+    stages: Sequence[Any] = (0.05, 0.25, 0.5, 1.0),
+    min_votes: int = 200,
+    actor: User | AnonymousUser | None,
+) -> Promotion:
+    """Start rolling ``variant`` out in ``experiment`` at ``stages[0]``, watched against ``baseline`` on the
+    board of the experiment's campaign (both variants must name competitors of it). A unit already assigned
+    keeps its variant unless the stage moves it into the promoted one (``battles.experimenting.rollout_index``)."""
+    shares = promotion_validate(
+        experiment=experiment, variant=variant, baseline=baseline, stages=stages, min_votes=min_votes
+    )
     snapshot = (
         LeaderboardSnapshot.objects.filter(
             campaign_id=experiment.campaign_id, category="", view=LeaderboardSnapshot.View.RAW

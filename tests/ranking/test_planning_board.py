@@ -25,7 +25,9 @@ def planned(acme: Tenant, bob: User) -> tuple[Campaign, LeaderboardSnapshot]:
     """Three competitors, the first two close (strengths 1.3 and 1.0), 300 votes with 20% ties."""
     campaign = acme.campaign
     third = CompetitorFactory.create(
-        campaign=campaign, endpoint=ModelEndpointFactory(organization=acme.organization, name="third"), version_label="1"
+        campaign=campaign,
+        endpoint=ModelEndpointFactory(organization=acme.organization, name="third"),
+        version_label="1",
     )
     votes_write(
         campaign=campaign,
@@ -53,7 +55,9 @@ def test_the_overall_raw_board_carries_the_plan_for_rank_1_against_rank_2(planne
     assert (block["first"], block["second"]) == (shown[0]["competitor_id"], shown[1]["competitor_id"])
     assert block["gap"] == pytest.approx(shown[0]["score"] - shown[1]["score"], abs=0.02)
     votes = Vote.objects.filter(battle__campaign=campaign)
-    assert block["tie_rate"] == pytest.approx(votes.filter(choice__in=["tie", "both_bad"]).count() / votes.count(), abs=1e-4)
+    assert block["tie_rate"] == pytest.approx(
+        votes.filter(choice__in=["tie", "both_bad"]).count() / votes.count(), abs=1e-4
+    )
     assert block["ties"] == "half" and block["power"] == 0.8 and block["alpha"] == 0.05
     assert "300 fitted votes among the 3 shown competitors" in block["computed_from"]
     # Battles on the pair itself need fewer than battles spread over the three pairs.
