@@ -396,7 +396,7 @@ class PromotionForm(_PromotionModelForm):
         fields = ("organization", "experiment", "variant", "baseline", "stages", "min_votes")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         experiment, variant, baseline = data.get("experiment"), data.get("variant"), data.get("baseline")
         if experiment is not None and variant is not None and baseline is not None:
             try:

@@ -191,10 +191,10 @@ def promotion_start(
     shares = promotion_validate(
         experiment=experiment, variant=variant, baseline=baseline, stages=stages, min_votes=min_votes
     )
+    campaign_id = experiment.campaign_id
+    assert campaign_id is not None  # promotion_validate refused an experiment without a campaign
     snapshot = (
-        LeaderboardSnapshot.objects.filter(
-            campaign_id=experiment.campaign_id, category="", view=LeaderboardSnapshot.View.RAW
-        )
+        LeaderboardSnapshot.objects.filter(campaign_id=campaign_id, category="", view=LeaderboardSnapshot.View.RAW)
         .order_by("-version")
         .first()
     )
@@ -202,7 +202,7 @@ def promotion_start(
         with transaction.atomic():
             promotion = Promotion.objects.create(
                 organization_id=experiment.organization_id,
-                campaign_id=experiment.campaign_id,
+                campaign_id=campaign_id,
                 experiment=experiment,
                 variant=variant,
                 baseline=baseline,

@@ -72,7 +72,7 @@ def test_plan_api_gives_the_uniform_plan_with_the_boards_defaults(planned, acme:
     campaign, snapshot = planned
     client = api_client(acme.organization)
     url = reverse("api-campaign-plan", args=[campaign.pk])
-    body = client.get(url, {"margin": 30, "power": 0.9}).json()
+    body = client.get(url, {"margin": "30", "power": "0.9"}).json()
     expected = plan_uniform(competitors=3, margin=30.0, tie_rate=snapshot.extra["planning"]["tie_rate"], power=0.9)
     assert body["plan"]["battles_for_margin"] == expected.battles_for_margin
     assert body["plan"]["battles_for_power"] == expected.battles_for_power
