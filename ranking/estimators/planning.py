@@ -121,6 +121,60 @@ def _laplacian(weights: NDArray[np.float64]) -> NDArray[np.float64]:
     return lap
 
 
+def _blocks(theta: NDArray[np.float64], tie_rate: float, ties: str) -> tuple[NDArray[np.float64], ...]:
+    """Per-vote information of every pair at the strengths ``theta`` (k x k each): (bread, meat) for the half
+    rule, (gg, gn, nn) for Davidson."""
+    gap = theta[:, None] - theta[None, :]
+    return _half_blocks(gap, tie_rate) if ties == "half" else _davidson_blocks(gap, tie_rate)
+
+
+Parts = tuple[NDArray[np.float64], ...]
+
+
+def _parts(n: NDArray[np.float64], blocks: tuple[NDArray[np.float64], ...], ties: str) -> Parts:
+    """The design's information for symmetric pair counts ``n``, as matrices linear in ``n`` (so a design
+    ``c + m f`` is ``parts(c) + m parts(f)``): the bread and meat Laplacians (half); the information
+    Laplacian, the (theta, log nu) cross column and the log nu information (Davidson)."""
+    if ties == "half":
+        bread, meat = blocks
+        return _laplacian(n * bread), _laplacian(n * meat)
+    gg, gn, nn = blocks
+    # d^2 loglik / d theta_i d log nu: gn is odd in the gap; the log nu information counts each pair once.
+    return _laplacian(n * gg), (n * gn).sum(axis=1), np.asarray((n * nn).sum() / 2.0)
+
+
+def _se_of(parts: Parts, projector: NDArray[np.float64], contrast: NDArray[np.float64], ties: str) -> float:
+    if ties == "half":
+        bread, meat = parts
+        u = _solve(bread + projector, contrast)
+        return float(math.sqrt(max(float(u @ meat @ u), 0.0)))
+    info, cross, nu = parts
+    nu_info = float(nu)
+    if nu_info > 0:  # profile out the shared log nu (tie rate 0: nu is 0 and carries nothing)
+        info = info - np.outer(cross, cross) / nu_info
+    u = _solve(info + projector, contrast)
+    return float(math.sqrt(max(float(contrast @ u), 0.0)))
+
+
+def _symmetric(counts: NDArray[np.float64]) -> NDArray[np.float64]:
+    n = counts + counts.T
+    n[np.diag_indices_from(n)] = 0.0
+    return n
+
+
+def _projector(labels: NDArray[np.int32]) -> NDArray[np.float64]:
+    """Onto the components' constant vectors: they are in the null space of the information, so adding it
+    makes the matrix invertible without changing its inverse on contrasts within a component."""
+    same = labels[:, None] == labels[None, :]
+    return np.asarray(same / np.bincount(labels)[labels][:, None], dtype=np.float64)
+
+
+def _contrast(k: int, a: int, b: int) -> NDArray[np.float64]:
+    contrast = np.zeros(k)
+    contrast[a], contrast[b] = 1.0, -1.0
+    return contrast
+
+
 def difference_se(
     counts: ArrayLike,
     log_strength: ArrayLike,
@@ -141,30 +195,12 @@ def difference_se(
         raise ValueError("counts must be k x k, log_strength k long, a != b competitors")
     if np.any(c < 0) or not np.all(np.isfinite(c)):
         raise ValueError("counts must be finite and non-negative")
-    n = c + c.T
-    n[np.diag_indices_from(n)] = 0.0
+    n = _symmetric(c)
     labels = _components(n)
     if labels[a] != labels[b]:
         return math.inf
-    # Each component's constant vector is in the null space of the information: adding the projector onto
-    # them makes the matrix invertible without changing its inverse on contrasts within a component.
-    same = labels[:, None] == labels[None, :]
-    projector = same / np.bincount(labels)[labels][:, None]
-    gap = theta[:, None] - theta[None, :]
-    contrast = np.zeros(k)
-    contrast[a], contrast[b] = 1.0, -1.0
-    if ties == "half":
-        bread, meat = _half_blocks(gap, tie_rate)
-        u = _solve(_laplacian(n * bread) + projector, contrast)
-        return float(math.sqrt(max(float(u @ _laplacian(n * meat) @ u), 0.0)))
-    gg, gn, nn = _davidson_blocks(gap, tie_rate)
-    info = _laplacian(n * gg)
-    cross = (n * gn).sum(axis=1)  # d^2 loglik / d theta_i d log nu: gn is odd in the gap
-    nu_info = float((n * nn).sum()) / 2.0  # each pair once
-    if nu_info > 0:  # profile out the shared log nu (tie rate 0: nu is 0 and carries nothing)
-        info = info - np.outer(cross, cross) / nu_info
-    u = _solve(info + projector, contrast)
-    return float(math.sqrt(max(float(contrast @ u), 0.0)))
+    parts = _parts(n, _blocks(theta, tie_rate, ties), ties)
+    return _se_of(parts, _projector(labels), _contrast(k, a, b), ties)
 
 
 def _solve(matrix: NDArray[np.float64], rhs: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -321,17 +357,26 @@ def separation_plan(
     se_elo = round(se_now * SCALE, 2) if math.isfinite(se_now) else None
     if gap == 0.0:
         return Separation(gap_elo, se_elo, None, None, "the two are estimated equal: no gap to detect")
-    both = c + f
-    labels = _components(both + both.T)
+    labels = _components(_symmetric(c + f))
     if labels[a] != labels[b]:
         return Separation(gap_elo, se_elo, None, None, "the battles so far and those planned never connect the two")
     power_now = wald_power(gap, se_now, alpha=alpha)
     if power_now >= power:
         return Separation(gap_elo, se_elo, round(power_now, 4), 0, "the votes so far already reach the power")
 
+    # Everything but the counts is fixed: the information of c + m f is parts(c) + m parts(f), one solve each.
+    blocks = _blocks(theta, tie_rate, ties)
+    now, more = _parts(_symmetric(c), blocks, ties), _parts(_symmetric(f), blocks, ties)
+    labels_now = _components(_symmetric(c))
+    projector_now, projector_after = _projector(labels_now), _projector(labels)
+    contrast = _contrast(c.shape[0], a, b)
+
     def excess(m: float) -> float:
         """Information short of the target after m more battles (< 0 while short, increasing in m)."""
-        se = difference_se(c + m * f, theta, a, b, tie_rate=tie_rate, ties=ties)
+        if m == 0 and labels_now[a] != labels_now[b]:
+            return -1.0 / target**2
+        parts = tuple(x + m * y for x, y in zip(now, more, strict=True))
+        se = _se_of(parts, projector_now if m == 0 else projector_after, contrast, ties)
         return (1.0 / se**2 if math.isfinite(se) and se > 0 else 0.0) - 1.0 / target**2
 
     target = _se_for_power(gap, power, alpha)

@@ -158,7 +158,7 @@ def test_a_stage_holds_on_insufficient_votes_and_on_a_trailing_variant(acme: Ten
 
 def test_a_board_that_turns_rolls_the_rollout_back(acme: Tenant, alice: User, rollout) -> None:  # type: ignore[no-untyped-def]
     experiment, candidate, production = rollout
-    units = [f"u{i}" for i in range(200)]
+    units = [f"u{i}" for i in range(80)]
     before = {u: battle_services.experiment_assign(experiment=experiment, unit_id=u).variant.name for u in units}
     board(acme, votes=100, gap=20, half_width=15)
     promotion = promotion_start(
@@ -169,7 +169,7 @@ def test_a_board_that_turns_rolls_the_rollout_back(acme: Tenant, alice: User, ro
     experiment.refresh_from_db()  # the API reads the experiment afresh on every call
     during = {u: battle_services.experiment_assign(experiment=experiment, unit_id=u).variant.name for u in units}
     assert all(during[u] == before[u] or during[u] == "candidate" for u in units)
-    assert 30 < sum(v == "candidate" for v in during.values()) < 70  # 25% of 200
+    assert 8 < sum(v == "candidate" for v in during.values()) < 35  # 25% of 80 (the shares: the pure test above)
     # The board turns: the difference interval is wholly below 0, whatever the new votes.
     board(acme, votes=205, gap=-30, half_width=20)
     decision = promotion_check(promotion=promotion)
