@@ -2,7 +2,8 @@
 dashboard ask: how many battles a margin or a power needs (``ranking.estimators.planning``). Pure numpy.
 
 On a board: how many more battles, spread evenly over every pair of the shown competitors (what uniform
-sampling does) or all on the pair itself (the best case active sampling approaches), give the test of
+sampling does), spread like the battles so far, or all on the pair itself (the best case active sampling
+approaches), give the test of
 "rank 1 and rank 2 differ" ``POWER`` when their true gap is the board's estimate of it."""
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ def planning_compute(
     pair = np.zeros((k, k))
     pair[i, j] = 1.0
     ties: est.planning.TieRule = "davidson" if davidson else "half"
-    for name, future in (("uniform", uniform), ("pair_only", pair)):
+    # The campaign's design: evenly over every pair (uniform sampling), like the pairs so far (the sampling
+    # policy as it has run), or all on the pair (the best case active sampling approaches).
+    for name, future in (("uniform", uniform), ("as_so_far", counts), ("pair_only", pair)):
         plan = est.planning.separation_plan(
             counts, theta, i, j, future=future, tie_rate=tie_rate, ties=ties, power=POWER, alpha=block["alpha"]
         )

@@ -57,7 +57,8 @@ class CampaignPlanOutput(serializers.Serializer[Any]):
     board = serializers.JSONField(
         allow_null=True,
         help_text="The newest overall raw board's `extra.planning`: more battles to separate rank 1 from rank 2 "
-        "at 80% power, spread evenly (`uniform`) or all on the pair (`pair_only`); `reason` where it cannot say.",
+        "at 80% power, spread evenly (`uniform`), like the battles so far (`as_so_far`) or all on the pair "
+        "(`pair_only`); `reason` where it cannot say.",
     )
 
 
@@ -117,6 +118,7 @@ class CampaignPlanApi(APIView):
                         "se": 14.2,
                         "power_now": 0.33,
                         "uniform": {"additional": 6810},
+                        "as_so_far": {"additional": 5920},
                         "pair_only": {"additional": 1250},
                     },
                 },

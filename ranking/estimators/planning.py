@@ -28,7 +28,8 @@ has no finite variance.
 Criteria. Half-width: ``z_{conf} * se <= margin``. Power: the two-sided level-``alpha`` Wald test of ``gap =
 0`` rejects with probability ``Phi(d / se - z) + Phi(-d / se - z)`` when the true gap is ``d``, with ``se``
 evaluated at the alternative (the pair at ``+d/2, -d/2``, every other competitor at 0). Uniform designs
-scale exactly as ``1 / N``; a board's ``current + m * future`` design is solved for ``m`` by bisection.
+scale exactly as ``1 / N``; a board's ``current + m * future`` design is solved for ``m`` by regula falsi
+on the information (linear in the battles).
 """
 
 from __future__ import annotations

@@ -62,6 +62,8 @@ def test_the_overall_raw_board_carries_the_plan_for_rank_1_against_rank_2(planne
     assert "300 fitted votes among the 3 shown competitors" in block["computed_from"]
     # Battles on the pair itself need fewer than battles spread over the three pairs.
     assert 0 < block["pair_only"]["additional"] < block["uniform"]["additional"]
+    # Spread like the battles so far (evenly, as votes_write draws pairs): close to the uniform plan.
+    assert block["as_so_far"]["additional"] == pytest.approx(block["uniform"]["additional"], rel=0.2)
     assert block["power_now"] < 0.8
     # Only the overall raw board carries it.
     others = LeaderboardSnapshot.objects.filter(campaign=campaign).exclude(pk=snapshot.pk)
