@@ -603,6 +603,7 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         "session_gap_min": selectors.SESSION_GAP_S // 60,
     }
     context["plan_form"], context["plan"] = _plan(request, campaign)
+    context["promotions"] = selectors.promotions_of_campaign(campaign_id=campaign.pk)
     return render(request, "ranking/dashboard.html", context)
 
 

@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from raters.authentication import ApiKeyPrincipal
 from raters.selectors import organizations_viewable_by, organizations_writable_by
 
-from ..models import Promotion
+from ..models import Promotion, PromotionDecision
 
 
 def promotions_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Promotion]:
@@ -22,3 +22,18 @@ def promotions_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Promotion]:
     return Promotion.objects.filter(organization__in=organizations_writable_by(user)).select_related(
         "experiment", "variant", "baseline"
     )
+
+
+def promotions_of_campaign(*, campaign_id: int, limit: int = 20) -> list[Promotion]:
+    """The campaign's promotions, newest first, each with its latest decision (``latest``) for the dashboard."""
+    promotions = list(
+        Promotion.objects.filter(campaign_id=campaign_id)
+        .select_related("experiment", "variant", "baseline")
+        .order_by("-id")[:limit]
+    )
+    latest: dict[int, PromotionDecision] = {}
+    for decision in PromotionDecision.objects.filter(promotion__in=promotions).order_by("promotion_id", "-id"):
+        latest.setdefault(decision.promotion_id, decision)
+    for promotion in promotions:
+        promotion.latest = latest.get(promotion.pk)  # type: ignore[attr-defined]
+    return promotions

@@ -274,6 +274,10 @@ def test_promotions_api_and_console(
         page.status_code == 200 and "Started" in page.content.decode() and "5% (stage 1 of 4)" in page.content.decode()
     )
     assert charlie_client.get(reverse("admin:ranking_promotion_change", args=[body["id"]])).status_code in (302, 404)
+    dashboard = alice_client.get(reverse("ranking:campaign-dashboard", args=[acme.campaign.pk])).content.decode()
+    assert (
+        'id="promotions"' in dashboard and "candidate (vs production)" in dashboard and "5% (stage 1 of 4)" in dashboard
+    )
     stopped = writer.post(reverse("api-promotion-stop", args=[body["id"]]))
     assert stopped.status_code == 200 and stopped.json()["status"] == "stopped"
     assert writer.post(reverse("api-promotion-stop", args=[body["id"]])).status_code == 409
