@@ -63,11 +63,11 @@ def achieved_power(replications: int, seed: int) -> bool:
                     p = 1.0 / (1.0 + np.exp(-(theta[a] - theta[b])))
                     u = rng.random(n)
                     outcome = np.where(u < p - t / 2, 0, np.where(u < p + t / 2, 2, 1))
-                    fit = est.fit_bradley_terry(est.aggregate_cells(a, b, outcome, n_competitors=K))
+                    strength = est.fit_bradley_terry(est.aggregate_cells(a, b, outcome, n_competitors=K)).log_strength
                 else:
                     outcome = est.simulate_davidson(rng, theta, 2 * t / (1 - t), a, b)
-                    fit = est.fit_davidson(est.aggregate_cells(a, b, outcome, n_competitors=K))
-                gaps[r] = fit.log_strength[0] - fit.log_strength[1]
+                    strength = est.fit_davidson(est.aggregate_cells(a, b, outcome, n_competitors=K)).log_strength
+                gaps[r] = strength[0] - strength[1]
             power = float(np.mean(np.abs(gaps) / se > 1.959963984540054))
             limit = 3 * math.sqrt(0.16 / replications) + 0.01
             met = abs(power - 0.8) <= limit

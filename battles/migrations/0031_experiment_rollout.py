@@ -35,8 +35,8 @@ class Migration(migrations.Migration):
             model_name="experiment",
             constraint=models.CheckConstraint(
                 condition=models.Q(
-                    models.Q(("rollout_share__isnull", True), ("rollout_variant__isnull", True)),
-                    models.Q(("rollout_share__gt", 0), ("rollout_share__lte", 1), ("rollout_variant__isnull", False)),
+                    ("rollout_share__isnull", True),
+                    models.Q(("rollout_share__gt", 0), ("rollout_share__lte", 1)),
                     _connector="OR",
                 ),
                 name="experiment_rollout_share",

@@ -52,9 +52,9 @@ class Experiment(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["organization", "key"], name="experiment_unique_key"),
+            # (A share without a variant is left when the promoted variant is deleted: it assigns nothing.)
             models.CheckConstraint(
-                condition=models.Q(rollout_variant__isnull=True, rollout_share__isnull=True)
-                | models.Q(rollout_variant__isnull=False, rollout_share__gt=0, rollout_share__lte=1),
+                condition=models.Q(rollout_share__isnull=True) | models.Q(rollout_share__gt=0, rollout_share__lte=1),
                 name="experiment_rollout_share",
             ),
         ]

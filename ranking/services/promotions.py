@@ -172,6 +172,9 @@ def promotion_validate(
         raise Invalid("min_votes: 1 to 10,000,000.", field_errors={"min_votes": "1 to 10,000,000."})
     if not experiment.active:
         raise Conflict(f"Experiment {experiment.key} is not active.")
+    if Promotion.objects.filter(experiment=experiment, status=Promotion.Status.RUNNING).exists():
+        # Checked here for the console's form; the partial unique constraint settles a race.
+        raise Conflict(f"Experiment {experiment.key} already has a running promotion.")
     return shares
 
 

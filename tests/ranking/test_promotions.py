@@ -206,6 +206,12 @@ def test_start_is_checked_and_one_promotion_runs_at_a_time(acme: Tenant, alice: 
         decision.save()
     with pytest.raises(PromotionDecisionAppendOnlyError):
         PromotionDecision.objects.filter(promotion=promotion).update(reason="edited")
+    # Deleting the promoted variant mid-rollout takes its promotions along; the weights decide again.
+    promotion_start(experiment=experiment, variant=candidate, baseline=production, actor=alice)
+    battle_services.variant_delete(variant=candidate, actor=alice)
+    experiment.refresh_from_db()
+    assert experiment.rollout is None and not Promotion.objects.filter(variant_id=candidate.pk).exists()
+    assert battle_services.experiment_assign(experiment=experiment, unit_id="u1").variant.name in ("production", "bare")
 
 
 # --- One run on a real recompute, the API and the console -------------------------------------------------
