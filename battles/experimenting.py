@@ -4,7 +4,12 @@ changes for a unit only when the variants or their weights change.
 
 sha256(key, unit id) → its first 8 bytes as an integer / 2**64, a position uniform in [0, 1) → the
 variant whose slice of [0, 1) holds it, the slices laid out by cumulative weight in the variants'
-stable order (their creation order)."""
+stable order (their creation order).
+
+A staged rollout (``rollout_index``) raises one variant's share without moving anyone out of it and
+without moving anyone between the other variants: each other variant gives up the same tail fraction of
+its own slice to the promoted one, so as the share grows (5% -> 25% -> 50% -> 100%) the promoted
+variant's units are nested, and a unit's variant changes at most once, into the promoted one."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import hashlib
 from collections.abc import Sequence
 from itertools import accumulate
 
-__all__ = ["unit_position", "variant_index"]
+__all__ = ["rollout_index", "unit_position", "variant_index"]
 
 
 def unit_position(key: str, unit_id: str) -> float:
@@ -31,3 +36,24 @@ def variant_index(position: float, weights: Sequence[float]) -> int:
     bounds = list(accumulate(weights))
     index = bisect.bisect_right(bounds, position * bounds[-1])
     return min(index, len(weights) - 1)  # position < 1, but floating sums may round the last bound down
+
+
+def rollout_index(position: float, weights: Sequence[float], promoted: int, share: float) -> int:
+    """The variant under a staged rollout of ``weights[promoted]`` to ``share`` of the units: the weights'
+    assignment (``variant_index``), except that a unit of another variant whose place inside that variant's
+    slice is in the slice's last ``1 - (1 - share) / (1 - base)`` goes to the promoted variant (``base``:
+    its share by weight). A share at or below ``base`` leaves the weights' assignment as it is: a rollout
+    never takes units from the variant it promotes."""
+    if not 0 <= promoted < len(weights):
+        raise ValueError("promoted must index weights")
+    if not 0.0 < share <= 1.0:
+        raise ValueError("share must be in (0, 1]")
+    index = variant_index(position, weights)
+    total = float(sum(weights))
+    base = weights[promoted] / total
+    if index == promoted or share <= base:
+        return index
+    keep = (1.0 - share) / (1.0 - base)
+    start = float(sum(weights[:index]))
+    within = (position * total - start) / weights[index]
+    return promoted if within >= keep else index

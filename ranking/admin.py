@@ -28,12 +28,15 @@ from .models import (
     BoardPublication,
     JudgeBoard,
     JudgeCalibration,
+    Promotion,
 )
 
 if TYPE_CHECKING:
     _AttributeBoardModelForm = forms.ModelForm[AttributeBoard]
+    _PromotionModelForm = forms.ModelForm[Promotion]
 else:
     _AttributeBoardModelForm = forms.ModelForm
+    _PromotionModelForm = forms.ModelForm
 
 
 @admin.register(BoardPublication)
@@ -383,3 +386,107 @@ class AttributeJudgementAdmin(ReadOnlyTenantAdmin):
                     "latency_s")  # fmt: skip
     list_filter = ("status", "used")
     search_fields = ("raw_reply", "reason")
+
+
+class PromotionForm(_PromotionModelForm):
+    """A new promotion: the service's own checks run here, so a refused one is a form error."""
+
+    class Meta:
+        model = Promotion
+        fields = ("organization", "experiment", "variant", "baseline", "stages", "min_votes")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        experiment, variant, baseline = data.get("experiment"), data.get("variant"), data.get("baseline")
+        if experiment is not None and variant is not None and baseline is not None:
+            try:
+                data["stages"] = services.promotion_validate(
+                    experiment=experiment,
+                    variant=variant,
+                    baseline=baseline,
+                    stages=data.get("stages") or [],
+                    min_votes=data.get("min_votes") or 0,
+                )
+            except DomainError as exc:
+                raise forms.ValidationError(exc.message) from None
+        return data
+
+
+@admin.register(Promotion)
+class PromotionAdmin(TenantAdmin):
+    """Promotions: a board's winner rolled out in stages through an A/B experiment (added here, started by the
+    service), watched by beat; each decision listed, read-only. Actions: check now, stop and roll back."""
+
+    form = PromotionForm
+    list_display = ("pk", "experiment", "variant", "baseline", "share_line", "status", "campaign", "created_at")
+    list_filter = ("status",)
+    readonly_fields = ("campaign", "stage", "share_line", "status", "stage_started_at", "ended_at", "decision_table")
+    actions = ["check_now", "stop_and_roll_back"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ("organization", "experiment", "variant", "baseline", "stages", "min_votes")
+        return ("experiment", "variant", "baseline", "stages", "min_votes", *self.readonly_fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ()
+        return ("experiment", "variant", "baseline", "stages", "min_votes", *self.readonly_fields)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the record stays; stop it instead
+
+    @admin.display(description="Share now")
+    def share_line(self, obj: Promotion) -> str:
+        if not obj.pk:
+            return "-"
+        return f"{obj.share:.0%} (stage {obj.stage + 1} of {len(obj.stages)})"
+
+    @admin.display(description="Decisions")
+    def decision_table(self, obj: Promotion) -> str:
+        if not obj.pk:
+            return "-"
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (d.created_at.strftime("%Y-%m-%d %H:%M"), d.get_action_display(), f"{d.share:.0%}",
+                 d.board_version if d.board_version is not None else "-", d.reason)
+                for d in obj.decisions.order_by("id")
+            ),
+        )  # fmt: skip
+        return format_html(
+            "<table><tr><th>When</th><th>Decision</th><th>Share</th><th>Board version</th><th>Why</th></tr>{}</table>",
+            body,
+        )
+
+    def save_model(self, request: HttpRequest, obj: Promotion, form: Any, change: bool) -> None:
+        if change:
+            return  # nothing of a promotion is edited: it moves by its decisions
+        promotion = services.promotion_start(
+            experiment=obj.experiment,
+            variant=obj.variant,
+            baseline=obj.baseline,
+            stages=obj.stages,
+            min_votes=obj.min_votes,
+            actor=admin_user(request),
+        )
+        obj.pk = promotion.pk
+        obj.refresh_from_db()
+
+    @admin.action(description="Check the board now for the selected promotions")
+    def check_now(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[Promotion]) -> None:
+        for promotion in queryset:
+            decision = services.promotion_check(promotion=promotion)
+            text = f"{decision.get_action_display()}: {decision.reason}" if decision else "nothing new"
+            messages.info(request, f"Promotion {promotion.pk}: {text}.")
+
+    @admin.action(description="Stop the selected promotions (the experiment's weights decide again)")
+    def stop_and_roll_back(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[Promotion]) -> None:
+        for promotion in queryset:
+            try:
+                services.promotion_stop(promotion=promotion, actor=request.user)
+            except DomainError as exc:
+                messages.error(request, f"Promotion {promotion.pk}: {exc.message}")
+                continue
+            messages.success(request, f"Promotion {promotion.pk} stopped.")

@@ -22,6 +22,7 @@ urlpatterns = [
     path("campaigns/<int:campaign_id>/rater-quality/", apis.RaterQualityApi.as_view(), name="api-rater-quality"),
     path("campaigns/<int:campaign_id>/raters/report/", apis.RaterReportApi.as_view(), name="api-rater-reports"),
     path("campaigns/<int:campaign_id>/cadence/", apis.CadenceApi.as_view(), name="api-cadence"),
+    path("campaigns/<int:campaign_id>/plan/", apis.CampaignPlanApi.as_view(), name="api-campaign-plan"),
 ]
 
 # Preference pairs (reward-model / DPO training data) and their length audit.
@@ -89,4 +90,11 @@ urlpatterns += [
         apis.PublicAttributeJudgementsApi.as_view(),
         name="api-public-attribute-board-judgements",
     ),
+]
+
+# Promotions: a variant rolled out in stages through an A/B experiment, watched on a board.
+urlpatterns += [
+    path("promotions/", apis.PromotionListApi.as_view(), name="api-promotions"),
+    path("promotions/<int:promotion_id>/", apis.PromotionDetailApi.as_view(), name="api-promotion"),
+    path("promotions/<int:promotion_id>/stop", apis.PromotionStopApi.as_view(), name="api-promotion-stop"),
 ]

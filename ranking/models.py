@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from battles.models import Campaign, Judge, JudgeRun, Rubric
 from raters.models import Organization
@@ -411,3 +412,115 @@ class AttributeScore(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} #{self.rank}: {self.entity_id}"
+
+
+class PromotionDecisionAppendOnlyError(Exception):
+    """A promotion's decisions are a record: never updated, never deleted (but with their promotion)."""
+
+
+class Promotion(models.Model):
+    """A board's winner rolled out in stages through a sticky A/B experiment, as a canary: the promoted
+    variant's share of units is raised stage by stage (``Experiment.rollout_share``), each stage advancing
+    only when the campaign's overall raw board still supports the variant against its baseline and has
+    enough new votes on it, and rolled back when the board turns against it. The state here changes; every
+    decision is a new ``PromotionDecision`` row."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        ROLLED_BACK = "rolled_back", "Rolled back (the board turned against it)"
+        STOPPED = "stopped", "Stopped by a manager"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="promotions")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="promotions")
+    experiment = models.ForeignKey("battles.Experiment", on_delete=models.CASCADE, related_name="promotions")
+    variant = models.ForeignKey(
+        "battles.Variant", on_delete=models.CASCADE, related_name="promotions", help_text="The variant promoted."
+    )
+    baseline = models.ForeignKey(
+        "battles.Variant",
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="The variant it is watched against on the board (their competitors' difference).",
+    )
+    stages = models.JSONField(help_text="Shares of units, increasing, each in (0, 1]: e.g. [0.05, 0.25, 0.5, 1].")
+    stage = models.PositiveSmallIntegerField(default=0, help_text="Index of the current stage in stages.")
+    min_votes = models.PositiveIntegerField(
+        default=200, help_text="New votes on the promoted competitor (on the board) a stage needs before it advances."
+    )
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
+    stage_started_at = models.DateTimeField(default=timezone.now)
+    stage_votes_at_start = models.PositiveIntegerField(
+        default=0, help_text="The promoted competitor's votes on the board when the stage began."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            # One rollout at a time per experiment: its overlay holds one variant.
+            models.UniqueConstraint(
+                fields=["experiment"], condition=models.Q(status="running"), name="promotion_one_running"
+            ),
+        ]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"promotion of {self.variant_id} in {self.experiment_id} ({self.status})"
+
+    @property
+    def share(self) -> float:
+        return float(self.stages[self.stage])
+
+
+class PromotionDecisionQuerySet(models.QuerySet["PromotionDecision"]):
+    def update(self, **kwargs: Any) -> int:
+        raise PromotionDecisionAppendOnlyError("A promotion's decisions are never updated.")
+
+
+PromotionDecisionManager = TenantManager.from_queryset(PromotionDecisionQuerySet)
+
+
+class PromotionDecision(models.Model):
+    """One decision of a promotion, as it was taken: the stage and share it left in force, what the board
+    said (its version and figures) and why. A hold is recorded when its reason changes, not at every check."""
+
+    class Action(models.TextChoices):
+        START = "start", "Started"
+        ADVANCE = "advance", "Advanced to the next stage"
+        HOLD = "hold", "Held at this stage"
+        ROLLBACK = "rollback", "Rolled back"
+        COMPLETE = "complete", "Completed"
+        STOP = "stop", "Stopped by a manager"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    promotion = models.ForeignKey(Promotion, on_delete=models.CASCADE, related_name="decisions")
+    action = models.CharField(max_length=10, choices=Action.choices)
+    reason_code = models.CharField(max_length=40, blank=True)
+    reason = models.TextField(blank=True)
+    stage = models.PositiveSmallIntegerField(help_text="The stage in force after the decision.")
+    share = models.FloatField(help_text="The promoted variant's share in force after it (0: the weights' again).")
+    board_version = models.PositiveIntegerField(null=True, blank=True)
+    figures = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = PromotionDecisionManager()
+
+    class Meta:
+        ordering = ["promotion", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.promotion_id}: {self.action} at stage {self.stage}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise PromotionDecisionAppendOnlyError("A promotion's decisions are never updated.")
+        super().save(*args, **kwargs)

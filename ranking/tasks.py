@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .services.attribute_runs import attribute_run_task
 from .services.judges import golden_run_task, judge_run_settle_task
+from .services.promotions import promotions_check_task
 from .services.rater_figures import rater_figures_refresh_task
 from .services.rater_flags import rater_flags_check_task
 from .services.recompute import leaderboards_recompute_open_task, leaderboards_recompute_task
@@ -16,6 +17,7 @@ __all__ = [
     "judge_run_settle_task",
     "leaderboards_recompute_open_task",
     "leaderboards_recompute_task",
+    "promotions_check_task",
     "rater_figures_refresh_task",
     "rater_flags_check_task",
 ]

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import numpy as np
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -455,6 +456,40 @@ def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
+class PlanForm(forms.Form):
+    """The dashboard's planner: a margin (and a power) in, battles out (``selectors.campaign_plan``)."""
+
+    margin = forms.FloatField(min_value=0.1, max_value=2000.0, label="Margin (Elo points)")
+    power = forms.FloatField(min_value=0.5, max_value=0.999, initial=0.8, required=False, label="Power")
+    tie_rate = forms.FloatField(
+        min_value=0.0, max_value=0.95, required=False, label="Tie rate", help_text="Empty: the board's."
+    )
+    competitors = forms.IntegerField(
+        min_value=2, max_value=10000, required=False, label="Competitors", help_text="Empty: the board's."
+    )
+
+
+def _plan(request: AuthenticatedHttpRequest, campaign: Campaign) -> tuple[PlanForm, dict[str, Any] | None]:
+    if "margin" not in request.GET:
+        return PlanForm(initial={"power": 0.8}), None
+    form = PlanForm(request.GET)
+    if not form.is_valid():
+        return form, None
+    data = form.cleaned_data
+    try:
+        plan = selectors.campaign_plan(
+            campaign=campaign,
+            margin=data["margin"],
+            power=data["power"] or 0.8,
+            tie_rate=data["tie_rate"],
+            competitors=data["competitors"],
+        )
+    except ValueError as exc:
+        form.add_error(None, str(exc))
+        return form, None
+    return form, plan
+
+
 @require_GET
 @login_required
 def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
@@ -567,6 +602,8 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         "cadence": selectors.cadence(campaign=campaign),
         "session_gap_min": selectors.SESSION_GAP_S // 60,
     }
+    context["plan_form"], context["plan"] = _plan(request, campaign)
+    context["promotions"] = selectors.promotions_of_campaign(campaign_id=campaign.pk)
     return render(request, "ranking/dashboard.html", context)
 
 

@@ -260,6 +260,14 @@ CELERY_BEAT_SCHEDULE["study-participants-time-out"] = {
     "schedule": float(ARENA_STUDY_SWEEP_S),
     "options": {"expires": float(ARENA_STUDY_SWEEP_S)},
 }
+# Promotions (a board's winner rolled out in stages through an A/B experiment): how often beat watches the
+# boards of the running ones (ranking/services/promotions.py).
+ARENA_PROMOTION_CHECK_S = env_int("ARENA_PROMOTION_CHECK_S", 60, minimum=1)
+CELERY_BEAT_SCHEDULE["promotions-check"] = {
+    "task": "ranking.tasks.promotions_check_task",
+    "schedule": float(ARENA_PROMOTION_CHECK_S),
+    "options": {"expires": float(ARENA_PROMOTION_CHECK_S)},
+}
 # Asynchronous exports (POST /api/v1/campaigns/<id>/exports/): the worker writes each file under this
 # folder (one subfolder per organisation); beat deletes files older than the retention (days) and marks
 # their jobs expired. Export tasks run on their own queue (exports).

@@ -41,6 +41,11 @@ class VariantExposureOutput(VariantOutput):
     exposures = serializers.IntegerField(help_text="Assignments counted (a unit asking again counts again).")
 
 
+class RolloutOutput(serializers.Serializer[Any]):
+    variant = serializers.CharField(help_text="The variant a staged rollout (a promotion) raises.")
+    share = serializers.FloatField(help_text="Its share of units in the current stage.")
+
+
 class ExperimentOutput(serializers.Serializer[Any]):
     key = serializers.CharField()
     name = serializers.CharField()
@@ -49,6 +54,11 @@ class ExperimentOutput(serializers.Serializer[Any]):
     campaign = serializers.IntegerField(source="campaign_id", allow_null=True)
     active = serializers.BooleanField()
     created_at = serializers.DateTimeField()
+    rollout = RolloutOutput(
+        allow_null=True,
+        help_text="A promotion's staged rollout in force: units move into the variant (never out of it) until "
+        "it has this share; null: the weights alone decide.",
+    )
     variants = VariantOutput(many=True)
 
 
@@ -74,6 +84,7 @@ EXAMPLE_EXPERIMENT = {
     "campaign": 12,
     "active": True,
     "created_at": "2026-12-01T09:00:00Z",
+    "rollout": None,
     "variants": [
         {"name": "control", "weight": 1.0, "competitor": {"id": 3, "model": "prod-assistant", "version": "2026-11"}},
         {"name": "treatment", "weight": 1.0, "competitor": None},
@@ -164,6 +175,7 @@ class ExperimentDetailApi(APIView):
             "campaign_id": experiment.campaign_id,
             "active": experiment.active,
             "created_at": experiment.created_at,
+            "rollout": experiment.rollout,
             "variants": variants,
         }
         return Response(ExperimentDetailOutput(data).data)

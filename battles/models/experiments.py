@@ -30,16 +30,46 @@ class Experiment(models.Model):
         help_text="Where shadow battles of this experiment go (its variants then name competitors of it).",
     )
     active = models.BooleanField(default=True, help_text="Inactive experiments assign nothing.")
+    # A staged rollout (a promotion, ranking.models.Promotion, sets and clears these): the variant's share of
+    # units raised to ``rollout_share`` by moving units into it from the other variants, never out of it
+    # (``battles.experimenting.rollout_index``). Both empty: the weights alone decide.
+    rollout_variant = models.ForeignKey(
+        "Variant",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        editable=False,
+        help_text="The variant a staged rollout (a promotion) raises.",
+    )
+    rollout_share = models.FloatField(
+        null=True, blank=True, editable=False, help_text="Its share of units in the current stage (0 to 1)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantManager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["organization", "key"], name="experiment_unique_key")]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "key"], name="experiment_unique_key"),
+            # (A share without a variant is left when the promoted variant is deleted: it assigns nothing.)
+            models.CheckConstraint(
+                condition=models.Q(rollout_share__isnull=True) | models.Q(rollout_share__gt=0, rollout_share__lte=1),
+                name="experiment_rollout_share",
+            ),
+        ]
         ordering = ["organization", "key"]
 
     def __str__(self) -> str:
         return self.key
+
+    @property
+    def rollout(self) -> dict[str, object] | None:
+        """The staged rollout in force (variant name and share), or None."""
+        if self.rollout_variant_id is None or self.rollout_share is None:
+            return None
+        variant = self.rollout_variant
+        return {"variant": variant.name if variant is not None else "", "share": self.rollout_share}
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError

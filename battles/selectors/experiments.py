@@ -36,7 +36,7 @@ def vote_of_battle(battle: Battle) -> Vote | None:
 
 def experiments_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Experiment]:
     return Experiment.objects.filter(organization__in=organizations_viewable_by(user)).select_related(
-        "organization", "campaign"
+        "organization", "campaign", "rollout_variant"
     )
 
 
@@ -44,7 +44,7 @@ def experiments_writable_by(user: User | ApiKeyPrincipal) -> QuerySet[Experiment
     """Experiments the principal may assign units in: a read-write key's organisation's, or those of the
     organisations a person owns or manages (``organizations_writable_by``, as for campaigns)."""
     return Experiment.objects.filter(organization__in=organizations_writable_by(user)).select_related(
-        "organization", "campaign"
+        "organization", "campaign", "rollout_variant"
     )
 
 

@@ -13,7 +13,7 @@ from core.errors import Conflict, Invalid
 from raters.models import AuditAction
 from raters.services import audit_record
 
-from ..experimenting import unit_position, variant_index
+from ..experimenting import rollout_index, unit_position, variant_index
 from ..models import Experiment, Exposure, Variant
 from .errors import ExperimentInactive
 
@@ -27,7 +27,8 @@ class AssignmentResult:
 
 
 def experiment_assign(*, experiment: Experiment, unit_id: str) -> AssignmentResult:
-    """The unit's variant (``battles.experimenting``: a hash of the key and the unit id, weighted),
+    """The unit's variant (``battles.experimenting``: a hash of the key and the unit id, weighted; under a
+    staged rollout, ``rollout_index``),
     and its exposure counted: one row per (experiment, unit, variant), created on the first exposure
     and counted up by a conditional update after (concurrent first exposures: one insert wins, the
     other counts up)."""
@@ -38,7 +39,12 @@ def experiment_assign(*, experiment: Experiment, unit_id: str) -> AssignmentResu
     variants = list(Variant.objects.filter(experiment=experiment).select_related("competitor__endpoint").order_by("id"))
     if not variants:
         raise Conflict(f"Experiment {experiment.key} has no variants.")
-    variant = variants[variant_index(unit_position(experiment.key, unit_id), [v.weight for v in variants])]
+    position, weights = unit_position(experiment.key, unit_id), [v.weight for v in variants]
+    promoted = next((k for k, v in enumerate(variants) if v.pk == experiment.rollout_variant_id), None)
+    if promoted is not None and experiment.rollout_share is not None:
+        variant = variants[rollout_index(position, weights, promoted, experiment.rollout_share)]
+    else:
+        variant = variants[variant_index(position, weights)]
     now = timezone.now()
     exposures = Exposure.objects.filter(experiment=experiment, unit_id=unit_id, variant=variant)
     with transaction.atomic():

@@ -3,6 +3,8 @@
 - ``leaderboards``: the newest leaderboard, one version, the history; the selection and snapshot
   serializers the other board endpoints share.
 - ``pairwise``: the pairwise table of a leaderboard.
+- ``planning``: the sample-size planner.
+- ``promotions``: promotions (a variant rolled out in stages, watched on a board).
 - ``statistics``: campaign statistics over a time window, and the cadence check.
 - ``publication``: publishing a campaign's leaderboard, and the public read of a published board.
 - ``raters``: rater quality (agreement, outliers) and the per-rater reports.
@@ -30,12 +32,18 @@ from .attribute_runs import (
 from .judges import JudgeBoardApi, JudgeCalibrationApi
 from .leaderboards import LeaderboardHistoryApi, LeaderboardLatestApi, LeaderboardVersionApi
 from .pairwise import PairwiseApi
+from .planning import CampaignPlanApi
 from .preference_pairs import PreferencePairsAuditApi, PreferencePairsExportApi
+from .promotions import PromotionDetailApi, PromotionListApi, PromotionStopApi
 from .publication import PublicationApi, PublicBoardApi
 from .raters import RaterQualityApi, RaterReportApi
 from .statistics import CadenceApi, StatisticsApi
 
 __all__ = [
+    "CampaignPlanApi",
+    "PromotionDetailApi",
+    "PromotionListApi",
+    "PromotionStopApi",
     "AttributeBoardDetailApi",
     "AttributeBoardListApi",
     "AttributeEntitiesApi",

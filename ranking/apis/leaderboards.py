@@ -172,6 +172,7 @@ class SnapshotOutput(serializers.Serializer[Any]):
         "rank_ranges (how rank ranges are read). "
         "Raw boards: `robustness`, the fewest votes whose removal changes rank 1, the top 3 and the top 5 (verified "
         "by exact refits), with the votes to drop and their ids."
+        " `planning` (overall raw board): battles to separate rank 1 from rank 2 at 80% power, evenly or on the pair."
     )
     pairwise = serializers.DictField(
         required=False,

@@ -5,7 +5,7 @@ outcome codes below; ``aggregate_cells`` reduces them once and every Bradley-Ter
 on the cells.
 """
 
-from . import crowd, multiplicity, segments
+from . import crowd, multiplicity, planning, segments
 from .aggregate import (
     BOTH_BAD,
     LEFT_WINS,
@@ -117,6 +117,7 @@ __all__ = [
     "crowd",
     "multiplicity",
     "segments",
+    "planning",
     "crowd_bootstrap",
     "crowd_cells",
     "fit_crowd_bt",

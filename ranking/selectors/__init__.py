@@ -12,6 +12,8 @@
 - ``preference_data``: preference pairs (reward-model / DPO training data) and their length audit.
 - ``judges``: judges' verdicts as arrays, their boards and calibrations (against the human votes the human
   board uses: ``judge_calibration_pairs``).
+- ``promotions``: promotions (staged rollouts watched on a board) a principal may see or stop.
+- ``planning``: the sample-size planner with the campaign's figures as defaults (``campaign_plan``).
 - ``attribute_boards``: attribute boards (ratio judgements), their runs, fits and comparisons.
 """
 
@@ -72,6 +74,7 @@ from .leaderboards import (
     snapshot_rows,
 )
 from .log_cache import LOG_CACHE_S, LOG_LATEST_S, OnLog
+from .planning import campaign_plan
 from .preference_data import (
     PairSelection,
     preference_pair_row,
@@ -79,6 +82,7 @@ from .preference_data import (
     preference_pairs,
     preference_pairs_audit,
 )
+from .promotions import promotions_of_campaign, promotions_viewable_by, promotions_writable_by
 from .publication import PUBLIC_PROMPTS_PAGE, PublicBoard, board_publication_by_slug, public_board
 from .raters import (
     QUALITY_BOOTSTRAP_ROUNDS,
@@ -118,6 +122,12 @@ __all__ = [
     "snapshot_pairwise_grids",
     "snapshot_pairwise_stored",
     "snapshot_rows",
+    # planning
+    "campaign_plan",
+    # promotions
+    "promotions_of_campaign",
+    "promotions_viewable_by",
+    "promotions_writable_by",
     # statistics
     "Percentiles",
     "campaign_statistics",

@@ -8,6 +8,7 @@ module per concern, each with the Celery tasks that run its services (named ``ra
 - ``judges``: a judge's boards, its calibration against the humans, golden-run checks.
 - ``attribute_boards``: attribute boards (ratio judgements): create, entities, settings, publication, delete.
 - ``attribute_runs``: an attribute board's runs: queued, then executed on a worker.
+- ``promotions``: a board's winner rolled out in stages through an A/B experiment, watched on the board.
 - ``rater_flags``: rater flags stored from the quality checks (outliers, gold accuracy).
 """
 
@@ -35,6 +36,7 @@ from .judges import (
     judge_calibrate,
     judge_run_settle,
 )
+from .promotions import promotion_check, promotion_start, promotion_stop, promotion_validate, promotions_check
 from .publication import board_publish, board_unpublish
 from .rater_figures import (
     RATER_REFRESH_LOCK_S,
@@ -54,6 +56,12 @@ from .recompute import (
 )
 
 __all__ = [
+    # promotions
+    "promotion_check",
+    "promotion_start",
+    "promotion_stop",
+    "promotion_validate",
+    "promotions_check",
     # recompute
     "leaderboards_recompute",
     "leaderboards_recompute_pending",

@@ -29,6 +29,7 @@ from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
+from ..board_planning import planning_compute
 from ..board_position import position_compute
 from ..board_robustness import robustness_block
 from ..board_validation import validation_block
@@ -121,6 +122,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 extra["position"], extra["pair_frequency"] = position_compute(subset, competitor_ids, labels, method)
             if category == "" and view == LeaderboardSnapshot.View.RAW:
                 extra["elo"], extra["elo_order"] = elo_compute(sample, competitor_ids, labels, method)
+                extra["planning"] = planning_compute(subset, competitor_ids, board.rows, board.extra, method)
                 if len(sample) < subset.votes:
                     extra["elo_sample"] = per_vote_note(len(sample), subset.votes)
                 extra["validation"] = validation_block(sample, subset.votes, competitor_ids, method)
