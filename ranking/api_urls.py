@@ -15,6 +15,11 @@ urlpatterns = [
         apis.LeaderboardVersionApi.as_view(),
         name="leaderboard-version",
     ),
+    path(
+        "campaigns/<int:campaign_id>/leaderboards/compare/",
+        apis.LeaderboardCompareApi.as_view(),
+        name="api-leaderboards-compare",
+    ),
     path("campaigns/<int:campaign_id>/pairwise/", apis.PairwiseApi.as_view(), name="api-pairwise"),
     path("campaigns/<int:campaign_id>/statistics/", apis.StatisticsApi.as_view(), name="api-statistics"),
     path("campaigns/<int:campaign_id>/publication/", apis.PublicationApi.as_view(), name="api-publication"),

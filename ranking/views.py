@@ -333,6 +333,8 @@ def _render(
                 "other_view_label": dict(LeaderboardSnapshot.View.choices)[other.view] if other else "",
                 "any_open": any(r.get("lower_open") or r.get("upper_open") for r in shown),
                 "any_retired": any(r["retired"] for r in rows),
+                # From stored rows (no refit): this board against the overall one, the judges' against the human.
+                "comparisons": selectors.board_comparisons_for_page(campaign=campaign, snapshot=snapshot),
             }
         )
     return render(request, "ranking/leaderboard.html", context)

@@ -2,6 +2,8 @@
 
 - ``leaderboards``: the newest leaderboard, one version, the history; the selection and snapshot
   serializers the other board endpoints share.
+- ``board_compare``: one stored board against another (judge against human, category against overall, week
+  against week).
 - ``pairwise``: the pairwise table of a leaderboard.
 - ``statistics``: campaign statistics over a time window, and the cadence check.
 - ``publication``: publishing a campaign's leaderboard, and the public read of a published board.
@@ -27,6 +29,7 @@ from .attribute_runs import (
     AttributeRunsApi,
     AttributeRunScoresApi,
 )
+from .board_compare import LeaderboardCompareApi
 from .judges import JudgeBoardApi, JudgeCalibrationApi
 from .leaderboards import LeaderboardHistoryApi, LeaderboardLatestApi, LeaderboardVersionApi
 from .pairwise import PairwiseApi
@@ -48,6 +51,7 @@ __all__ = [
     "CadenceApi",
     "JudgeBoardApi",
     "JudgeCalibrationApi",
+    "LeaderboardCompareApi",
     "LeaderboardHistoryApi",
     "LeaderboardLatestApi",
     "LeaderboardVersionApi",

@@ -165,7 +165,9 @@ class SnapshotOutput(serializers.Serializer[Any]):
         help_text="Style coefficients, components, tie parameter; live Elo (`elo`: each rating with `order_sd`, "
         "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders); "
         "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
-        "rank_ranges (how rank ranges are read)."
+        "rank_ranges (how rank ranges are read). "
+        "Raw boards: `quality` (separability: the share of pairs whose intervals do not overlap) and `cyclic` (the "
+        "Hodge cyclic share of the pairwise log-odds flow, with its p-value against counting noise)."
     )
     pairwise = serializers.DictField(
         required=False,

@@ -34,6 +34,7 @@ from .attribute_boards import (
     attribute_runs_compare,
     judge_writable_by,
 )
+from .board_quality import BoardSide, board_comparisons_for_page, board_side, boards_compared
 from .dashboard import (
     CADENCE_WINDOW_DAYS,
     DECISION_BINS_S,
@@ -104,6 +105,11 @@ __all__ = [
     "vote_arrays",
     "vote_items",
     "vote_log",
+    # board_quality
+    "BoardSide",
+    "board_comparisons_for_page",
+    "board_side",
+    "boards_compared",
     # leaderboards
     "SELECTION_NOTE",
     "campaigns_voted_in",

@@ -28,6 +28,7 @@ from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
+from ..board_quality import quality_blocks
 from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
 from ..policy import PER_VOTE_MAX, RELIABILITY_MAX, VoteArrays, sample_mask, sample_rate
@@ -106,6 +107,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
             extra = dict(board.extra)
             if view != LeaderboardSnapshot.View.RAW and per_vote.votes < subset.votes:
                 extra["per_vote_sample"] = per_vote_note(per_vote.votes, subset.votes)
+            if view == LeaderboardSnapshot.View.RAW:  # separability and the cyclic share: raw boards only
+                extra.update(quality_blocks(subset, competitor_ids, board.rows, method))
             if category == "" and view == LeaderboardSnapshot.View.RAW:
                 extra["elo"], extra["elo_order"] = elo_compute(sample, competitor_ids, labels, method)
                 if len(sample) < subset.votes:
