@@ -410,7 +410,12 @@ def attribute_board_public(request: HttpRequest, slug: str) -> HttpResponse:
             "truncated": len(scores) > PUBLIC_ATTRIBUTE_ROWS,
             "ledger_url": reverse("api-public-attribute-board-judgements", args=[slug]),
             "order": dict((run.solve or {}).get("order") or {}) if run else {},
+            "top_k_error": dict((run.solve or {}).get("top_k_error") or {}) if run else {},
         }
+        in_top_k = context["top_k_error"].get("in_top_k") or []
+        for score in context["scores"]:
+            position = score.entity.position
+            score.p_top_k = in_top_k[position] if position < len(in_top_k) else None
         response = render(request, "ranking/public_attribute_board.html", context)
     response["X-Robots-Tag"] = "noindex"
     response["Cache-Control"] = "no-store"

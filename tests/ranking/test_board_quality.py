@@ -12,6 +12,7 @@ from scipy.stats import norm
 
 from ranking.estimators import aggregate_cells
 from ranking.estimators import board_quality as bq
+from ranking.estimators.ratio import RatioFit, fit_ratio
 
 Z = float(norm.ppf(0.975))
 
@@ -163,3 +164,43 @@ def test_pair_records_count_ties_half_and_orient_each_pair_low_to_high() -> None
     assert a.tolist() == [1.0, 0.0] and b.tolist() == [3.0, 1.0]
     _, _, a, b = bq.pair_records(cells, both_bad="drop")
     assert (a[0], b[0]) == (0.5, 2.5)
+
+
+def test_the_top_k_error_of_two_entities_is_the_closed_form_flip_probability() -> None:
+    # Two entities judged three times each way, 0.04 apart: the error is P(the difference changes sign).
+    i, j = np.array([0, 0, 0, 1, 1, 1]), np.array([1, 1, 1, 0, 0, 0])
+    r = np.array([0.3, -0.2, 0.1, 0.25, -0.35, 0.05])
+    for noise in ("pooled", "entity"):
+        fit = fit_ratio(2, i, j, r, noise=noise)
+        exact = norm.cdf(-abs(fit.scores[0] - fit.scores[1]) / fit.difference_sd(0, 1))
+        out = bq.top_k_error(fit, 1, draws=4000, seed=1)
+        assert 0.2 < exact < 0.5
+        assert out["probability"] == pytest.approx(exact, abs=4 * out["se"]), noise
+        assert out["in_top_k"][0] == pytest.approx(1 - out["probability"], abs=1e-3) and out["boundary"] == [0, 1]
+
+
+def planted_ratio(truth: np.ndarray, seed: int) -> RatioFit:
+    rng = np.random.default_rng(seed)
+    a, b = np.triu_indices(truth.size, 1)
+    a, b = np.repeat(a, 2), np.repeat(b, 2)
+    return fit_ratio(truth.size, a, b, truth[a] - truth[b] + rng.normal(0, 0.3, a.size))
+
+
+def test_the_top_k_error_is_small_across_a_wide_gap_and_large_across_none() -> None:
+    truth = np.r_[3.0, 2.8, 2.6, 0.5, 0.45, 0.4, 0.2, 0.1, 0.0, -0.1]
+    fit = planted_ratio(truth, seed=2)
+    gap = bq.top_k_error(fit, 3, draws=1000)
+    assert gap["probability"] < 0.01 and min(gap["in_top_k"][:3]) > 0.99
+    # Entities 3, 4 and 5 are 0.05 apart: which two of them make the top 5 is close to a coin toss.
+    none = bq.top_k_error(fit, 5, draws=1000)
+    assert none["probability"] > 0.3 and sum(none["in_top_k"]) == pytest.approx(5.0)
+    assert bq.top_k_error(fit, 5, draws=1000) == none  # seeded: the same draws
+
+
+def test_the_top_k_error_says_why_it_has_no_number() -> None:
+    fit = planted_ratio(np.r_[1.0, 0.0, -1.0], seed=0)
+    assert "between 1 and 2" in bq.top_k_error(fit, 3)["reason"]
+    split = fit_ratio(4, [0, 2], [1, 3], [0.5, 0.5])
+    out = bq.top_k_error(split, 1)
+    assert out["probability"] is None and "groups" in out["reason"]
+    assert bq.top_k_draws(10) == bq.TOP_K_DRAWS and bq.top_k_draws(10_000) == 500 and bq.top_k_draws(10**7) == 200

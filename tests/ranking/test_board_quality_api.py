@@ -6,18 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from django.test import Client
 from django.urls import reverse
 
 from battles.models import Campaign, JudgeRun, Prompt
+from ranking import services
 from ranking.estimators import board_quality as bq
-from ranking.models import JudgeBoard, LeaderboardSnapshot
+from ranking.models import AttributeRun, JudgeBoard, LeaderboardSnapshot
 from ranking.services import leaderboards_recompute
 from tests.conftest import Tenant, login
 from tests.factories import CompetitorFactory, ModelEndpointFactory, UserFactory
 
 from ..battles.judge_world import judge_make
+from .attribute_world import board_with, ratio_judge
+from .ratio_sim import fake_generate
 from .synth import votes_write
 
 pytestmark = pytest.mark.django_db
@@ -156,3 +160,21 @@ def test_an_outsider_and_another_organisations_judge_get_404(
         rows=rows,
     )
     assert login(alice).get(url, {"b_judge": foreign.pk}).status_code == 404
+
+
+def test_a_finished_ratio_run_reports_its_top_k_error_in_the_api_and_on_the_public_page(
+    acme: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("serving.ratio_judging.generate", fake_generate([]))
+    # Entities far apart (the simulated judge's noise 0.2): the top 2 is all but certain.
+    board = board_with(acme.organization, ratio_judge(acme.organization), np.arange(8.0), top_k=2, noise=0.2)
+    run = services.attribute_run_execute(run_id=services.attribute_run_start(board=board, actor=None).pk)
+    assert run.status == AttributeRun.Status.DONE, run.failure_reason
+    error = run.solve["top_k_error"]
+    assert error["k"] == 2 and error["draws"] == bq.TOP_K_DRAWS and error["probability"] < 0.01
+    assert [round(p) for p in error["in_top_k"]] == [0, 0, 0, 0, 0, 0, 1, 1]
+    slug, _ = services.attribute_board_publish(board=board, actor=None)
+    public = Client().get(reverse("api-public-attribute-board", args=[slug])).json()
+    assert public["run"]["top_k_error"] == error
+    page = Client().get(reverse("ranking:attribute-board-public", args=[slug])).content.decode()
+    assert 'id="top-k-error"' in page and "P(top 2)" in page
