@@ -23,6 +23,7 @@ urlpatterns = [
     path("campaigns/<int:campaign_id>/pairwise/", apis.PairwiseApi.as_view(), name="api-pairwise"),
     path("campaigns/<int:campaign_id>/statistics/", apis.StatisticsApi.as_view(), name="api-statistics"),
     path("campaigns/<int:campaign_id>/publication/", apis.PublicationApi.as_view(), name="api-publication"),
+    path("public/boards/", apis.PublicBoardIndexApi.as_view(), name="api-public-board-index"),
     path("public/boards/<str:slug>/", apis.PublicBoardApi.as_view(), name="api-public-board"),
     path("campaigns/<int:campaign_id>/rater-quality/", apis.RaterQualityApi.as_view(), name="api-rater-quality"),
     path("campaigns/<int:campaign_id>/raters/report/", apis.RaterReportApi.as_view(), name="api-rater-reports"),

@@ -344,6 +344,15 @@ def _render(
 
 
 @require_GET
+def board_index(request: HttpRequest) -> HttpResponse:
+    """The public index of published boards: those their organisations published and listed, each with the
+    content hashes of its entities and attributes (``selectors.public_board_index``). No login."""
+    response = render(request, "ranking/public_index.html", {"index": selectors.public_board_index()})
+    response["Cache-Control"] = "no-store"  # unpublishing or unlisting takes effect at once
+    return response
+
+
+@require_GET
 def board_public(request: HttpRequest, slug: str) -> HttpResponse:
     """A published leaderboard for anyone with its address: no login, no tenant of the visitor's
     (the selector opens the board's own organisation scope). Unknown or unpublished: 404."""

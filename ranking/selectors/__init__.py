@@ -34,6 +34,7 @@ from .attribute_boards import (
     attribute_runs_compare,
     judge_writable_by,
 )
+from .board_index import HASH_METHOD, canonical_json, content_hash, public_board_index
 from .board_quality import BoardSide, board_comparisons_for_page, board_side, boards_compared
 from .dashboard import (
     CADENCE_WINDOW_DAYS,
@@ -105,6 +106,11 @@ __all__ = [
     "vote_arrays",
     "vote_items",
     "vote_log",
+    # board_index
+    "HASH_METHOD",
+    "canonical_json",
+    "content_hash",
+    "public_board_index",
     # board_quality
     "BoardSide",
     "board_comparisons_for_page",
