@@ -27,7 +27,7 @@ def quality_blocks(
     votes: VoteArrays, competitor_ids: NDArray[np.int64], rows: Sequence[Mapping[str, Any]], method: Method
 ) -> dict[str, dict[str, Any]]:
     """``{"quality": ..., "cyclic": ...}`` of one raw board: separability from its rows, the cyclic share from
-    the pair records of its placed competitors (ties half a win; both-bad as the method counts it)."""
+    the decisive votes between its placed competitors, counted per pair (ties left out and counted)."""
     board = bq.board_scores(rows)
     quality = {
         "separability": bq.separability(board),
@@ -53,9 +53,9 @@ def quality_blocks(
             n_competitors=n,
             count=None if votes.count is None else votes.count[keep],
         )
-        lo, hi, wins_lo, wins_hi = bq.pair_records(cells, both_bad=method.both_bad)
-        cyclic = bq.cyclic_share(n, lo, hi, wins_lo, wins_hi)
-    cyclic["computed_from"] = "every kept vote between placed competitors of this board (counts per pair)"
+        lo, hi, wins_lo, wins_hi, ties = bq.pair_records(cells, both_bad=method.both_bad)
+        cyclic = bq.cyclic_share(n, lo, hi, wins_lo, wins_hi, ties)
+    cyclic["computed_from"] = "the kept decisive votes between placed competitors of this board (counts per pair)"
     return {"quality": quality, "cyclic": cyclic}
 
 

@@ -31,9 +31,11 @@ class CompareInput(serializers.Serializer[Any]):
             self.fields[f"{side}_view"] = serializers.ChoiceField(
                 choices=LeaderboardSnapshot.View.values, required=False, default="raw"
             )
-            self.fields[f"{side}_judge"] = serializers.IntegerField(required=False, allow_null=True, default=None)
+            self.fields[f"{side}_judge"] = serializers.IntegerField(
+                required=False, allow_null=True, default=None, min_value=1, max_value=2**63 - 1
+            )
             self.fields[f"{side}_version"] = serializers.IntegerField(
-                required=False, allow_null=True, default=None, min_value=1
+                required=False, allow_null=True, default=None, min_value=1, max_value=2**31 - 1
             )
             self.fields[f"{side}_before"] = serializers.DateTimeField(required=False, allow_null=True, default=None)
 

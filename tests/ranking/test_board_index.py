@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -85,8 +86,8 @@ def test_only_published_and_listed_boards_appear(acme: Tenant, globex: Tenant, a
     gone, _ = services.board_publish(campaign=gone_campaign, actor=alice, listed=True)
     services.board_unpublish(campaign=gone_campaign, actor=alice)
     judge = ratio_judge(acme.organization)
-    shown_board = board_with(acme.organization, judge, [0.0, 1.0, 2.0], name="Public formality")
-    hidden_board = board_with(acme.organization, judge, [0.0, 1.0, 2.0], name="Private formality")
+    shown_board = board_with(acme.organization, judge, np.array([0.0, 1.0, 2.0]), name="Public formality")
+    hidden_board = board_with(acme.organization, judge, np.array([0.0, 1.0, 2.0]), name="Private formality")
     shown_slug, _ = services.attribute_board_publish(board=shown_board, actor=None, listed=True)
     hidden_slug, _ = services.attribute_board_publish(board=hidden_board, actor=None)
 
@@ -153,7 +154,7 @@ def test_the_publication_apis_set_and_report_listing(acme: Tenant, alice: Any) -
 def test_an_attribute_board_is_listed_through_its_publication_api(acme: Tenant, alice: Any) -> None:
     client = Client()
     client.force_login(alice)
-    board = board_with(acme.organization, ratio_judge(acme.organization), [0.0, 1.0], name="Listed formality")
+    board = board_with(acme.organization, ratio_judge(acme.organization), np.array([0.0, 1.0]), name="Listed formality")
     url = reverse("api-attribute-board-publication", args=[board.pk])
     assert client.post(url, {"listed": True}, content_type="application/json").json()["listed"] is True
     [entry] = index()["boards"]

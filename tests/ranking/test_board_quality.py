@@ -156,14 +156,28 @@ def test_the_cyclic_share_edge_cases() -> None:
     assert two["groups"] == 2 and two["degrees_of_freedom"] == 2 and 0.2 < two["share"] < 0.9
 
 
-def test_pair_records_count_ties_half_and_orient_each_pair_low_to_high() -> None:
+def test_pair_records_count_decisive_wins_and_ties_and_orient_each_pair_low_to_high() -> None:
     # (a, b, outcome): 1 beats 0 twice (as left), a tie, a both-bad, 2 beats 1 once.
     cells = aggregate_cells([1, 1, 0, 0, 1], [0, 0, 1, 1, 2], [0, 0, 2, 3, 1], n_competitors=3)
-    lo, hi, a, b = bq.pair_records(cells, both_bad="tie")
+    lo, hi, a, b, t = bq.pair_records(cells, both_bad="tie")
     assert lo.tolist() == [0, 1] and hi.tolist() == [1, 2]
-    assert a.tolist() == [1.0, 0.0] and b.tolist() == [3.0, 1.0]
-    _, _, a, b = bq.pair_records(cells, both_bad="drop")
-    assert (a[0], b[0]) == (0.5, 2.5)
+    assert a.tolist() == [0.0, 0.0] and b.tolist() == [2.0, 1.0] and t.tolist() == [2.0, 0.0]
+    assert bq.pair_records(cells, both_bad="drop")[4].tolist() == [1.0, 0.0]
+
+
+def test_ties_do_not_read_as_cycles() -> None:
+    # Bradley-Terry decisive votes plus 30% ties at every pair: counted as half a win, the ties would bend
+    # the flow (the logit of 0.15 + 0.7 p is not additive); the decisive flow stays transitive.
+    rng = np.random.default_rng(7)
+    strength = np.linspace(-1.5, 1.5, 8)
+    lo, hi = np.triu_indices(8, 1)
+    p = 1 / (1 + np.exp(-(strength[lo] - strength[hi])))
+    ties = rng.binomial(400, 0.3, lo.size).astype(float)
+    wins = rng.binomial((400 - ties).astype(int), p).astype(float)
+    decisive = bq.cyclic_share(8, lo, hi, wins, 400 - ties - wins, ties)
+    halves = bq.cyclic_share(8, lo, hi, wins + ties / 2, 400 - ties - wins + ties / 2)
+    assert decisive["p_value"] > 0.01 and decisive["ties_left_out"] == ties.sum()
+    assert halves["p_value"] < decisive["p_value"]
 
 
 def test_the_top_k_error_of_two_entities_is_the_closed_form_flip_probability() -> None:
@@ -204,3 +218,27 @@ def test_the_top_k_error_says_why_it_has_no_number() -> None:
     out = bq.top_k_error(split, 1)
     assert out["probability"] is None and "groups" in out["reason"]
     assert bq.top_k_draws(10) == bq.TOP_K_DRAWS and bq.top_k_draws(10_000) == 500 and bq.top_k_draws(10**7) == 200
+
+
+def test_separability_counts_as_a_brute_force_over_every_pair_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    n = 60
+    score = rng.normal(1000, 80, n)
+    half = rng.uniform(5, 60, n)
+    lower, upper = score - half, score + half
+    lower[::7], upper[::11] = -np.inf, np.inf  # some open sides
+    comp = rng.integers(0, 3, n)
+    b = bq.BoardScores(np.arange(n), score, lower, upper, comp)
+    brute = sum(
+        1
+        for i in range(n)
+        for j in range(i + 1, n)
+        if comp[i] == comp[j] and (lower[i] > upper[j] or lower[j] > upper[i])
+    )
+    same = sum(1 for i in range(n) for j in range(i + 1, n) if comp[i] == comp[j])
+    sep = bq.separability(b)
+    assert (sep["separated"], sep["pairs"], sep["across_groups"]) == (brute, same, n * (n - 1) // 2 - same)
+    # A comparison past its size limit says so instead of comparing.
+    monkeypatch.setattr(bq, "MAX_COMPARED", 10)
+    out = bq.board_comparison(b, b)
+    assert out["stands_in"] is None and "more than 10" in out["verdict"] and out["agreement"]["share"] is None
