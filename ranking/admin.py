@@ -41,8 +41,8 @@ else:
 
 @admin.register(BoardPublication)
 class BoardPublicationAdmin(TenantAdmin):
-    list_display = ("campaign", "organization", "public_link", "show_prompts", "published_at", "published_by")
-    fields = ("campaign", "show_prompts", "public_link", "published_at", "published_by")
+    list_display = ("campaign", "organization", "public_link", "show_prompts", "listed", "published_at", "published_by")
+    fields = ("campaign", "show_prompts", "listed", "public_link", "published_at", "published_by")
     readonly_fields = ("public_link", "published_at", "published_by")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -59,7 +59,7 @@ class BoardPublicationAdmin(TenantAdmin):
 
     def save_model(self, request: HttpRequest, obj: BoardPublication, form: Any, change: bool) -> None:
         publication, _ = services.board_publish(
-            campaign=obj.campaign, actor=admin_user(request), show_prompts=obj.show_prompts
+            campaign=obj.campaign, actor=admin_user(request), show_prompts=obj.show_prompts, listed=obj.listed
         )
         obj.pk = publication.pk
         obj.refresh_from_db()
@@ -260,7 +260,7 @@ class AttributeBoardAdmin(TenantAdmin):
     list_display = ("name", "organization", "judge", "entity_count", "latest_run", "public_link", "created_at")
     search_fields = ("name", "attribute")
     readonly_fields = ("entity_count", "runs_link", "public_link")
-    actions = ["start_runs", "publish_boards", "unpublish_boards"]
+    actions = ["start_runs", "publish_boards", "publish_and_list_boards", "unpublish_boards"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         readonly = tuple(super().get_readonly_fields(request, obj))
@@ -331,6 +331,14 @@ class AttributeBoardAdmin(TenantAdmin):
         for board in queryset:
             slug, _ = services.attribute_board_publish(board=board, actor=request.user)
             messages.success(request, f"{board.name}: {reverse('ranking:attribute-board-public', args=[slug])}")
+
+    @admin.action(description="Publish the selected boards and list them in the public index")
+    def publish_and_list_boards(
+        self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[AttributeBoard]
+    ) -> None:
+        for board in queryset:
+            slug, _ = services.attribute_board_publish(board=board, actor=request.user, listed=True)
+            messages.success(request, f"{board.name}: {reverse('ranking:attribute-board-public', args=[slug])}, listed")
 
     @admin.action(description="Unpublish the selected boards")
     def unpublish_boards(self, request: AuthenticatedHttpRequest, queryset: models.QuerySet[AttributeBoard]) -> None:

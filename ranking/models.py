@@ -80,6 +80,10 @@ class BoardPublication(models.Model):
     show_prompts = models.BooleanField(
         default=False, help_text="Also publish the texts of the campaign's active pool prompts."
     )
+    listed = models.BooleanField(
+        default=False,
+        help_text="Listed in the public index of published boards (/boards/); unlisted: reachable only by its address.",
+    )
 
     objects = TenantManager()
 
@@ -216,6 +220,11 @@ class AttributeBoard(models.Model):
     batch_size = models.PositiveIntegerField(default=16, help_text="Pairs proposed per batch (two calls each).")
     public_slug = models.CharField(max_length=32, null=True, blank=True, unique=True, editable=False)
     published_at = models.DateTimeField(null=True, blank=True, editable=False)
+    public_listed = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="While published: listed in the public index of published boards (/boards/).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantManager()

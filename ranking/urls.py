@@ -5,6 +5,7 @@ from . import views
 app_name = "ranking"
 
 urlpatterns = [
+    path("boards/", views.board_index, name="board-index"),
     path("boards/<str:slug>/", views.board_public, name="board-public"),
     path("attribute-boards/<str:slug>/", views.attribute_board_public, name="attribute-board-public"),
     path("leaderboard/<int:campaign_id>/", views.leaderboard, name="leaderboard"),

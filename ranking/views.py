@@ -334,12 +334,23 @@ def _render(
                 "other_view_label": dict(LeaderboardSnapshot.View.choices)[other.view] if other else "",
                 "any_open": any(r.get("lower_open") or r.get("upper_open") for r in shown),
                 "any_retired": any(r["retired"] for r in rows),
+                # From stored rows (no refit): this board against the overall one, the judges' against the human.
+                "comparisons": selectors.board_comparisons_for_page(campaign=campaign, snapshot=snapshot),
             }
         )
     return render(request, "ranking/leaderboard.html", context)
 
 
 # --- Published boards: public, no login --------------------------------------------------------------
+
+
+@require_GET
+def board_index(request: HttpRequest) -> HttpResponse:
+    """The public index of published boards: those their organisations published and listed, each with the
+    content hashes of its entities and attributes (``selectors.public_board_index``). No login."""
+    response = render(request, "ranking/public_index.html", {"index": selectors.public_board_index()})
+    response["Cache-Control"] = "no-store"  # unpublishing or unlisting takes effect at once
+    return response
 
 
 @require_GET
@@ -409,7 +420,12 @@ def attribute_board_public(request: HttpRequest, slug: str) -> HttpResponse:
             "truncated": len(scores) > PUBLIC_ATTRIBUTE_ROWS,
             "ledger_url": reverse("api-public-attribute-board-judgements", args=[slug]),
             "order": dict((run.solve or {}).get("order") or {}) if run else {},
+            "top_k_error": dict((run.solve or {}).get("top_k_error") or {}) if run else {},
         }
+        in_top_k = context["top_k_error"].get("in_top_k") or []
+        for score in context["scores"]:
+            position = score.entity.position
+            score.p_top_k = in_top_k[position] if position < len(in_top_k) else None
         response = render(request, "ranking/public_attribute_board.html", context)
     response["X-Robots-Tag"] = "noindex"
     response["Cache-Control"] = "no-store"

@@ -2,6 +2,9 @@
 
 - ``leaderboards``: the newest leaderboard, one version, the history; the selection and snapshot
   serializers the other board endpoints share.
+- ``board_index``: the public index of published and listed boards, with content hashes.
+- ``board_compare``: one stored board against another (judge against human, category against overall, week
+  against week).
 - ``pairwise``: the pairwise table of a leaderboard.
 - ``planning``: the sample-size planner.
 - ``promotions``: promotions (a variant rolled out in stages, watched on a board).
@@ -29,6 +32,8 @@ from .attribute_runs import (
     AttributeRunsApi,
     AttributeRunScoresApi,
 )
+from .board_compare import LeaderboardCompareApi
+from .board_index import PublicBoardIndexApi
 from .judges import JudgeBoardApi, JudgeCalibrationApi
 from .leaderboards import LeaderboardHistoryApi, LeaderboardLatestApi, LeaderboardVersionApi
 from .pairwise import PairwiseApi
@@ -56,6 +61,7 @@ __all__ = [
     "CadenceApi",
     "JudgeBoardApi",
     "JudgeCalibrationApi",
+    "LeaderboardCompareApi",
     "LeaderboardHistoryApi",
     "LeaderboardLatestApi",
     "LeaderboardVersionApi",
@@ -63,6 +69,7 @@ __all__ = [
     "PreferencePairsAuditApi",
     "PreferencePairsExportApi",
     "PublicAttributeBoardApi",
+    "PublicBoardIndexApi",
     "PublicAttributeJudgementsApi",
     "PublicBoardApi",
     "PublicRateThrottle",

@@ -23,6 +23,7 @@ from ..models import AttributeBoard, AttributeJudgement, AttributeRun, Attribute
 from .access import PublicRateThrottle, _actor_via
 from .attribute_boards import PAGE_PARAMETERS, EntityOutput, PageQuery, _attribute_board, _attribute_board_writable
 from .attribute_runs import AttributeJudgementOutput, AttributeRunOutput, AttributeScoreOutput
+from .publication import StrictBooleanField
 
 
 class AttributePublicationOutput(serializers.Serializer[Any]):
@@ -31,6 +32,16 @@ class AttributePublicationOutput(serializers.Serializer[Any]):
     url = serializers.CharField(allow_null=True, help_text="The public page.")
     api_url = serializers.CharField(allow_null=True, help_text="The public API read.")
     published_at = serializers.DateTimeField(allow_null=True)
+    listed = serializers.BooleanField(help_text="Listed in the public index of published boards.")
+
+
+class AttributePublicationInput(serializers.Serializer[Any]):
+    listed = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Also list the board in the public index of published boards (/boards/); unlisted, only its "
+        "address finds it. Publishing again sets it anew.",
+    )
 
 
 def _attribute_publication(board: AttributeBoard) -> dict[str, Any]:
@@ -41,6 +52,7 @@ def _attribute_publication(board: AttributeBoard) -> dict[str, Any]:
         "url": reverse("ranking:attribute-board-public", args=[slug]) if slug else None,
         "api_url": reverse("api-public-attribute-board", args=[slug]) if slug else None,
         "published_at": board.published_at,
+        "listed": bool(slug and board.public_listed),
     }
 
 
@@ -62,13 +74,17 @@ class AttributePublicationApi(APIView):
         summary="Publish the board",
         description="Its newest finished run (scores, provenance, the whole judgement ledger) at a random public "
         "address: 201 when new, 200 when it was published already (the address stays). Audited.",
-        request=None,
+        request=AttributePublicationInput,
         responses={201: AttributePublicationOutput, 200: AttributePublicationOutput},
     )
     def post(self, request: Request, board_id: int) -> Response:
         board = _attribute_board_writable(request, board_id)
+        body = AttributePublicationInput(data=request.data)
+        body.is_valid(raise_exception=True)
         actor, via = _actor_via(request)
-        _, created = services.attribute_board_publish(board=board, actor=actor, via=via)
+        _, created = services.attribute_board_publish(
+            board=board, actor=actor, listed=body.validated_data["listed"], via=via
+        )
         return Response(
             AttributePublicationOutput(_attribute_publication(board)).data,
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
@@ -65,7 +65,14 @@ class AttributeRunOutput(RunProvenanceFields):
     pairs_refused = serializers.IntegerField()
     checks = serializers.IntegerField()
     solve = serializers.DictField(
-        help_text="The final fit: hash, dispersion, cyclic share, components, method; `order`: the figures below."
+        help_text="The final fit: hash, dispersion, cyclic share, components, method; `order`: the figures below; "
+        "`top_k_error`: the same as the field of that name."
+    )
+    top_k_error = serializers.SerializerMethodField(
+        help_text="Probability that the reported top-k set is wrong, under the fit's normal posterior: probability, "
+        "its Monte Carlo se, draws, each entity's share of draws in the top k (`in_top_k`, by entity position); a "
+        "`reason` instead of a probability when it cannot be estimated. Null before the run finishes, and for runs "
+        "finished before it was computed."
     )
     order_disagreements = serializers.SerializerMethodField(
         help_text="Usable pairs whose two presentation orders favoured the same position (the verdict flipped)."
@@ -79,6 +86,11 @@ class AttributeRunOutput(RunProvenanceFields):
 
     def _order(self, run: AttributeRun) -> dict[str, Any]:
         return dict((run.solve or {}).get("order") or {})
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_top_k_error(self, run: AttributeRun) -> dict[str, Any] | None:
+        value = (run.solve or {}).get("top_k_error")
+        return dict(value) if isinstance(value, dict) else None
 
     def get_order_disagreements(self, run: AttributeRun) -> int | None:
         return self._order(run).get("disagreements")

@@ -165,14 +165,15 @@ class SnapshotOutput(serializers.Serializer[Any]):
         help_text="Style coefficients, components, tie parameter; live Elo (`elo`: each rating with `order_sd`, "
         "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders); "
         "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
-        "rank_ranges (how rank ranges are read)."
-        " `validation` (overall raw board): which model predicts later votes best, fitted on earlier ones (verdicts)."
-        " Raw boards: `position` (left-side advantage, adjusted scores) and `pair_frequency` (pairs equally weighted)."
-        " `segments` (overall raw board): per rater attribute, one board per segment, offsets, a heterogeneity test."
         "rank_ranges (how rank ranges are read). "
-        "Raw boards: `robustness`, the fewest votes whose removal changes rank 1, the top 3 and the top 5 (verified "
-        "by exact refits), with the votes to drop and their ids."
-        " `planning` (overall raw board): battles to separate rank 1 from rank 2 at 80% power, evenly or on the pair."
+        "Board analyses, each with what it was computed from and a `reason` where it cannot say. Raw boards: "
+        "`robustness`, the fewest votes whose removal changes rank 1, the top 3 and the top 5 (verified by exact "
+        "refits), with the votes to drop and their ids; `position` (left-side advantage, adjusted scores) and "
+        "`pair_frequency` (pairs equally weighted); `quality` (separability: the share of pairs whose intervals do "
+        "not overlap) and `cyclic` (the Hodge cyclic share of the pairwise log-odds flow, with its p-value against "
+        "counting noise). The overall raw board also: `validation`, which model predicts later votes best, fitted "
+        "on earlier ones (verdicts); `segments`, per rater attribute, one board per segment, offsets and a "
+        "heterogeneity test; `planning`, battles to separate rank 1 from rank 2 at 80% power."
     )
     pairwise = serializers.DictField(
         required=False,

@@ -47,6 +47,12 @@ class PublicationInput(serializers.Serializer[Any]):
     show_prompts = StrictBooleanField(
         required=False, default=False, help_text="Also publish the texts of the campaign's active pool prompts."
     )
+    listed = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Also list the board in the public index of published boards (/boards/, "
+        "/api/v1/public/boards/); unlisted, only its address finds it.",
+    )
 
 
 class PublicationOutput(serializers.Serializer[Any]):
@@ -55,6 +61,7 @@ class PublicationOutput(serializers.Serializer[Any]):
     api_url = serializers.CharField(help_text="The public JSON (no key).")
     published_at = serializers.DateTimeField()
     show_prompts = serializers.BooleanField()
+    listed = serializers.BooleanField(help_text="Listed in the public index of published boards.")
 
 
 def _publication_data(publication: Any) -> dict[str, Any]:
@@ -64,6 +71,7 @@ def _publication_data(publication: Any) -> dict[str, Any]:
         "api_url": reverse("api-public-board", args=[publication.slug]),
         "published_at": publication.published_at,
         "show_prompts": publication.show_prompts,
+        "listed": publication.listed,
     }
 
 
@@ -76,6 +84,7 @@ PUBLICATION_EXAMPLE = OpenApiExample(
         "api_url": "/api/v1/public/boards/q3Zr1vB8mK0xYt2a/",
         "published_at": "2026-12-01T12:00:00Z",
         "show_prompts": False,
+        "listed": False,
     },
 )
 
@@ -129,7 +138,11 @@ class PublicationApi(APIView):
         body.is_valid(raise_exception=True)
         actor, via = self._actor(request)
         publication, created = services.board_publish(
-            campaign=campaign, actor=actor, show_prompts=body.validated_data["show_prompts"], via=via
+            campaign=campaign,
+            actor=actor,
+            show_prompts=body.validated_data["show_prompts"],
+            listed=body.validated_data["listed"],
+            via=via,
         )
         return Response(
             PublicationOutput(_publication_data(publication)).data,

@@ -5,7 +5,7 @@ outcome codes below; ``aggregate_cells`` reduces them once and every Bradley-Ter
 on the cells.
 """
 
-from . import crowd, multiplicity, planning, segments
+from . import board_quality, crowd, multiplicity, planning, segments
 from .aggregate import (
     BOTH_BAD,
     LEFT_WINS,
@@ -114,6 +114,7 @@ __all__ = [
     "CrowdCells",
     "CrowdFit",
     "CrowdIntervals",
+    "board_quality",
     "crowd",
     "multiplicity",
     "segments",

@@ -36,6 +36,8 @@ from .attribute_boards import (
     attribute_runs_compare,
     judge_writable_by,
 )
+from .board_index import HASH_METHOD, canonical_json, content_hash, public_board_index
+from .board_quality import BoardSide, board_comparisons_for_page, board_side, boards_compared
 from .dashboard import (
     CADENCE_WINDOW_DAYS,
     DECISION_BINS_S,
@@ -108,6 +110,16 @@ __all__ = [
     "vote_arrays",
     "vote_items",
     "vote_log",
+    # board_index
+    "HASH_METHOD",
+    "canonical_json",
+    "content_hash",
+    "public_board_index",
+    # board_quality
+    "BoardSide",
+    "board_comparisons_for_page",
+    "board_side",
+    "boards_compared",
     # leaderboards
     "SELECTION_NOTE",
     "campaigns_voted_in",

@@ -127,22 +127,26 @@ def attribute_entities_add(
 
 
 @transaction.atomic
-def attribute_board_publish(*, board: AttributeBoard, actor: User | None, via: str = "console") -> tuple[str, bool]:
+def attribute_board_publish(
+    *, board: AttributeBoard, actor: User | None, listed: bool = False, via: str = "console"
+) -> tuple[str, bool]:
     """Publish the board (its newest finished run, its ledger) at a random public address; publishing a
-    published board keeps its address. Returns the slug and whether it is new. Audited."""
+    published board keeps its address. ``listed``: the board also appears in the public index of published
+    boards (publishing again sets it anew). Returns the slug and whether it is new. Audited."""
     locked = AttributeBoard.objects.select_for_update().get(pk=board.pk)
     created = locked.public_slug is None
     if created:
         locked.public_slug = board_slug_new()
         locked.published_at = timezone.now()
-        locked.save(update_fields=["public_slug", "published_at"])
-    board.public_slug, board.published_at = locked.public_slug, locked.published_at
+    locked.public_listed = listed
+    locked.save(update_fields=["public_slug", "published_at", "public_listed"])
+    board.public_slug, board.published_at, board.public_listed = locked.public_slug, locked.published_at, listed
     audit_record(
         organization=board.organization,
         actor=actor,
         action=AuditAction.ATTRIBUTE_BOARD_PUBLISHED,
         obj=board,
-        data={"slug": locked.public_slug, "new": created, "via": via},
+        data={"slug": locked.public_slug, "new": created, "listed": listed, "via": via},
     )
     assert locked.public_slug is not None
     return locked.public_slug, created
@@ -155,9 +159,9 @@ def attribute_board_unpublish(*, board: AttributeBoard, actor: User | None, via:
     if locked.public_slug is None:
         return False
     slug = locked.public_slug
-    locked.public_slug, locked.published_at = None, None
-    locked.save(update_fields=["public_slug", "published_at"])
-    board.public_slug, board.published_at = None, None
+    locked.public_slug, locked.published_at, locked.public_listed = None, None, False
+    locked.save(update_fields=["public_slug", "published_at", "public_listed"])
+    board.public_slug, board.published_at, board.public_listed = None, None, False
     audit_record(
         organization=board.organization,
         actor=actor,

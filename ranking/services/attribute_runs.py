@@ -24,6 +24,7 @@ from raters.tenancy import TenantTask
 from serving.ratio_judging import TEMPLATE_HASH, RatioCall, ratio_judge_call
 
 from .. import selectors
+from ..estimators.board_quality import top_k_draws, top_k_error
 from ..estimators.ratio import RatioFit, fit_ratio
 from ..estimators.ratio_design import check_stop, propose_batch, score_rows
 from ..models import AttributeBoard, AttributeEntity, AttributeJudgement, AttributeRun, AttributeScore
@@ -393,6 +394,8 @@ def _attribute_run_finish(
         return run
     run.status = AttributeRun.Status.DONE
     run.stop_reason = stop_reason
+    # How likely the reported top-k set is wrong, under the fit's own posterior (estimators.board_quality).
+    run.solve["top_k_error"] = top_k_error(fit, top_k, draws=top_k_draws(fit.n_entities), seed=run.seed)
     AttributeScore.objects.bulk_create(
         [
             AttributeScore(

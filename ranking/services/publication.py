@@ -23,11 +23,17 @@ def board_slug_new() -> str:
 
 @transaction.atomic
 def board_publish(
-    *, campaign: Campaign, actor: User | None, show_prompts: bool = False, via: str = "console"
+    *,
+    campaign: Campaign,
+    actor: User | None,
+    show_prompts: bool = False,
+    listed: bool = False,
+    via: str = "console",
 ) -> tuple[BoardPublication, bool]:
     """Publish the campaign's leaderboard at a new random address, or change the options of the
     existing publication (its address stays). Returns the publication and whether it is new. One
-    audit row either way; ``actor`` is None for an API key (``via`` then names the key)."""
+    audit row either way; ``actor`` is None for an API key (``via`` then names the key). ``listed``: the
+    board also appears in the public index of published boards (otherwise only its address finds it)."""
     # The campaign row lock settles two publishes racing: the second sees the first's row.
     Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
     publication = BoardPublication.objects.filter(campaign=campaign).first()
@@ -39,16 +45,17 @@ def board_publish(
             slug=board_slug_new(),
             published_by=actor,
             show_prompts=show_prompts,
+            listed=listed,
         )
-    elif publication.show_prompts != show_prompts:
-        publication.show_prompts = show_prompts
-        publication.save(update_fields=["show_prompts"])
+    elif (publication.show_prompts, publication.listed) != (show_prompts, listed):
+        publication.show_prompts, publication.listed = show_prompts, listed
+        publication.save(update_fields=["show_prompts", "listed"])
     audit_record(
         organization=campaign.organization,
         actor=actor,
         action=AuditAction.BOARD_PUBLISHED,
         obj=campaign,
-        data={"slug": publication.slug, "show_prompts": show_prompts, "new": created, "via": via},
+        data={"slug": publication.slug, "show_prompts": show_prompts, "listed": listed, "new": created, "via": via},
     )
     return publication, created
 

@@ -31,6 +31,7 @@ from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 from .. import selectors
 from ..board_planning import planning_compute
 from ..board_position import position_compute
+from ..board_quality import quality_blocks
 from ..board_robustness import robustness_block
 from ..board_validation import validation_block
 from ..compute import Method, board_compute, elo_compute, per_vote_note
@@ -120,6 +121,8 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 extra["per_vote_sample"] = per_vote_note(per_vote.votes, subset.votes)
             if view == LeaderboardSnapshot.View.RAW:
                 extra["position"], extra["pair_frequency"] = position_compute(subset, competitor_ids, labels, method)
+            if view == LeaderboardSnapshot.View.RAW:  # separability and the cyclic share: raw boards only
+                extra.update(quality_blocks(subset, competitor_ids, board.rows, method))
             if category == "" and view == LeaderboardSnapshot.View.RAW:
                 extra["elo"], extra["elo_order"] = elo_compute(sample, competitor_ids, labels, method)
                 extra["planning"] = planning_compute(subset, competitor_ids, board.rows, board.extra, method)

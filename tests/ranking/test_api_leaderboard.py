@@ -164,6 +164,10 @@ def test_odd_query_values_never_fail_the_server(board, acme, alice):  # noqa: F8
         reverse("api-pairwise", args=[campaign.pk]): ("category", "view"),
         reverse("api-statistics", args=[campaign.pk]): ("since", "until"),
         reverse("api-public-board", args=[slug]): ("category", "view", "prompts_offset"),
+        reverse("api-leaderboards-compare", args=[campaign.pk]): tuple(
+            f"{side}_{name}" for side in "ab" for name in ("category", "view", "judge", "version", "before")
+        ),
+        reverse("api-public-board-index"): ("category",),
     }
     for url, params in endpoints.items():
         for param in params:
