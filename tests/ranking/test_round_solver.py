@@ -5,9 +5,12 @@ fit's start from the raw log-strengths (the same maximum)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import scipy.linalg as la
+from numpy.typing import NDArray
 from scipy.special import expit
 
 from ranking.estimators import aggregate_cells, bootstrap_intervals, fit_bradley_terry, fit_style, style_design
@@ -15,6 +18,13 @@ from ranking.estimators.bradley_terry import BASE, SCALE, normalise, pair_design
 from ranking.estimators.intervals import _draw_cells, _round_generators, _RoundSolver
 from ranking.estimators.newton import fixed_hessian_solve
 from ranking.estimators.synthetic import random_pairs, simulate_bt, simulate_style_counts
+
+
+def _quadratic_gradient(
+    h: NDArray[np.float64], b: NDArray[np.float64], x: NDArray[np.float64], it: int
+) -> NDArray[np.float64]:
+    out: NDArray[np.float64] = b - h @ x
+    return out
 
 
 @pytest.mark.parametrize("depth", [0, 3])
@@ -39,7 +49,7 @@ def test_the_stop_is_within_tolerance_of_the_maximum(depth: int, spread: float) 
         exact = np.linalg.solve(h, b)
         x, _ = fixed_hessian_solve(
             np.zeros(dim),
-            lambda x, it, b=b, h=h: b - h @ x,
+            functools.partial(_quadratic_gradient, h, b),
             la.cho_factor(h0),
             tol=tol,
             max_iter=200,
