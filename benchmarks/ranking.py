@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import tracemalloc
@@ -359,7 +360,7 @@ PLAN_STYLE_BOARD: Plan = [
     ("style + bootstrap, Newton rounds", stage_style_bootstrap_newton, 1, None, ""),
     ("style + bootstrap", stage_style_bootstrap, 2, "style + bootstrap, Newton rounds", "(estimators alone)"),
     ("board: style, Newton rounds", stage_style_board_newton, 1, None, ""),
-    ("board: style + bootstrap", stage_style_board, 2, "board: style, Newton rounds", ">=4x"),
+    ("board: style + bootstrap", stage_style_board, 3, "board: style, Newton rounds", ">=4x"),
 ]
 PLAN_1000: Plan = [
     ("floor", stage_floor, 3, None, ""),
@@ -378,6 +379,17 @@ def timed(fn: Stage, d: Data, args: argparse.Namespace, repeats: int) -> float:
         fn(d, args)
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def timed_alternating(fn: Stage, ref: Stage, d: Data, args: argparse.Namespace, repeats: int) -> tuple[float, float]:
+    """Best-of-``repeats`` seconds of ``fn`` and of its reference ``ref``, run in turn (ref, fn, ref, fn, ...): on
+    a shared machine whose load drifts over a minute, both see the same stretches of it, so their ratio is
+    not a comparison of a quiet moment with a busy one."""
+    best, best_ref = float("inf"), float("inf")
+    for _ in range(repeats):
+        best_ref = min(best_ref, timed(ref, d, args, 1))
+        best = min(best, timed(fn, d, args, 1))
+    return best, best_ref
 
 
 def rss_peak_reset() -> None:
@@ -417,12 +429,18 @@ def run_plan(plan: Plan, d: Data, args: argparse.Namespace) -> bool:
     # runs, the generated data (a few hundred MiB at 1,000,000 battles) included.
     print(f"{'stage':30s} {'seconds':>8s} {'ratio':>7s} {'to':>26s} {'peak MiB':>9s} {'RSS MiB':>8s}  target")
     seconds: dict[str, float] = {}
+    functions = {name: fn for name, fn, *_ in plan}
     ok = True
     for name, fn, repeats, ref, target in plan:
         if any(s in name for s in args.skip) or (name.startswith("peer") and args.no_peer):
             continue
         rss_peak_reset()
-        secs = timed(fn, d, args, repeats)
+        if target == ">=4x" and ref in seconds:
+            # A speed-up goal: ours and the reference alternate (the reference's best over all its runs).
+            secs, ref_secs = timed_alternating(fn, functions[ref], d, args, repeats)
+            seconds[ref] = min(seconds[ref], ref_secs)
+        else:
+            secs = timed(fn, d, args, repeats)
         rss = rss_peak_mib()
         seconds[name] = secs
         peak = traced_peak_mib(fn, d, args)
@@ -441,6 +459,8 @@ def run_plan(plan: Plan, d: Data, args: argparse.Namespace) -> bool:
         elif target == "(estimators alone)":
             ratio = 1 / ratio
         line = f"{name:30s} {secs:8.3f} {ratio:7.2f} {ref or '':>26s} {peak:9.0f} {rss:8.0f}  {target} {verdict}"
+        if target == ">=4x" and ref in seconds:
+            line += f" (reference best {seconds[ref]:.3f} s, runs alternating)"
         print(line, flush=True)
     return ok
 
@@ -502,7 +522,10 @@ def main(argv: list[str] | None = None) -> int:
         "--style-board", action="store_true", help="only: style control through the board, 100,000 votes x 50"
     )
     args = parser.parse_args(argv)
-    print(f"load average at the start: {Path('/proc/loadavg').read_text().split()[:3]}")
+    print(
+        f"load average at the start: {Path('/proc/loadavg').read_text().split()[:3]}; "
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')} (the figures in docs/benchmarks.md: 1)"
+    )
     ok = True
     if args.style_board:
         t0 = time.perf_counter()

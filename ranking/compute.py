@@ -470,7 +470,7 @@ def _style_fit(
         return out
     design = est.style_subset(full, checks.kept)
     raw = est.fit_bradley_terry(cells, both_bad=method.both_bad, reference=reference)
-    fit = est.fit_style(design, reference=reference, centre=raw.bounds.centre)
+    fit = est.fit_style(design, reference=reference, centre=raw.bounds.centre, start=raw.theta_raw)
     report.update({"converged": fit.converged, "separated": fit.separated, "iterations": fit.iterations})
     if fit.separated or not fit.converged:
         out["withheld"] = (
@@ -479,10 +479,10 @@ def _style_fit(
             else "the style-controlled fit did not converge"
         )
         return out
-    sandwich = est.style_sandwich_intervals(design, fit, confidence=method.confidence)
-    intervals = sandwich
-    lower, upper = sandwich.scores.lower, sandwich.scores.upper
-    if method.style_interval != "sandwich":
+    # The sandwich is computed only when it is the interval shown (the bootstrap's rounds replace it).
+    if method.style_interval == "sandwich":
+        intervals = est.style_sandwich_intervals(design, fit, confidence=method.confidence)
+    else:
         intervals = est.style_bootstrap_intervals(
             design,
             fit,
@@ -491,17 +491,8 @@ def _style_fit(
             scheme="cluster" if cluster else "multinomial",
             seed=method.seed,
         )
-        lower, upper = intervals.scores.lower, intervals.scores.upper
-    raw_base = est.sandwich_intervals(cells, raw, confidence=method.confidence)
-    raw_iv = est.boundary_intervals(
-        cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence, only=shown
-    )
     need = raw.bounds.needs_profile & shown
-    with np.errstate(invalid="ignore"):
-        lower = np.where(need, np.minimum(lower, fit.scores - (raw.scores - raw_iv.lower)), lower)
-        upper = np.where(need, np.maximum(upper, fit.scores + (raw_iv.upper - raw.scores)), upper)
-    lower = np.where(raw.bounds.open_lower, -np.inf, lower)
-    upper = np.where(raw.bounds.open_upper, np.inf, upper)
+    lower, upper = _raw_boundary(cells, raw, method, shown, fit.scores, intervals.scores.lower, intervals.scores.upper)
     not_anchor = shown.copy()
     if reference is not None:
         not_anchor[reference] = False
@@ -533,6 +524,34 @@ def _style_fit(
         }
     )
     return out
+
+
+def _raw_boundary(
+    cells: est.Cells,
+    raw: est.BTResult,
+    method: Method,
+    shown: NDArray[np.bool_],
+    scores: NDArray[np.float64],
+    lower: NDArray[np.float64],
+    upper: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """A view's intervals made honest at the boundary from the raw fit, as the style and reliability views do
+    (the win digraph does not depend on the features or on who voted): sides the votes cannot bound are open,
+    and a shown competitor that needs the profile gets at least the width of its raw profile interval (the raw
+    sandwich interval united with the profile one, ``boundary_intervals``) around the view's score. The raw
+    sandwich covariance and the profiles are computed only when some shown competitor needs them."""
+    need = raw.bounds.needs_profile & shown
+    if need.any():
+        raw_base = est.sandwich_intervals(cells, raw, confidence=method.confidence)
+        raw_iv = est.boundary_intervals(
+            cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence, only=shown
+        )
+        with np.errstate(invalid="ignore"):
+            lower = np.where(need, np.minimum(lower, scores - (raw.scores - raw_iv.lower)), lower)
+            upper = np.where(need, np.maximum(upper, scores + (raw_iv.upper - raw.scores)), upper)
+    lower = np.where(raw.bounds.open_lower, -np.inf, lower)
+    upper = np.where(raw.bounds.open_upper, np.inf, upper)
+    return lower, upper
 
 
 # Each rater-bootstrap round reruns the alternating fit over every (rater, pair) cell; past this many
@@ -607,17 +626,8 @@ def _reliability_fit(
     boot = est.crowd_bootstrap(crowd_cells, fit, rounds=rounds, confidence=method.confidence, seed=method.seed)
     report["bootstrap_rounds"] = rounds
     report["bootstrap_rounds_not_converged"] = boot.not_converged
-    lower, upper = boot.lower, boot.upper
-    raw_base = est.sandwich_intervals(cells, raw, confidence=method.confidence)
-    raw_iv = est.boundary_intervals(
-        cells, raw, raw_base.lower, raw_base.upper, confidence=method.confidence, only=shown
-    )
     need = raw.bounds.needs_profile & shown
-    with np.errstate(invalid="ignore"):
-        lower = np.where(need, np.minimum(lower, fit.scores - (raw.scores - raw_iv.lower)), lower)
-        upper = np.where(need, np.maximum(upper, fit.scores + (raw_iv.upper - raw.scores)), upper)
-    lower = np.where(raw.bounds.open_lower, -np.inf, lower)
-    upper = np.where(raw.bounds.open_upper, np.inf, upper)
+    lower, upper = _raw_boundary(cells, raw, method, shown, fit.scores, boot.lower, boot.upper)
     report["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(raw.bounds.centre & shown)]
     report["normalisation"] = raw.params.normalisation
     out.update({"scores": fit.scores, "lower": lower, "upper": upper, "profiled": need, "components": fit.components})

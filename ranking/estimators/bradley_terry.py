@@ -234,6 +234,19 @@ def softplus(x: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
 
 
+def sigmoid(x: NDArray[np.float64], *, out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """1 / (1 + e^-x), as ``scipy.special.expit`` to a few units in the last place, in about a third of its
+    time (one vectorised exp and a reciprocal, in place): the hot loops of the bootstrap rounds call it once
+    per pass. Where e^-x overflows (x < -709) the result is 0, where expit gives a subnormal. ``out`` (may be
+    ``x`` itself) receives the result."""
+    out = np.negative(x, out=out)
+    with np.errstate(over="ignore"):
+        np.exp(out, out=out)
+    out += 1.0
+    np.reciprocal(out, out=out)
+    return out
+
+
 def fit_bradley_terry(
     cells: Cells,
     *,
