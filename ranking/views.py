@@ -224,10 +224,11 @@ def _render(
         .defer("pairwise", "pairwise_arrays")
         .first()
     )
+    manages = _manages(request, campaign)
     context: dict[str, Any] = {
         "campaign": campaign,
         # Managers only (they can act on it): the board may look current while its queue stalled.
-        "cadence": cadence_note(campaign) if _manages(request, campaign) else None,
+        "cadence": cadence_note(campaign) if manages else None,
         "snapshot": snapshot,
         "category": category,
         "view": view,
@@ -338,6 +339,12 @@ def _render(
                 "comparisons": selectors.board_comparisons_for_page(campaign=campaign, snapshot=snapshot),
             }
         )
+        if shown and not category and view == raw and manages:
+            # Managers: the leader can be rolled out from here, in stages, through an A/B experiment.
+            context["leader"] = shown[0]
+            context["promotion_offers"] = selectors.promotion_offers(
+                campaign_id=campaign.pk, leader_id=int(shown[0]["competitor_id"])
+            )
     return render(request, "ranking/leaderboard.html", context)
 
 

@@ -84,7 +84,7 @@ from .preference_data import (
     preference_pairs,
     preference_pairs_audit,
 )
-from .promotions import promotions_of_campaign, promotions_viewable_by, promotions_writable_by
+from .promotions import promotion_offers, promotions_of_campaign, promotions_viewable_by, promotions_writable_by
 from .publication import PUBLIC_PROMPTS_PAGE, PublicBoard, board_publication_by_slug, public_board
 from .raters import (
     QUALITY_BOOTSTRAP_ROUNDS,
@@ -137,6 +137,7 @@ __all__ = [
     # planning
     "campaign_plan",
     # promotions
+    "promotion_offers",
     "promotions_of_campaign",
     "promotions_viewable_by",
     "promotions_writable_by",

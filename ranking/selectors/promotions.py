@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
+from battles.models import Variant
 from raters.authentication import ApiKeyPrincipal
 from raters.selectors import organizations_viewable_by, organizations_writable_by
 
@@ -37,3 +40,41 @@ def promotions_of_campaign(*, campaign_id: int, limit: int = 20) -> list[Promoti
     for promotion in promotions:
         promotion.latest = latest.get(promotion.pk)  # type: ignore[attr-defined]
     return promotions
+
+
+def promotion_offers(*, campaign_id: int, leader_id: int) -> list[dict[str, object]]:
+    """Where the board's leader (``leader_id``, a competitor) could be promoted from the board: each A/B
+    variant of the campaign's experiments that serves it, with the experiment's other variants that serve a
+    competitor (the baseline to watch it against; the first by weight is offered) and the add form's query
+    string. None where a promotion of that experiment is running already (one at a time)."""
+    running = set(
+        Promotion.objects.filter(campaign_id=campaign_id, status=Promotion.Status.RUNNING).values_list(
+            "experiment_id", flat=True
+        )
+    )
+    offers: list[dict[str, object]] = []
+    variants = (
+        Variant.objects.filter(experiment__campaign_id=campaign_id, competitor_id=leader_id)
+        .exclude(experiment_id__in=running)
+        .select_related("experiment")
+        .order_by("experiment__key", "name")
+    )
+    for variant in variants:
+        baseline = (
+            Variant.objects.filter(experiment_id=variant.experiment_id, competitor__isnull=False)
+            .exclude(pk=variant.pk)
+            .order_by("-weight", "name")
+            .first()
+        )
+        if baseline is None:
+            continue
+        query = urlencode(
+            {
+                "organization": variant.experiment.organization_id,
+                "experiment": variant.experiment_id,
+                "variant": variant.pk,
+                "baseline": baseline.pk,
+            }
+        )
+        offers.append({"experiment": variant.experiment, "variant": variant, "baseline": baseline, "query": query})
+    return offers

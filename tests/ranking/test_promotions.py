@@ -5,6 +5,7 @@ recompute, and the API and console."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,9 @@ from battles.models import Experiment, Exposure, Prompt, Variant
 from core.errors import Conflict, Invalid
 from ranking.models import LeaderboardSnapshot, Promotion, PromotionDecision, PromotionDecisionAppendOnlyError
 from ranking.services import leaderboards_recompute, promotion_check, promotion_start, promotion_stop, promotions_check
-from raters.models import AuditEvent
-from tests.conftest import Tenant, api_client
+from raters.models import AuditEvent, Role
+from tests.conftest import Tenant, api_client, login
+from tests.factories import MembershipFactory, UserFactory
 
 from .synth import votes_write
 
@@ -287,3 +289,44 @@ def test_promotions_api_and_console(
     stopped = writer.post(reverse("api-promotion-stop", args=[body["id"]]))
     assert stopped.status_code == 200 and stopped.json()["status"] == "stopped"
     assert writer.post(reverse("api-promotion-stop", args=[body["id"]])).status_code == 409
+
+
+def test_the_board_offers_its_leader_for_promotion_to_managers_only(
+    acme: Tenant, bob: User, alice_client: Client, rollout
+) -> None:  # type: ignore[no-untyped-def]
+    """From the board to the experiment: the overall raw board links its leader's variant to the promotion's
+    add form, filled in (experiment, variant, baseline); a viewer sees no link, nor does anyone once that
+    experiment has a running promotion."""
+    experiment, candidate, production = rollout
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=list(Prompt.objects.filter(campaign=acme.campaign)),
+        competitors=[acme.left, acme.right],
+        strengths=(2.0, 1.0),
+        n=60,
+        seed=4,
+    )
+    acme.campaign.__class__.objects.filter(pk=acme.campaign.pk).update(
+        ranking_min_votes=10, ranking_bootstrap_rounds=10, ranking_interval="sandwich", min_decision_ms=0
+    )
+    leaderboards_recompute(campaign_id=acme.campaign.pk)
+    url = reverse("ranking:leaderboard", args=[acme.campaign.pk])
+    page = alice_client.get(url).content.decode()
+    assert 'id="promote"' in page and "Promote candidate</a>" in page and "watched against production" in page
+    link = re.search(r'href="([^"]*/ranking/promotion/add/\?[^"]*)"', page)
+    assert link is not None
+    form = alice_client.get(link.group(1).replace("&amp;", "&")).content.decode()
+    for field, value in (("experiment", experiment.pk), ("variant", candidate.pk), ("baseline", production.pk)):
+        assert re.search(
+            rf'<option value="{value}" selected>', form.split(f'name="{field}"', 1)[1].split("</select>")[0]
+        )
+    viewer = UserFactory.create()
+    MembershipFactory.create(user=viewer, organization=acme.organization, role=Role.VIEWER)
+    assert 'id="promote"' not in login(viewer).get(url).content.decode()
+    assert "Promote candidate" not in alice_client.get(f"{url}?category=coding").content.decode()
+    promotion_start(
+        experiment=experiment, variant=candidate, baseline=production, stages=STAGES, min_votes=50, actor=None
+    )
+    assert 'id="promote"' not in alice_client.get(url).content.decode()
