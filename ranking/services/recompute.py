@@ -50,6 +50,16 @@ def method_for(campaign: Campaign) -> Method:
     )
 
 
+def _method_record(method: Method, view: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot's method, with the interval the board actually got where the view chooses it per board
+    (the reliability view: the rater bootstrap or, on large boards, the sandwich clustered by rater)."""
+    record = method.as_dict(view=view)
+    chosen = extra.get("reliability_interval", {}).get("chosen")
+    if view == LeaderboardSnapshot.View.RELIABILITY and chosen:
+        record["interval"] = chosen
+    return record
+
+
 def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     """One new version of every snapshot of the campaign: overall and per category, raw,
     style-controlled and reliability-weighted, under the campaign's exclusion policy. Computed outside
@@ -119,7 +129,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                     last_vote_id=last_vote_id,
                     votes_total=total,
                     votes_used=subset.votes,
-                    method=method.as_dict(view=view),
+                    method=_method_record(method, view, extra),
                     policy=policy.as_dict(),
                     excluded=log.excluded_in[category] if category else log.excluded,
                     rows=board.rows,
