@@ -9,6 +9,7 @@ module per concern, each with the Celery tasks that run its services (named ``ra
 - ``attribute_boards``: attribute boards (ratio judgements): create, entities, settings, publication, delete.
 - ``attribute_runs``: an attribute board's runs: queued, then executed on a worker.
 - ``rater_flags``: rater flags stored from the quality checks (outliers, gold accuracy).
+- ``log_copy``: the vote log's narrow copy the recompute reads (written by a trigger; the backfill after a load).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .judges import (
     judge_calibrate,
     judge_run_settle,
 )
+from .log_copy import log_copy_backfill
 from .publication import board_publish, board_unpublish
 from .rater_figures import (
     RATER_REFRESH_LOCK_S,
@@ -54,6 +56,8 @@ from .recompute import (
 )
 
 __all__ = [
+    # log copy
+    "log_copy_backfill",
     # recompute
     "leaderboards_recompute",
     "leaderboards_recompute_pending",
