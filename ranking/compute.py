@@ -253,15 +253,13 @@ def board_compute(
     extra: dict[str, Any] = {}
     if view != "reliability":
         method, extra["interval_choice"] = _interval_choice(method, votes, view, prompts)
-    if method.interval == "cluster_bootstrap" and votes.count is not None and bool((votes.prompt < 0).any()):
+    # Only the raw view resamples prompts through these cells (the style view's bootstrap by prompt reads
+    # ``per_vote``); the others fit and bound the raw board on them, which clusters do not change.
+    by_prompt = view == "raw" and method.interval == "cluster_bootstrap"
+    if by_prompt and votes.count is not None and bool((votes.prompt < 0).any()):
         raise ValueError("the bootstrap by prompt needs the votes grouped by prompt (VoteLog.by_prompt)")
     cells = est.aggregate_cells(
-        a,
-        b,
-        votes.outcome,
-        n_competitors=n,
-        cluster=votes.prompt if method.interval == "cluster_bootstrap" else None,
-        count=votes.count,
+        a, b, votes.outcome, n_competitors=n, cluster=votes.prompt if by_prompt else None, count=votes.count
     )
     # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
     decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
@@ -382,10 +380,11 @@ def _interval_choice(
     """The campaign's interval setting resolved for this board ("auto": by how much prompts repeat,
     ``estimators.clustering``), and the record of the choice for ``extra.interval_choice``. Votes grouped
     without prompts (``prompt`` -1) are read through their counts per prompt (``prompts``)."""
-    if votes.count is not None and bool((votes.prompt < 0).any()):
-        if prompts is None:
-            raise ValueError("the interval's choice needs the votes per prompt (VoteLog.prompts)")
+    if prompts is not None:
+        # The same votes counted per (category, prompt): the same design effect from a few rows a prompt.
         votes = prompts
+    elif votes.count is not None and bool((votes.prompt < 0).any()):
+        raise ValueError("the interval's choice needs the votes per prompt (VoteLog.prompts)")
     if view == "style":
         choice = est.choose_interval(method.style_interval, votes.prompt, plain="sandwich", count=votes.count)
         return replace(method, style_interval=cast(Interval, choice.chosen)), choice.as_dict()

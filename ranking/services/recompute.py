@@ -98,9 +98,12 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
         def of(rows: VoteArrays, code: int | None = code) -> VoteArrays:
             return rows if code is None else rows.subset(rows.category == code)
 
-        subset = of(counted)
+        by_vote, paired = of(counted), of(log.paired)
         for view in LeaderboardSnapshot.View:
             t0 = time.perf_counter()
+            # Only the raw view's bootstrap by prompt needs the counts per prompt (about one row a vote at
+            # scale); the others read the same votes grouped by pair, which aggregate to the same cells.
+            subset = by_vote if view == LeaderboardSnapshot.View.RAW else paired
             per_vote = of(reliability_sample if view == LeaderboardSnapshot.View.RELIABILITY else sample)
             # A View member is the str its Literal names ("raw", "style", "reliability"); mypy cannot relate a
             # TextChoices member to a Literal, as with the campaign's interval choices above.
