@@ -165,7 +165,8 @@ class SnapshotOutput(serializers.Serializer[Any]):
         help_text="Style coefficients, components, tie parameter; live Elo (`elo`: each rating with `order_sd`, "
         "`order_min`, `order_max`, its spread over random orders of the same votes; `elo_order`: how many orders); "
         "interval_choice (the interval used, why, the design effect and a warning when votes are clustered) and "
-        "rank_ranges (how rank ranges are read)."
+        "rank_ranges (how rank ranges are read). "
+        "reliability_interval (reliability view: the rater bootstrap, or the sandwich by rater past 1,000 cells, why)."
     )
     pairwise = serializers.DictField(
         required=False,
