@@ -54,5 +54,9 @@ def log_copy_backfill(*, campaign_id: int) -> int:
     missing = f"v.campaign_id = {c} AND NOT EXISTS (SELECT 1 FROM ranking_logvote l WHERE l.vote_id = v.id)"
     with connection.cursor() as cursor:
         cursor.execute(keys_insert("battles_vote", missing))
+        # Fresh statistics of the keys: a stale estimate (a handful of keys where there are thousands) makes
+        # the planner look the votes up key by key through an index, minutes at ten million votes. The caller
+        # can (a load that bypasses triggers runs as a superuser).
+        cursor.execute("ANALYZE ranking_logprompt")
         cursor.execute(f"INSERT INTO ranking_logvote ({COPY_COLUMNS}) {copy_select('battles_vote', missing)}")
         return int(cursor.rowcount)
