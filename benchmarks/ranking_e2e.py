@@ -437,10 +437,10 @@ def main(argv: list[str] | None = None) -> int:
         floor = floor_counts(campaign_id)
     print(f"load average after the floor: {loadavg()}", flush=True)
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     with scopes_disabled():
         snapshots = leaderboards_recompute(campaign_id=campaign_id)
-    recompute = time.perf_counter() - t0
+    recompute, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     peak = peak_mib()
     print(f"load average after the recompute: {loadavg()}", flush=True)
     ok = recompute <= args.goal_s and peak <= args.goal_mib
@@ -449,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'recompute: all ' + str(len(snapshots)) + ' snapshots':48s} {recompute:8.2f} {recompute / floor:8.1f}"
         f"   goal <= {args.goal_s:.0f} s {'met' if recompute <= args.goal_s else 'MISSED'}"
+    )
+    print(
+        f"  this process's CPU time {cpu:.1f} s (PostgreSQL's own not counted): on a shared machine the wall "
+        "seconds are the load's as much as the recompute's"
     )
     print(
         f"peak memory {peak:.0f} MiB (before measuring {rss_before:.0f} MiB)   goal <= {args.goal_mib:.0f} MiB "

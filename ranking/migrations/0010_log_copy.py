@@ -59,10 +59,25 @@ END;
 $$ LANGUAGE plpgsql;
 CREATE TRIGGER ranking_log_copy AFTER INSERT ON battles_vote REFERENCING NEW TABLE AS new_votes
     FOR EACH STATEMENT EXECUTE FUNCTION ranking_log_copy();
+-- The copy is what the rankings read, so it is held append-only as the log is (UPDATE and DELETE refused even
+-- to the owner; db_grants gives the application SELECT and INSERT only).
+CREATE OR REPLACE FUNCTION ranking_log_copy_append_only() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION 'the vote log''s copy is append-only: % on % is not allowed', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege';
+END;
+$$ LANGUAGE plpgsql;
+CREATE TRIGGER ranking_logvote_append_only BEFORE UPDATE OR DELETE ON ranking_logvote
+    FOR EACH ROW EXECUTE FUNCTION ranking_log_copy_append_only();
+CREATE TRIGGER ranking_logprompt_append_only BEFORE UPDATE OR DELETE ON ranking_logprompt
+    FOR EACH ROW EXECUTE FUNCTION ranking_log_copy_append_only();
 {_keys_insert("battles_vote")};
 INSERT INTO ranking_logvote ({COPY_COLUMNS}) {_copy_select("battles_vote")};
 """
 PG_BACKWARD = """
+DROP TRIGGER IF EXISTS ranking_logprompt_append_only ON ranking_logprompt;
+DROP TRIGGER IF EXISTS ranking_logvote_append_only ON ranking_logvote;
+DROP FUNCTION IF EXISTS ranking_log_copy_append_only();
 DROP TRIGGER IF EXISTS ranking_log_copy ON battles_vote;
 DROP FUNCTION IF EXISTS ranking_log_copy();
 """

@@ -165,7 +165,8 @@ def _packed_columns(sql: str, fields: list[tuple[str, str]]) -> dict[str, NDArra
     out = {}
     for k, (name, kind) in enumerate(fields):
         parts = [np.frombuffer(row[k], dtype=kind) for row in rows]
-        out[name] = np.concatenate(parts).astype(np.dtype(kind).newbyteorder("=")) if parts else np.zeros(0, kind)
+        native = np.dtype(kind).newbyteorder("=")
+        out[name] = np.concatenate(parts).astype(native) if parts else np.zeros(0, dtype=native)
     return out
 
 
@@ -282,9 +283,10 @@ def _vote_sample(
     )
     rows = _packed_columns(sql, fields)
     position = np.searchsorted(kept_ids, rows["id"])
-    keep = (position < kept_ids.shape[0]) & (
-        kept_ids[np.minimum(position, max(kept_ids.shape[0] - 1, 0))] == rows["id"]
-    )
+    if kept_ids.size:
+        keep = (position < kept_ids.shape[0]) & (kept_ids[np.minimum(position, kept_ids.shape[0] - 1)] == rows["id"])
+    else:  # every vote excluded (or none at all)
+        keep = np.zeros(rows["id"].shape[0], dtype=bool)
     order = np.argsort(rows["id"][keep], kind="stable")
 
     def take(name: str) -> NDArray[np.int64]:

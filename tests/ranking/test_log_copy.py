@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from battles import services as battle_services
 from battles.models import Battle, Campaign, Prompt, Vote
@@ -195,3 +195,26 @@ def test_a_load_that_bypasses_the_trigger_is_made_whole_by_the_backfill(acme, bo
     assert log_copy_backfill(campaign_id=campaign.pk) == 0  # idempotent
     assert _copy(campaign.pk) == _log(campaign.pk)
     _reads_equal(campaign, exclusion_policy_for(campaign))
+
+
+def test_the_copy_is_held_append_only_as_the_log_is(acme, bob):
+    campaign, raters, common = _world(acme, bob)
+    votes_write(**common, raters=raters, n=3, seed=6)
+    for statement in (
+        "UPDATE ranking_logvote SET outcome = 2",
+        "DELETE FROM ranking_logvote",
+        "UPDATE ranking_logprompt SET category = 'x'",
+        "DELETE FROM ranking_logprompt",
+    ):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement)
+    assert _copy(campaign.pk) == _log(campaign.pk)
+
+
+def test_an_empty_log_and_a_log_whose_every_vote_is_excluded_read_as_every_vote(acme, bob):
+    campaign, raters, common = _world(acme, bob)
+    _reads_equal(campaign, exclusion_policy_for(campaign))  # no vote yet
+    votes_write(**common, raters=raters, n=12, seed=7, decision_ms=100)
+    Campaign.objects.filter(pk=campaign.pk).update(min_decision_ms=1000)
+    campaign.refresh_from_db()
+    assert _reads_equal(campaign, exclusion_policy_for(campaign))["too_fast"] == 12
