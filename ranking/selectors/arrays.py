@@ -1,6 +1,7 @@
 """The vote log as the estimators read it: a campaign's votes in one scan, into arrays (``vote_arrays``;
-PostgreSQL's COPY at millions of votes); the log as the recompute reads it (``vote_log``: the kept votes
-counted by PostgreSQL's GROUP BY, and one by one only as many as the per-vote views need); the item of
+PostgreSQL's COPY at millions of votes); the log as the recompute reads it (``vote_log``: from the log's
+narrow copy that a trigger writes, every vote's few columns packed by PostgreSQL and counted in numpy, and
+one by one only as many as the per-vote views need); the item of
 each vote for the agreement statistics; and the campaign's exclusion policy in force."""
 
 from __future__ import annotations
@@ -113,34 +114,6 @@ def _vote_arrays_from(
         style_left=frame[[f"left_{k}" for k in STYLE_FEATURES]].to_numpy(dtype=np.float64),
         style_right=frame[[f"right_{k}" for k in STYLE_FEATURES]].to_numpy(dtype=np.float64),
     )
-
-
-def _copy_frame(sql: str, columns: list[str], dtypes: dict[str, str]) -> pd.DataFrame:
-    """The rows of ``sql`` (no parameters: literals only) through PostgreSQL's COPY, parsed by pandas into
-    ``dtypes`` (int64 where not named; "category" for the category, a handful of distinct texts)."""
-    buffer = io.BytesIO()
-    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:
-        for chunk in copy:
-            buffer.write(chunk)
-    buffer.seek(0)
-    types = {c: dtypes.get(c, "int64") for c in columns}
-    if buffer.getbuffer().nbytes == 0:
-        return pd.DataFrame({c: pd.Series(dtype="object" if t == "category" else t) for c, t in types.items()})
-    return pd.read_csv(buffer, header=None, names=columns, dtype=types, keep_default_na=False, engine="c")
-
-
-def _category_codes(column: pd.Series, categories: tuple[str, ...]) -> NDArray[np.int64]:
-    index = {name: code for code, name in enumerate(categories)}
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        lookup = np.asarray([index[str(c)] for c in column.cat.categories], dtype=np.int64)
-        return lookup[column.cat.codes.to_numpy()] if len(column) else np.zeros(0, dtype=np.int64)
-    return np.asarray([index[str(c)] for c in column], dtype=np.int64)
-
-
-def _categories(column: pd.Series) -> tuple[str, ...]:
-    """Sorted, as ``vote_arrays`` factorises them."""
-    values = column.cat.categories if isinstance(column.dtype, pd.CategoricalDtype) else column.unique()
-    return tuple(sorted(str(c) for c in values))
 
 
 _SEND = {">i8": "int8send", ">i4": "int4send", ">i2": "int2send", "?": "boolsend"}
