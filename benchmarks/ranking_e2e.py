@@ -200,7 +200,7 @@ def load_generated(n_votes: int, n_competitors: int, n_categories: int, seed: fl
     slug = f"gen-{n_votes}-{n_competitors}-{n_categories}"
     existing = Campaign.objects.filter(slug=slug).first()
     if existing is not None and existing.votes.count() == n_votes:
-        return existing.pk
+        return existing.pk  # a log loaded before its copy existed was copied by migration ranking 0010
     if existing is not None:
         raise SystemExit(f"campaign {slug} has a partial log; drop the benchmark database and run again")
     rng = np.random.default_rng(0)
@@ -287,8 +287,16 @@ def load_generated(n_votes: int, n_competitors: int, n_categories: int, seed: fl
         for _, definition in indexes:
             cursor.execute(definition)
         print(f"  {len(indexes)} indexes built in {time.perf_counter() - t0:.0f} s", flush=True)
+    # The load bypassed the triggers, so the log's narrow copy that the recompute reads (ranking_logvote) is
+    # written here, once, as the trigger would have written it vote by vote.
+    from ranking.services import log_copy_backfill
+
+    t0 = time.perf_counter()
+    copied = log_copy_backfill(campaign_id=campaign.pk)
+    print(f"  {copied:,} votes copied to the recompute's narrow copy in {time.perf_counter() - t0:.0f} s", flush=True)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM (ANALYZE) battles_vote")
+        cursor.execute("VACUUM (ANALYZE) ranking_logvote")
     return campaign.pk
 
 
@@ -429,10 +437,10 @@ def main(argv: list[str] | None = None) -> int:
         floor = floor_counts(campaign_id)
     print(f"load average after the floor: {loadavg()}", flush=True)
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     with scopes_disabled():
         snapshots = leaderboards_recompute(campaign_id=campaign_id)
-    recompute = time.perf_counter() - t0
+    recompute, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     peak = peak_mib()
     print(f"load average after the recompute: {loadavg()}", flush=True)
     ok = recompute <= args.goal_s and peak <= args.goal_mib
@@ -441,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'recompute: all ' + str(len(snapshots)) + ' snapshots':48s} {recompute:8.2f} {recompute / floor:8.1f}"
         f"   goal <= {args.goal_s:.0f} s {'met' if recompute <= args.goal_s else 'MISSED'}"
+    )
+    print(
+        f"  this process's CPU time {cpu:.1f} s (PostgreSQL's own not counted): on a shared machine the wall "
+        "seconds are the load's as much as the recompute's"
     )
     print(
         f"peak memory {peak:.0f} MiB (before measuring {rss_before:.0f} MiB)   goal <= {args.goal_mib:.0f} MiB "

@@ -75,6 +75,18 @@ class Method:
         }
 
 
+# Each rater-bootstrap round reruns the alternating fit over every (rater, pair) cell; past this many
+# cell-rounds a board gets fewer rounds than the campaign's (never under RELIABILITY_MIN_ROUNDS): 100 rounds
+# up to 50,000 cells, 10 from 500,000. Deterministic in the data (the same votes, the same rounds).
+RELIABILITY_CELL_ROUNDS = 5_000_000
+RELIABILITY_MIN_ROUNDS = 10
+# Boards with more (rater, pair) cells than this get the sandwich clustered by rater (``est.crowd_sandwich``)
+# instead of the rater bootstrap: a round costs a whole alternating fit (0.1-1 s at 1,000-50,000 cells, so
+# 100 rounds took most of a ten-million-vote recompute), the sandwich one pass. On simulated campaigns
+# the sandwich covered 0.95-0.98 (30 and 12 raters; honest, random and adversarial raters) where the
+# rater bootstrap covered 0.87-0.91 (tests/ranking/test_crowd.py, docs/statistics/reliability-weighted.md).
+RELIABILITY_BOOTSTRAP_CELLS = 1_000
+
 RELIABILITY_METHOD: dict[str, Any] = {
     "model": "P(rater r reports i over j) = rho_r sigmoid(theta_i - theta_j) + (1 - rho_r) / 2: with probability "
     "rho_r the rater reports the model's preference, otherwise a coin flip; eta_r = (1 + rho_r) / 2 in [0.5, 1] is "
@@ -91,7 +103,9 @@ RELIABILITY_METHOD: dict[str, Any] = {
     "another rater also voted on, else held at 1 (the vote counts as in the raw view); the view needs at least "
     f"{est.crowd.MIN_RATERS} raters with an estimated eta",
     "intervals": "scores: percentile bootstrap over raters (a rater's votes are resampled together; the campaign's "
-    "rounds, capped at 5,000,000 / the number of (rater, pair) cells and at least 10: extra.bootstrap_rounds); "
+    "rounds, capped at 5,000,000 / the number of (rater, pair) cells and at least 10: extra.bootstrap_rounds) up "
+    f"to {RELIABILITY_BOOTSTRAP_CELLS:,} (rater, pair) cells; above, normal intervals from the sandwich clustered "
+    "by rater with the cell weights held at their estimates, CR1-corrected (extra.reliability_interval); "
     "eta_r: 95% credible interval of its posterior over the grid, with the scores at their estimate",
 }
 
@@ -239,15 +253,13 @@ def board_compute(
     extra: dict[str, Any] = {}
     if view != "reliability":
         method, extra["interval_choice"] = _interval_choice(method, votes, view, prompts)
-    if method.interval == "cluster_bootstrap" and votes.count is not None and bool((votes.prompt < 0).any()):
+    # Only the raw view resamples prompts through these cells (the style view's bootstrap by prompt reads
+    # ``per_vote``); the others fit and bound the raw board on them, which clusters do not change.
+    by_prompt = view == "raw" and method.interval == "cluster_bootstrap"
+    if by_prompt and votes.count is not None and bool((votes.prompt < 0).any()):
         raise ValueError("the bootstrap by prompt needs the votes grouped by prompt (VoteLog.by_prompt)")
     cells = est.aggregate_cells(
-        a,
-        b,
-        votes.outcome,
-        n_competitors=n,
-        cluster=votes.prompt if method.interval == "cluster_bootstrap" else None,
-        count=votes.count,
+        a, b, votes.outcome, n_competitors=n, cluster=votes.prompt if by_prompt else None, count=votes.count
     )
     # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
     decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
@@ -255,6 +267,7 @@ def board_compute(
     differences = None
     simultaneous = None
     profiled = np.zeros(n, dtype=bool)
+    interval_method = "rater_bootstrap"
     if (
         view == "raw"
         and method.ties == "davidson"
@@ -309,6 +322,7 @@ def board_compute(
             return Board(rows=rows, pairwise={}, extra=extra)
         scores, lower, upper, components = rel["scores"], rel["lower"], rel["upper"], rel["components"]
         profiled = rel["profiled"]
+        interval_method = rel["interval_method"]
     else:
         assert per_vote is not None
         style = _style_fit(per_vote, n, method, competitor_ids, cells, shown)
@@ -348,7 +362,7 @@ def board_compute(
                     if profiled[i]
                     else "fisher"
                     if "tie_parameter" in extra
-                    else {"raw": method.interval, "style": method.style_interval}.get(view, "rater_bootstrap"),
+                    else {"raw": method.interval, "style": method.style_interval}.get(view, interval_method),
                     "rank_best": int(ranks.best[i]),
                     "rank_worst": int(ranks.worst[i]),
                 }
@@ -366,10 +380,11 @@ def _interval_choice(
     """The campaign's interval setting resolved for this board ("auto": by how much prompts repeat,
     ``estimators.clustering``), and the record of the choice for ``extra.interval_choice``. Votes grouped
     without prompts (``prompt`` -1) are read through their counts per prompt (``prompts``)."""
-    if votes.count is not None and bool((votes.prompt < 0).any()):
-        if prompts is None:
-            raise ValueError("the interval's choice needs the votes per prompt (VoteLog.prompts)")
+    if prompts is not None:
+        # The same votes counted per (category, prompt): the same design effect from a few rows a prompt.
         votes = prompts
+    elif votes.count is not None and bool((votes.prompt < 0).any()):
+        raise ValueError("the interval's choice needs the votes per prompt (VoteLog.prompts)")
     if view == "style":
         choice = est.choose_interval(method.style_interval, votes.prompt, plain="sandwich", count=votes.count)
         return replace(method, style_interval=cast(Interval, choice.chosen)), choice.as_dict()
@@ -615,7 +630,6 @@ def _reliability_fit(
             "voted on"
         )
         return out
-    rounds = reliability_rounds(method.rounds, crowd_cells.n_cells)
     report["unreliable_vote_share"] = round(est.crowd.unreliable_share(crowd_cells, fit), 4)
     if report["unreliable_vote_share"] > 0.5:
         out["withheld"] = (
@@ -623,9 +637,23 @@ def _reliability_fit(
             "reliable (a consistent minority may have been taken for the reliable raters)"
         )
         return out
-    boot = est.crowd_bootstrap(crowd_cells, fit, rounds=rounds, confidence=method.confidence, seed=method.seed)
-    report["bootstrap_rounds"] = rounds
-    report["bootstrap_rounds_not_converged"] = boot.not_converged
+    if crowd_cells.n_cells > RELIABILITY_BOOTSTRAP_CELLS:
+        boot = est.crowd_sandwich(crowd_cells, fit, confidence=method.confidence)
+        report["reliability_interval"] = {
+            "chosen": boot.method,
+            "reason": f"{crowd_cells.n_cells:,} (rater, pair) cells, over {RELIABILITY_BOOTSTRAP_CELLS:,}: the "
+            "sandwich clustered by rater, not the rater bootstrap (each of whose rounds reruns the whole fit)",
+        }
+    else:
+        rounds = reliability_rounds(method.rounds, crowd_cells.n_cells)
+        boot = est.crowd_bootstrap(crowd_cells, fit, rounds=rounds, confidence=method.confidence, seed=method.seed)
+        report["reliability_interval"] = {
+            "chosen": boot.method,
+            "reason": f"{crowd_cells.n_cells:,} (rater, pair) cells, at most {RELIABILITY_BOOTSTRAP_CELLS:,}",
+        }
+        report["bootstrap_rounds"] = rounds
+        report["bootstrap_rounds_not_converged"] = boot.not_converged
+    out["interval_method"] = boot.method
     need = raw.bounds.needs_profile & shown
     lower, upper = _raw_boundary(cells, raw, method, shown, fit.scores, boot.lower, boot.upper)
     report["centre"] = [int(competitor_ids[i]) for i in np.flatnonzero(raw.bounds.centre & shown)]

@@ -533,3 +533,53 @@ class PromotionDecision(models.Model):
         if not self._state.adding:
             raise PromotionDecisionAppendOnlyError("A promotion's decisions are never updated.")
         super().save(*args, **kwargs)
+class LogPrompt(models.Model):
+    """One (campaign, prompt hash, category) of the vote log: the key ``LogVote`` rows name, so that the log's
+    narrow copy holds integers only. Written by the database (the trigger of migration 0010), never edited."""
+
+    campaign_id = models.BigIntegerField()
+    prompt_hash = models.CharField(max_length=64)
+    category = models.CharField(max_length=32)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign_id", "prompt_hash", "category"], name="logprompt_unique_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"campaign {self.campaign_id}: {self.prompt_hash[:12]} ({self.category})"
+
+
+class LogVote(models.Model):
+    """The columns of one vote that the recompute reads, as integers (issue 23.3): the vote log's narrow copy.
+
+    Written by the database in the statement that appends the vote (an AFTER INSERT trigger with a transition
+    table on ``battles_vote``, migration 0010), so every path that writes votes keeps it whole: the rater's
+    vote, shadow and judge battles, bulk inserts and COPY. Gold votes are not copied (no ranking reads them).
+    The exclusion policy is applied when it is read, so a policy that changes (a flagged rater, a new
+    decision-time floor) needs nothing rewritten here. A load that bypasses triggers
+    (``session_replication_role = replica``) must call ``ranking.services.log_copy_backfill`` afterwards."""
+
+    vote_id = models.BigIntegerField(primary_key=True)
+    campaign_id = models.BigIntegerField()
+    prompt_key = models.BigIntegerField(help_text="LogPrompt.id: the vote's prompt hash and category.")
+    left_id = models.BigIntegerField()
+    right_id = models.BigIntegerField()
+    outcome = models.SmallIntegerField(help_text="0 left wins, 1 right wins, 2 tie, 3 both bad.")
+    decision_ms = models.IntegerField()
+    rater_id = models.BigIntegerField()
+    identity = models.BooleanField(help_text="The prompt asks the model who it is, or an answer names a model.")
+    left_tokens = models.IntegerField()
+    left_headers = models.IntegerField()
+    left_list_items = models.IntegerField()
+    left_bold = models.IntegerField()
+    right_tokens = models.IntegerField()
+    right_headers = models.IntegerField()
+    right_list_items = models.IntegerField()
+    right_bold = models.IntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign_id", "vote_id"], name="logvote_campaign")]
+
+    def __str__(self) -> str:
+        return f"vote {self.vote_id} (campaign {self.campaign_id})"

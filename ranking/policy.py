@@ -201,6 +201,9 @@ class LogCounts:
     """Everything of a ``VoteLog`` but its sample (``log_counts``)."""
 
     counted: VoteArrays
+    # The kept votes grouped by (category, left, right, outcome) whatever ``by_prompt`` says (``counted`` itself
+    # when not by prompt): what the views whose intervals do not resample prompts read (style, reliability).
+    paired: VoteArrays
     # The kept votes counted per (category, prompt) (pair and outcome -1): what the interval's choice reads
     # (how much prompts repeat) when ``counted`` is not grouped by prompt.
     prompts: VoteArrays
@@ -256,6 +259,23 @@ def log_counts(
         return out
 
     k_category, k_prompt, k_id = category[keep], prompt[keep], vote_id[keep]
+    frame = pd.DataFrame(
+        {"category": k_category, "left": left[keep], "right": right[keep], "outcome": outcome[keep], "id": k_id}
+    )
+    groups = frame.groupby(["category", "left", "right", "outcome"], sort=False)["id"].agg(["size", "max"])
+    del frame
+    keys = groups.index.to_frame(index=False)
+    paired = grouped_votes(
+        keys["category"].to_numpy(dtype=np.int64),
+        np.full(len(keys), -1, dtype=np.int64),
+        keys["left"].to_numpy(dtype=np.int64),
+        keys["right"].to_numpy(dtype=np.int64),
+        keys["outcome"].to_numpy(dtype=np.int64),
+        groups["size"].to_numpy(dtype=np.int64),
+        groups["max"].to_numpy(dtype=np.int64),
+        categories,
+    )
+    counted = paired
     if by_prompt:
         order = np.argsort(k_id, kind="stable")
         m = int(order.shape[0])
@@ -274,23 +294,6 @@ def log_counts(
             style_right=np.zeros((m, 0)),
             count=_constant(1, m),
         )
-    else:
-        frame = pd.DataFrame(
-            {"category": k_category, "left": left[keep], "right": right[keep], "outcome": outcome[keep], "id": k_id}
-        )
-        groups = frame.groupby(["category", "left", "right", "outcome"], sort=False)["id"].agg(["size", "max"])
-        del frame
-        keys = groups.index.to_frame(index=False)
-        counted = grouped_votes(
-            keys["category"].to_numpy(dtype=np.int64),
-            np.full(len(keys), -1, dtype=np.int64),
-            keys["left"].to_numpy(dtype=np.int64),
-            keys["right"].to_numpy(dtype=np.int64),
-            keys["outcome"].to_numpy(dtype=np.int64),
-            groups["size"].to_numpy(dtype=np.int64),
-            groups["max"].to_numpy(dtype=np.int64),
-            categories,
-        )
     per_prompt = pd.DataFrame({"category": k_category, "prompt": k_prompt, "id": k_id})
     prompt_groups = per_prompt.groupby(["category", "prompt"], sort=False)["id"].agg(["size", "max"])
     del per_prompt
@@ -308,6 +311,7 @@ def log_counts(
     )
     return LogCounts(
         counted=counted,
+        paired=paired,
         prompts=prompts,
         total=total,
         totals=np.bincount(category, minlength=n_categories).astype(np.int64),

@@ -173,7 +173,8 @@ class SnapshotOutput(serializers.Serializer[Any]):
         "not overlap) and `cyclic` (the Hodge cyclic share of the pairwise log-odds flow, with its p-value against "
         "counting noise). The overall raw board also: `validation`, which model predicts later votes best, fitted "
         "on earlier ones (verdicts); `segments`, per rater attribute, one board per segment, offsets and a "
-        "heterogeneity test; `planning`, battles to separate rank 1 from rank 2 at 80% power."
+        "heterogeneity test; `planning`, battles to separate rank 1 from rank 2 at 80% power. The reliability view: "
+        "`reliability_interval` (the rater bootstrap, or the sandwich by rater past 1,000 cells, and why)."
     )
     pairwise = serializers.DictField(
         required=False,

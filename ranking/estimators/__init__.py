@@ -19,7 +19,7 @@ from .aggregate import (
 )
 from .bradley_terry import BASE, SCALE, BTResult, FitParams, fit_bradley_terry, normalise
 from .clustering import IntervalChoice, choose_interval, design_effect
-from .crowd import CrowdCells, CrowdFit, CrowdIntervals, crowd_bootstrap, crowd_cells, fit_crowd_bt
+from .crowd import CrowdCells, CrowdFit, CrowdIntervals, crowd_bootstrap, crowd_cells, crowd_sandwich, fit_crowd_bt
 from .davidson import (
     DavidsonResult,
     davidson_boundary_intervals,
@@ -121,6 +121,7 @@ __all__ = [
     "planning",
     "crowd_bootstrap",
     "crowd_cells",
+    "crowd_sandwich",
     "fit_crowd_bt",
     "BoundaryIntervals",
     "DavidsonResult",

@@ -36,7 +36,7 @@ def backward(apps, schema_editor):  # type: ignore[no-untyped-def]
 class Migration(migrations.Migration):
     dependencies = [
         ("battles", "0031_experiment_rollout"),
-        ("ranking", "0009_pairwise_arrays"),
+        ("ranking", "0010_log_copy"),
         ("raters", "0018_append_only"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

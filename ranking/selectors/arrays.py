@@ -1,14 +1,17 @@
 """The vote log as the estimators read it: a campaign's votes in one scan, into arrays (``vote_arrays``;
-PostgreSQL's COPY at millions of votes); the log as the recompute reads it (``vote_log``: the kept votes
-counted by PostgreSQL's GROUP BY, and one by one only as many as the per-vote views need); the item of
+PostgreSQL's COPY at millions of votes); the log as the recompute reads it (``vote_log``: from the log's
+narrow copy that a trigger writes, every vote's few columns packed by PostgreSQL and counted in numpy, and
+one by one only as many as the per-vote views need); the item of
 each vote for the agreement statistics; and the campaign's exclusion policy in force."""
 
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import psycopg
 from django.db import connection
 from numpy.typing import NDArray
 
@@ -19,7 +22,6 @@ from ..policy import (
     PER_VOTE_MAX,
     STYLE_FEATURES,
     ExclusionPolicy,
-    LogCounts,
     VoteArrays,
     VoteLog,
     log_counts,
@@ -114,133 +116,170 @@ def _vote_arrays_from(
     )
 
 
-def _copy_frame(sql: str, columns: list[str], dtypes: dict[str, str]) -> pd.DataFrame:
-    """The rows of ``sql`` (no parameters: literals only) through PostgreSQL's COPY, parsed by pandas into
-    ``dtypes`` (int64 where not named; "category" for the category, a handful of distinct texts)."""
-    buffer = io.BytesIO()
-    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:
-        for chunk in copy:
-            buffer.write(chunk)
-    buffer.seek(0)
-    types = {c: dtypes.get(c, "int64") for c in columns}
-    if buffer.getbuffer().nbytes == 0:
-        return pd.DataFrame({c: pd.Series(dtype="object" if t == "category" else t) for c, t in types.items()})
-    return pd.read_csv(buffer, header=None, names=columns, dtype=types, keep_default_na=False, engine="c")
+_SEND = {">i8": "int8send", ">i4": "int4send", ">i2": "int2send", "?": "boolsend"}
 
 
-def _category_codes(column: pd.Series, categories: tuple[str, ...]) -> NDArray[np.int64]:
-    index = {name: code for code, name in enumerate(categories)}
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        lookup = np.asarray([index[str(c)] for c in column.cat.categories], dtype=np.int64)
-        return lookup[column.cat.codes.to_numpy()] if len(column) else np.zeros(0, dtype=np.int64)
-    return np.asarray([index[str(c)] for c in column], dtype=np.int64)
-
-
-def _categories(column: pd.Series) -> tuple[str, ...]:
-    """Sorted, as ``vote_arrays`` factorises them."""
-    values = column.cat.categories if isinstance(column.dtype, pd.CategoricalDtype) else column.unique()
-    return tuple(sorted(str(c) for c in values))
-
-
-def _policy_sql(campaign_id: int, policy: ExclusionPolicy) -> tuple[str, str, str]:
-    """The campaign's votes with each one's prompt code (``p``: by first appearance in the log, as
-    ``vote_arrays`` factorises the hashes), the bitmask of the rules that exclude it (bit k: ``RULES[k]``),
-    and the condition a kept vote meets. Literals only (integers): COPY takes no parameters."""
-    c = int(campaign_id)
-    log = f"campaign_id = {c} AND source <> 'gold'"
-    prompts = (
-        f"SELECT prompt_hash, row_number() OVER (ORDER BY min(id)) - 1 AS code FROM battles_vote WHERE {log} "
-        "GROUP BY prompt_hash"
+def _packed_columns(sql: str, fields: list[tuple[str, str]]) -> dict[str, NDArray[Any]]:
+    """The rows of ``sql`` (literals only), one array per field, each field a NOT NULL integer or boolean of the
+    type named (``>i8``, ``>i4``, ``>i2``, ``?``), the first the vote id. PostgreSQL packs each column into one
+    ``bytea`` of its binary values (``string_agg`` of ``int8send`` ...: every aggregate of a group sees its rows
+    in the same order, so the columns stay aligned), a row per 2**24 vote ids (a value stays far under the 1 GB
+    limit), and numpy reads each as it lies: no per-row message, Python object or text parse for millions
+    of rows (libpq hands COPY's output over one row at a time; that alone cost 2 minutes at 10 million)."""
+    names = [f"c{k}" for k in range(len(fields))]
+    packed = ", ".join(
+        f"string_agg({_SEND[kind]}(x.{name}), ''::bytea)" for name, (_, kind) in zip(names, fields, strict=True)
     )
+    query = f"SELECT {packed} FROM (SELECT * FROM ({sql}) s({', '.join(names)})) x GROUP BY x.c0 >> 24"
+    connection.ensure_connection()
+    # A plain psycopg cursor: Django's binds parameters client-side, which gives no binary results.
+    with psycopg.Cursor(connection.connection) as cursor:
+        rows = cursor.execute(query, binary=True).fetchall()
+    out = {}
+    for k, (name, kind) in enumerate(fields):
+        parts = [np.frombuffer(row[k], dtype=kind) for row in rows]
+        native = np.dtype(kind).newbyteorder("=")
+        out[name] = np.concatenate(parts).astype(native) if parts else np.zeros(0, dtype=native)
+    return out
+
+
+def _copy_keys(campaign_id: int) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], tuple[str, ...]]:
+    """The campaign's ``LogPrompt`` keys: their ids (sorted), and per key its prompt hash (a dense code, in
+    no particular order yet) and category (codes into the sorted categories)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, prompt_hash, category FROM ranking_logprompt WHERE campaign_id = %s ORDER BY id", [campaign_id]
+        )
+        keys = cursor.fetchall()
+    ids = np.fromiter((k[0] for k in keys), dtype=np.int64, count=len(keys))
+    hashes, _ = pd.factorize(pd.Series([k[1] for k in keys], dtype=object))
+    names, codes = np.unique(np.asarray([k[2] for k in keys], dtype=object).astype(str), return_inverse=True)
+    return ids, hashes.astype(np.int64), codes.astype(np.int64), tuple(str(c) for c in names)
+
+
+def _rules_sql(policy: ExclusionPolicy) -> tuple[str, str]:
+    """The bitmask of the rules that exclude a vote of ``ranking_logvote l`` (bit k: ``RULES[k]``), and the
+    windows the caps need: they count each prompt's and each rater's votes in log order over the whole log
+    (as ``ExclusionPolicy.rules`` does), so only they sort the log, and only when set. Literals only."""
     flagged = ",".join(str(int(r)) for r in policy.flagged_raters)
-    identity = "(v.prompt_asks_identity OR v.answer_names_model)" if policy.exclude_identity_leaks else "false"
     checks = [
-        f"v.decision_ms < {int(policy.min_decision_ms)}",
-        identity,
+        f"l.decision_ms < {int(policy.min_decision_ms)}",
+        "l.identity" if policy.exclude_identity_leaks else "false",
         "false" if policy.prompt_hash_cap is None else f"rn_prompt > {int(policy.prompt_hash_cap)}",
         "false" if policy.rater_vote_cap is None else f"rn_rater > {int(policy.rater_vote_cap)}",
-        f"v.rater_id IN ({flagged})" if flagged else "false",
+        f"l.rater_id IN ({flagged})" if flagged else "false",
     ]
     rules = " + ".join(f"(CASE WHEN {check} THEN {1 << k} ELSE 0 END)" for k, check in enumerate(checks))
-    kept = " AND ".join(f"NOT ({check})" for check in checks if check != "false") or "true"
     windows = ""
     if policy.prompt_hash_cap is not None:
-        windows += ", row_number() OVER (PARTITION BY prompt_hash ORDER BY id) AS rn_prompt"
+        windows += ", row_number() OVER (PARTITION BY p.prompt_hash ORDER BY l.vote_id) AS rn_prompt"
     if policy.rater_vote_cap is not None:
-        windows += ", row_number() OVER (PARTITION BY rater_id ORDER BY id) AS rn_rater"
-    # The caps count each prompt's and each rater's votes in log order over the whole log (as
-    # ``ExclusionPolicy.rules`` does): only they need a window, and only then is the log sorted for them.
-    source = f"SELECT *{windows} FROM battles_vote WHERE {log}"
-    votes = f"({source}) v JOIN ({prompts}) p ON p.prompt_hash = v.prompt_hash"
-    return votes, rules, kept
+        windows += ", row_number() OVER (PARTITION BY l.rater_id ORDER BY l.vote_id) AS rn_rater"
+    return rules, windows
 
 
 def vote_log(
     *, campaign_id: int, policy: ExclusionPolicy, by_prompt: bool, per_vote_max: int = PER_VOTE_MAX
 ) -> VoteLog:
-    """The campaign's log under ``policy`` as the recompute reads it (``policy.VoteLog``): on PostgreSQL
-    the policy's rules are applied in SQL, every vote's few columns are grouped in numpy (``log_counts``)
-    and only the sample of kept votes travels whole; elsewhere the log is read one by one and grouped
-    in numpy (``vote_log_from_arrays``, which gives equal arrays). ``by_prompt``: group the counts by
-    prompt too (the bootstrap by prompt, or "auto", needs them)."""
+    """The campaign's log under ``policy`` as the recompute reads it (``policy.VoteLog``). On PostgreSQL it is
+    read from the log's narrow copy (``ranking_logvote``, integers only, written by a trigger as votes are
+    appended): every vote's few columns with the policy's rules applied in SQL, packed by PostgreSQL
+    (``_packed_columns``), counted in numpy (``log_counts``); then only the sample of kept votes with their
+    style counts. Elsewhere the log is read one by one and grouped in numpy (``vote_log_from_arrays``, which
+    gives equal arrays). ``by_prompt``: group the counts by prompt too (the bootstrap by prompt, or "auto",
+    needs them)."""
     if connection.vendor != "postgresql":
         return vote_log_from_arrays(
             vote_arrays(campaign_id=campaign_id), policy, by_prompt=by_prompt, per_vote_max=per_vote_max
         )
-    votes, rules, kept = _policy_sql(campaign_id, policy)
-    # Every vote's few columns, no GROUP BY: PostgreSQL's grouping of ten million votes spills to disk with the
-    # default work_mem and took several times as long as the scan; numpy groups them in seconds.
-    counts_sql = f"SELECT v.category, p.code, v.left_id, v.right_id, {_OUTCOME_SQL}, {rules}, v.id FROM {votes}"
-    counts = _counts_read(counts_sql, by_prompt)
+    c = int(campaign_id)
+    key_ids, key_hash, key_category, categories = _copy_keys(c)
+    rules, windows = _rules_sql(policy)
+    join = " JOIN ranking_logprompt p ON p.id = l.prompt_key" if policy.prompt_hash_cap is not None else ""
+    source = f"SELECT l.*{windows} FROM ranking_logvote l{join} WHERE l.campaign_id = {c}"
+    counts_sql = (
+        f"SELECT l.vote_id, l.prompt_key::int4, l.left_id::int4, l.right_id::int4, l.outcome, ({rules})::int2 "
+        f"FROM ({source}) l"
+    )
+    # Keys, competitors and raters are rows of small tables: int4 halves what travels (a key past 2**31 fails
+    # the cast loudly). Vote ids stay int8.
+    columns = _packed_columns(
+        counts_sql,
+        [("id", ">i8"), ("key", ">i4"), ("left", ">i4"), ("right", ">i4"), ("outcome", ">i2"), ("rules", ">i2")],
+    )
+    key = np.searchsorted(key_ids, columns.pop("key"))
+    # Prompt codes by first appearance in the log (the smallest vote id of each hash), as ``vote_arrays``
+    # factorises the hashes in log order.
+    hash_of_vote = key_hash[key]
+    first = np.full(int(key_hash.max()) + 1 if key_hash.size else 0, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, hash_of_vote, columns["id"])
+    prompt_code = np.argsort(np.argsort(first, kind="stable"), kind="stable").astype(np.int64)
+    counts = log_counts(
+        category=key_category[key],
+        categories=categories,
+        prompt=prompt_code[hash_of_vote],
+        left=columns["left"].astype(np.int64),
+        right=columns["right"].astype(np.int64),
+        outcome=columns["outcome"].astype(np.int64),
+        rules=columns["rules"].astype(np.int64),
+        vote_id=columns["id"],
+        by_prompt=by_prompt,
+    )
     rate = sample_rate(counts.kept, per_vote_max)
-    return VoteLog(
-        sample=_vote_sample(votes, kept, rate, counts.counted.categories),
-        sample_rate=rate,
-        categories=counts.counted.categories,
-        by_prompt=by_prompt,
-        **counts.__dict__,
+    kept_ids = np.sort(columns["id"][columns["rules"] == 0])
+    del columns, hash_of_vote
+    sample = _vote_sample(c, kept_ids, rate, key_ids, prompt_code[key_hash], key_category, categories)
+    return VoteLog(sample=sample, sample_rate=rate, categories=categories, by_prompt=by_prompt, **counts.__dict__)
+
+
+def _vote_sample(
+    campaign_id: int,
+    kept_ids: NDArray[np.int64],
+    rate: float,
+    key_ids: NDArray[np.int64],
+    key_prompt: NDArray[np.int64],
+    key_category: NDArray[np.int64],
+    categories: tuple[str, ...],
+) -> VoteArrays:
+    """The kept votes (``kept_ids``, sorted) one by one, in log order: those of the deterministic sample of
+    ``rate`` (``policy.sample_mask``; all of them at rate 1). PostgreSQL picks the sample's votes by the hash
+    of their id, excluded ones too (the policy was applied to the counts already); numpy keeps the kept."""
+    sampled = (
+        "" if rate >= 1.0 else f" AND ((vote_id & 4294967295) * 1640531527) & 4294967295 < {sample_threshold(rate)}"
     )
-
-
-def _counts_read(sql: str, by_prompt: bool) -> LogCounts:
-    """Every vote's few columns (``sql``), counted (``policy.log_counts``); the frame is gone on return."""
-    columns = ["category", "prompt", "left", "right", "outcome", "rules", "id"]
-    types = {"category": "category", "prompt": "int32", "outcome": "int8", "rules": "int8"}
-    frame = _copy_frame(sql, columns, types)
-    categories = _categories(frame["category"])
-
-    return log_counts(
-        category=_category_codes(frame["category"], categories),
-        categories=categories,
-        prompt=_ints(frame, "prompt"),
-        left=_ints(frame, "left"),
-        right=_ints(frame, "right"),
-        outcome=_ints(frame, "outcome"),
-        rules=_ints(frame, "rules"),
-        vote_id=_ints(frame, "id"),
-        by_prompt=by_prompt,
-    )
-
-
-def _vote_sample(votes: str, kept: str, rate: float, categories: tuple[str, ...]) -> VoteArrays:
-    """The kept votes one by one, in log order: those of the deterministic sample of ``rate``
-    (``policy.sample_mask``; all of them at rate 1)."""
-    styles = ", ".join(
-        f"COALESCE((v.{side}_style->>'{key}')::int, 0)" for side in ("left", "right") for key in STYLE_FEATURES
-    )
-    identity = "CASE WHEN v.prompt_asks_identity OR v.answer_names_model THEN 1 ELSE 0 END"
-    sampled = "" if rate >= 1.0 else f" AND ((v.id & 4294967295) * 1640531527) & 4294967295 < {sample_threshold(rate)}"
+    style = [f"{side}_{key}" for side in ("left", "right") for key in STYLE_FEATURES]
+    fields = [("id", ">i8"), ("left", ">i4"), ("right", ">i4"), ("outcome", ">i2"), ("decision_ms", ">i4")]
+    fields += [("rater", ">i4"), ("key", ">i4"), ("identity", "?")] + [(name, ">i4") for name in style]
     sql = (
-        f"SELECT v.id, v.left_id, v.right_id, {_OUTCOME_SQL}, v.decision_ms, v.rater_id, p.code, v.category, "
-        f"{identity}, {styles} FROM {votes} WHERE {kept}{sampled} ORDER BY v.id"
+        "SELECT vote_id, left_id::int4, right_id::int4, outcome, decision_ms, rater_id::int4, prompt_key::int4, "
+        f"identity, {', '.join(style)} FROM ranking_logvote WHERE campaign_id = {int(campaign_id)}{sampled}"
     )
-    frame = _copy_frame(sql, _COLUMNS, {"category": "category"})
+    rows = _packed_columns(sql, fields)
+    position = np.searchsorted(kept_ids, rows["id"])
+    if kept_ids.size:
+        keep = (position < kept_ids.shape[0]) & (kept_ids[np.minimum(position, kept_ids.shape[0] - 1)] == rows["id"])
+    else:  # every vote excluded (or none at all)
+        keep = np.zeros(rows["id"].shape[0], dtype=bool)
+    order = np.argsort(rows["id"][keep], kind="stable")
 
-    return _vote_arrays_from(
-        frame,
-        prompt=_ints(frame, "prompt_hash"),
-        category=_category_codes(frame["category"], categories),
+    def take(name: str) -> NDArray[np.int64]:
+        out: NDArray[np.int64] = rows[name][keep][order].astype(np.int64)
+        return out
+
+    key = np.searchsorted(key_ids, take("key"))
+    return VoteArrays(
+        vote_id=take("id"),
+        left=take("left"),
+        right=take("right"),
+        outcome=take("outcome"),
+        decision_ms=take("decision_ms"),
+        rater=take("rater"),
+        prompt=key_prompt[key],
+        category=key_category[key],
         categories=categories,
+        identity=rows["identity"][keep][order].astype(bool),
+        style_left=np.column_stack([take(f"left_{k}") for k in STYLE_FEATURES]).astype(np.float64),
+        style_right=np.column_stack([take(f"right_{k}") for k in STYLE_FEATURES]).astype(np.float64),
     )
 
 

@@ -10,6 +10,7 @@ module per concern, each with the Celery tasks that run its services (named ``ra
 - ``attribute_runs``: an attribute board's runs: queued, then executed on a worker.
 - ``promotions``: a board's winner rolled out in stages through an A/B experiment, watched on the board.
 - ``rater_flags``: rater flags stored from the quality checks (outliers, gold accuracy).
+- ``log_copy``: the vote log's narrow copy the recompute reads (written by a trigger; the backfill after a load).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .judges import (
     judge_calibrate,
     judge_run_settle,
 )
+from .log_copy import log_copy_backfill
 from .promotions import promotion_check, promotion_start, promotion_stop, promotion_validate, promotions_check
 from .publication import board_publish, board_unpublish
 from .rater_figures import (
@@ -62,6 +64,8 @@ __all__ = [
     "promotion_stop",
     "promotion_validate",
     "promotions_check",
+    # log copy
+    "log_copy_backfill",
     # recompute
     "leaderboards_recompute",
     "leaderboards_recompute_pending",

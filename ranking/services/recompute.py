@@ -57,6 +57,16 @@ def method_for(campaign: Campaign) -> Method:
     )
 
 
+def _method_record(method: Method, view: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot's method, with the interval the board actually got where the view chooses it per board
+    (the reliability view: the rater bootstrap or, on large boards, the sandwich clustered by rater)."""
+    record = method.as_dict(view=view)
+    chosen = extra.get("reliability_interval", {}).get("chosen")
+    if view == LeaderboardSnapshot.View.RELIABILITY and chosen:
+        record["interval"] = chosen
+    return record
+
+
 def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
     """One new version of every snapshot of the campaign: overall and per category, raw,
     style-controlled and reliability-weighted, under the campaign's exclusion policy. Computed outside
@@ -99,9 +109,12 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
         def of(rows: VoteArrays, code: int | None = code) -> VoteArrays:
             return rows if code is None else rows.subset(rows.category == code)
 
-        subset = of(counted)
+        by_vote, paired = of(counted), of(log.paired)
         for view in LeaderboardSnapshot.View:
             t0 = time.perf_counter()
+            # Only the raw view's bootstrap by prompt needs the counts per prompt (about one row a vote at
+            # scale); the others read the same votes grouped by pair, which aggregate to the same cells.
+            subset = by_vote if view == LeaderboardSnapshot.View.RAW else paired
             per_vote = of(reliability_sample if view == LeaderboardSnapshot.View.RELIABILITY else sample)
             # A View member is the str its Literal names ("raw", "style", "reliability"); mypy cannot relate a
             # TextChoices member to a Literal, as with the campaign's interval choices above.
@@ -141,7 +154,7 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                     last_vote_id=last_vote_id,
                     votes_total=total,
                     votes_used=subset.votes,
-                    method=method.as_dict(view=view),
+                    method=_method_record(method, view, extra),
                     policy=policy.as_dict(),
                     excluded=log.excluded_in[category] if category else log.excluded,
                     rows=board.rows,

@@ -58,7 +58,7 @@ def test_the_application_role_cannot_rewrite_the_vote_log(stored_vote, statement
             "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'battles_vote'::regclass "
             "AND NOT tgisinternal AND tgenabled = 'O'"
         )
-        assert cursor.fetchone()[0] == 3
+        assert cursor.fetchone()[0] == 4  # no update, no delete, no truncate; and ranking's copy (ranking 0010)
 
 
 @pytest.mark.triton
@@ -70,6 +70,14 @@ def test_the_application_role_reads_and_appends(stored_vote):
             "'DELETE', 'TRUNCATE', 'TRIGGER', 'REFERENCES']) AS p"
         ).fetchall()
         assert [row[0] for row in privileges] == [True, True, False, False, False, False, False]
+        # The copy the rankings read is the log's: appended by the trigger (as this role), never rewritten.
+        assert app.execute("SELECT count(*) FROM ranking_logvote").fetchone() == (1,)
+        for table in ("ranking_logvote", "ranking_logprompt"):
+            privileges = app.execute(
+                f"SELECT has_table_privilege('{table}', p) FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', "
+                "'DELETE', 'TRUNCATE']) AS p"
+            ).fetchall()
+            assert [row[0] for row in privileges] == [True, True, False, False, False], table
         # The rest of the schema is the application's to read and write (battles are updated, for one).
         assert app.execute(
             "SELECT has_table_privilege('battles_battle', 'UPDATE'), "

@@ -7,17 +7,20 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from ranking.compute import reliability_rounds
+from ranking import compute
+from ranking.compute import Method, board_compute, reliability_rounds
 from ranking.estimators import (
     aggregate_cells,
     bootstrap_intervals,
     crowd_bootstrap,
     crowd_cells,
+    crowd_sandwich,
     fit_bradley_terry,
     fit_crowd_bt,
 )
 from ranking.estimators.crowd import MIN_OVERLAP, unreliable_share
 from ranking.estimators.synthetic import crowd_campaign, discordant_pairs
+from ranking.policy import VoteArrays
 
 THETA = np.linspace(-0.8, 0.8, 10)  # ten competitors, neighbours 0.18 logits (31 points) apart
 SEEDS = range(16)
@@ -186,3 +189,62 @@ def test_a_fit_that_finds_most_votes_unreliable_is_flagged() -> None:
     for kind in ("random", "adversarial"):
         _, _, _, cc_ok, fit_ok = fits(kind, 0)
         assert unreliable_share(cc_ok, fit_ok) < 0.3
+
+
+def test_the_rater_sandwich_agrees_with_the_rater_bootstrap_and_covers() -> None:
+    """The analytic interval of large reliability boards (``crowd_sandwich``: clustered by rater, the weights held
+    at their estimates). Against the rater bootstrap on one campaign with 20% random raters: standard errors
+    within 25% (measured 1.06-1.19 times the bootstrap's over three seeds and three kinds of raters at 100
+    rounds). Coverage of the true centred scores over 40 honest campaigns (6 competitors, 30 raters, 1,200 votes):
+    in [0.9, 1] (measured 0.96 over 100 campaigns; the rater bootstrap's 0.91 in the test above)."""
+    _, _, _, cc, fit = fits("random", 2, n_raters=20, n_votes=1500)
+    boot = crowd_bootstrap(cc, fit, rounds=40, seed=0)
+    sandwich = crowd_sandwich(cc, fit)
+    assert sandwich.method == "rater_sandwich" and sandwich.se is not None and sandwich.samples.shape[0] == 0
+    ratio = sandwich.se / boot.samples.std(axis=0, ddof=1)
+    assert 0.75 < float(np.median(ratio)) < 1.25, ratio
+    assert np.allclose(sandwich.upper - fit.scores, fit.scores - sandwich.lower)
+    theta = np.linspace(-0.6, 0.6, 6)
+    truth = 400 / np.log(10) * (theta - theta.mean()) + 1000
+    hits = []
+    for seed in range(40):
+        _, _, _, cc, fit = fits("honest", 100 + seed, theta=theta, n_raters=30, n_votes=1200)
+        iv = crowd_sandwich(cc, fit)
+        hits.extend((iv.lower <= truth) & (truth <= iv.upper))
+    assert 0.9 <= np.mean(hits) <= 1.0
+
+
+def test_large_reliability_boards_get_the_sandwich_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ``RELIABILITY_BOOTSTRAP_CELLS`` (rater, pair) cells the board's intervals are the sandwich's, named in
+    extra and on every row; at or below it the rater bootstrap's, with its rounds. Same scores either way."""
+    c = crowd_campaign(np.random.default_rng(4), THETA, n_raters=20, n_votes=3000, kind="random")
+    m = c.a.shape[0]
+    zeros = np.zeros(m, dtype=np.int64)
+    votes = VoteArrays(
+        vote_id=np.arange(m),
+        left=c.a + 1,
+        right=c.b + 1,
+        outcome=c.outcome,
+        decision_ms=zeros + 5000,
+        rater=c.rater + 100,
+        prompt=np.arange(m),
+        category=zeros,
+        categories=("",),
+        identity=np.zeros(m, dtype=bool),
+        style_left=np.zeros((m, 4)),
+        style_right=np.zeros((m, 4)),
+    )
+    ids = np.arange(1, THETA.shape[0] + 1)
+    method = Method(rounds=20, min_votes=10)
+    boards = {}
+    for limit in (0, 10**6):
+        monkeypatch.setattr(compute, "RELIABILITY_BOOTSTRAP_CELLS", limit)
+        boards[limit] = board_compute(votes, ids, {}, method, view="reliability")
+    large, small = boards[0], boards[10**6]
+    assert large.extra["reliability_interval"]["chosen"] == "rater_sandwich" and "bootstrap_rounds" not in large.extra
+    assert small.extra["reliability_interval"]["chosen"] == "rater_bootstrap" and small.extra["bootstrap_rounds"] == 20
+    assert {r["interval_method"] for r in large.rows} == {"rater_sandwich"}
+    assert {r["interval_method"] for r in small.rows} == {"rater_bootstrap"}
+    width = {k: np.array([r["upper"] - r["lower"] for r in b.rows]) for k, b in boards.items()}
+    assert [r["score"] for r in large.rows] == [r["score"] for r in small.rows]
+    assert 0.7 < float(np.median(width[0] / width[10**6])) < 1.4

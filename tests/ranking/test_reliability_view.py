@@ -85,6 +85,8 @@ def test_reliability_view_down_weights_an_adversary(acme, bob, alice_client, cha
     assert api.status_code == 200
     body = api.json()
     assert body["view"] == "reliability" and body["extra"]["raters"][0]["rater_id"] == evil.pk
+    chosen = body["extra"]["reliability_interval"]["chosen"]  # a small board: the bootstrap, named
+    assert chosen == body["method"]["interval"] == body["rows"][0]["interval_method"] == "rater_bootstrap"
     assert alice_client.get(reverse("leaderboard", args=[campaign.pk]) + "?view=nonsense").status_code == 400
     assert charlie_client.get(reverse("leaderboard", args=[campaign.pk]) + "?view=reliability").status_code == 404
 

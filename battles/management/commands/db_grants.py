@@ -18,7 +18,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
 # Tables the application may only SELECT from and INSERT into.
-APPEND_ONLY_TABLES = ("battles_vote", "battles_judgeverdict", "ranking_attributejudgement")
+APPEND_ONLY_TABLES = (
+    "battles_vote",
+    "battles_judgeverdict",
+    "ranking_attributejudgement",
+    # The vote log's copy the rankings read (written by a trigger on battles_vote, as the inserting role).
+    "ranking_logvote",
+    "ranking_logprompt",
+)
 
 
 class Command(BaseCommand):
