@@ -533,6 +533,8 @@ class PromotionDecision(models.Model):
         if not self._state.adding:
             raise PromotionDecisionAppendOnlyError("A promotion's decisions are never updated.")
         super().save(*args, **kwargs)
+
+
 class LogPrompt(models.Model):
     """One (campaign, prompt hash, category) of the vote log: the key ``LogVote`` rows name, so that the log's
     narrow copy holds integers only. Written by the database (the trigger of migration 0010), never edited."""
