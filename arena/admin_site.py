@@ -69,6 +69,7 @@ CONSOLE_GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("raters.webhookendpoint", "URLs the platform POSTs events to (owners only)."),
             ("raters.webhookdelivery", "Each webhook delivery and its outcome."),
             ("battles.experiment", "Sticky A/B assignment of your own units, over the API."),
+            ("ranking.promotion", "A board's winner rolled out through an experiment in stages, watched on the board."),
         ),
     ),
     (
@@ -78,6 +79,7 @@ CONSOLE_GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("raters.membership", "Who belongs to them, and their role (owner, manager, rater, viewer)."),
             ("raters.raterpool", "Groups of raters; a campaign names the pools that may vote in it."),
             ("raters.invitation", "Links that add raters to a pool."),
+            ("raters.raterattribute", "Raters' attributes (expertise, language...): the segments of the boards."),
             ("raters.auditevent", "Every change made in the console or over the API (read-only)."),
         ),
     ),

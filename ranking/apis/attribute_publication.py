@@ -9,7 +9,7 @@ from django.http import Http404
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -57,7 +57,9 @@ def _attribute_publication(board: AttributeBoard) -> dict[str, Any]:
 
 
 class AttributePublicationApi(APIView):
-    parser_classes = [JSONParser]
+    # A JSON body sets the options; a POST with none (or an empty form, as before ``listed`` existed) publishes
+    # with the defaults. A form's "listed" is a string, which the strict field refuses (400).
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
 
     @extend_schema(
         operation_id="attribute_board_publication_read",

@@ -29,15 +29,10 @@ from raters.services import webhook_event_emit
 from raters.tenancy import TenantTask, organization_scope, scopes_disabled
 
 from .. import selectors
-from ..board_planning import planning_compute
-from ..board_position import position_compute
-from ..board_quality import quality_blocks
-from ..board_robustness import robustness_block
-from ..board_validation import validation_block
+from ..board_analyses import board_analyses
 from ..compute import Method, board_compute, elo_compute, per_vote_note
 from ..models import LeaderboardSnapshot
 from ..policy import PER_VOTE_MAX, RELIABILITY_MAX, VoteArrays, sample_mask, sample_rate
-from ..segments import segments_compute
 from .rater_figures import _rater_figures_warm
 from .rater_flags import rater_flags_check_task
 
@@ -128,23 +123,26 @@ def leaderboards_recompute(*, campaign_id: int) -> list[LeaderboardSnapshot]:
                 prompts=of(log.prompts),
             )
             extra = dict(board.extra)
-            if view == LeaderboardSnapshot.View.RAW:
-                extra["robustness"] = robustness_block(subset, of(sample), competitor_ids, labels, method)
             if view != LeaderboardSnapshot.View.RAW and per_vote.votes < subset.votes:
                 extra["per_vote_sample"] = per_vote_note(per_vote.votes, subset.votes)
             if view == LeaderboardSnapshot.View.RAW:
-                extra["position"], extra["pair_frequency"] = position_compute(subset, competitor_ids, labels, method)
-            if view == LeaderboardSnapshot.View.RAW:  # separability and the cyclic share: raw boards only
-                extra.update(quality_blocks(subset, competitor_ids, board.rows, method))
+                extra.update(
+                    board_analyses(
+                        subset,
+                        of(sample),
+                        competitor_ids,
+                        labels,
+                        method,
+                        board,
+                        overall=category == "",
+                        kept=log.kept,
+                        attributes=rater_attributes,
+                    )
+                )
             if category == "" and view == LeaderboardSnapshot.View.RAW:
                 extra["elo"], extra["elo_order"] = elo_compute(sample, competitor_ids, labels, method)
-                extra["planning"] = planning_compute(subset, competitor_ids, board.rows, board.extra, method)
                 if len(sample) < subset.votes:
                     extra["elo_sample"] = per_vote_note(len(sample), subset.votes)
-                extra["validation"] = validation_block(sample, subset.votes, competitor_ids, method)
-                extra["segments"] = segments_compute(
-                    sample, competitor_ids, labels, method, kept=log.kept, attributes=rater_attributes
-                )
             drafts.append(
                 LeaderboardSnapshot(
                     organization_id=campaign.organization_id,

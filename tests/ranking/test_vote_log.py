@@ -6,13 +6,14 @@ computation the recompute ran before."""
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from battles.models import Campaign, Prompt
+from ranking.board_analyses import OVERALL_BOARD_ANALYSES, RAW_BOARD_ANALYSES, board_analyses
 from ranking.compute import Method, board_compute, elo_compute
 from ranking.policy import VoteArrays, VoteLog, sample_mask, vote_log_from_arrays
 from ranking.selectors import exclusion_policy_for, vote_arrays, vote_log
@@ -106,7 +107,14 @@ def _per_vote_snapshots(campaign: Campaign) -> dict[tuple[str, str], Any]:
         (name, kept.category == code) for code, name in enumerate(kept.categories)
     ]:
         for view in ("raw", "style", "reliability"):
-            out[(category, view)] = board_compute(kept.subset(mask), ids, labels, method, view=view)  # type: ignore[arg-type]
+            votes = kept.subset(mask)
+            board = board_compute(votes, ids, labels, method, view=view)  # type: ignore[arg-type]
+            if view == "raw":  # the board analyses, from every vote too (no rater has attributes here)
+                analyses = board_analyses(
+                    votes, votes, ids, labels, method, board, overall=category == "", kept=len(kept), attributes={}
+                )
+                board = replace(board, extra={**board.extra, **analyses})
+            out[(category, view)] = board
     out[("elo", "")] = elo_compute(kept, ids, labels, method)
     return out
 
@@ -120,7 +128,8 @@ def _per_vote_snapshots(campaign: Campaign) -> dict[tuple[str, str], Any]:
 )
 def test_snapshots_from_the_counts_equal_those_from_every_vote(log_board, settings):
     """Every snapshot the recompute writes from the grouped log (raw, style, reliability; overall and per
-    category; Elo) is exactly the one computed from every vote one by one: rows, pairwise table, extra."""
+    category; Elo) is exactly the one computed from every vote one by one: rows, pairwise table, extra, the
+    board analyses included."""
     Campaign.objects.filter(pk=log_board.pk).update(**settings)
     log_board.refresh_from_db()
     expected = _per_vote_snapshots(log_board)
@@ -134,6 +143,8 @@ def test_snapshots_from_the_counts_equal_those_from_every_vote(log_board, settin
         assert snapshot.rows == board.rows, (snapshot.category, snapshot.view)
         assert snapshot.pairwise == board.pairwise, (snapshot.category, snapshot.view)
         assert extra == board.extra, (snapshot.category, snapshot.view)
+        analyses = RAW_BOARD_ANALYSES + (OVERALL_BOARD_ANALYSES if snapshot.category == "" else ())
+        assert (snapshot.view == "raw") == all(key in extra for key in analyses)
         assert "per_vote_sample" not in extra
     shown = [s for s in snapshots if s.view == "style" and s.category == ""][0]
     assert not shown.extra.get("style_withheld") and any("score" in row for row in shown.rows)

@@ -34,7 +34,10 @@ from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
-UNSCOPED = {"raters.Organization"}  # the tenant itself; everything else that is ours is tenant-owned
+# The tenant itself; and the vote log's narrow copy (ranking.LogVote, LogPrompt), written by a database trigger
+# and read by the recompute through SQL for one campaign id (ranking/selectors/arrays.py), never through the ORM
+# by a request: everything else that is ours is tenant-owned.
+UNSCOPED = {"raters.Organization", "ranking.LogVote", "ranking.LogPrompt"}
 
 
 def _tenant_models() -> list[type[models.Model]]:
@@ -240,6 +243,7 @@ CROSS_TENANT_TASKS = {
     "raters.tasks.webhook_deliveries_due_task",  # tests/raters/test_webhooks.py runs it without a scope
     "battles.tasks.participants_time_out_task",  # tests/battles/test_study.py runs it without a scope
     "raters.tasks.webhook_deliveries_purge_task",  # tests/raters/test_webhook_retention.py: without a scope
+    "ranking.tasks.promotions_check_task",  # tests/ranking/test_promotions.py runs it without a scope
 }
 
 
