@@ -137,12 +137,15 @@ class PromotionListApi(generics.ListAPIView[Promotion]):
         tags=["experiments"],
     )
     def post(self, request: Request) -> Response:
+        writable = experiments_writable_by(_principal(request))
+        if not writable.exists():  # a rater, a viewer, a read key: nothing to promote in, before the body
+            raise ApiNotFound("No such experiment.")
         body = PromotionInput(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         try:
             experiment = experiment_by_key(
-                experiments_writable_by(_principal(request)),
+                writable,
                 key=data["experiment"],
                 organization=data.get("organization"),
             )

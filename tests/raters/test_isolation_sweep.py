@@ -36,7 +36,13 @@ from battles.services import (
 )
 from battles.tasks import export_job_run_task
 from ranking.models import AttributeBoard, AttributeEntity, AttributeRun, LeaderboardSnapshot
-from ranking.services import attribute_run_execute, attribute_run_start, judge_run_settle, leaderboards_recompute
+from ranking.services import (
+    attribute_run_execute,
+    attribute_run_start,
+    judge_run_settle,
+    leaderboards_recompute,
+    promotion_start,
+)
 from raters.models import AuditEvent, Invitation, WebhookEndpoint
 from raters.services import api_key_create, invitation_create, webhook_endpoint_create, webhook_event_emit
 from tests.battles.judge_world import judge_make
@@ -59,11 +65,19 @@ PUBLIC_ROUTES = {
     "api-docs",
     "api-webhooks",
     "api-attribute-boards",
+    "api-promotions",
+    *("ranking:board-index", "api-public-board-index"),
 }
+# The public index of published boards is public by design: it lists only boards their organisation listed
+# (tests/ranking/test_board_index.py), and none is published here, so it must name nothing of Acme's.
+PUBLIC_INDEX_ROUTES = {"ranking:board-index", "api-public-board-index"}
 # The read API's leaderboard and attribute-board routes are not namespaced (ranking/api_urls.py).
-MANAGER_ROUTES_PREFIXES = ("api:", "ranking:", "leaderboard", "api-attribute")
+MANAGER_ROUTES_PREFIXES = (
+    *("api:", "ranking:", "leaderboard", "api-attribute"),
+    *("api-campaign", "api-promotion", "api-leaderboards"),
+)
 # Lists of what the caller may read: empty for a rater.
-CALLERS_LISTS = ("api:campaigns", "api:experiments", "api:judges", "api-attribute-boards")
+CALLERS_LISTS = ("api:campaigns", "api:experiments", "api:judges", "api-attribute-boards", "api-promotions")
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,7 @@ class World:
     study: Study
     attribute_board: AttributeBoard
     attribute_run: AttributeRun
+    promotion_id: int
 
 
 def _value(world: World, route: Route, param: str) -> list[Any]:
@@ -128,6 +143,7 @@ def _value(world: World, route: Route, param: str) -> list[Any]:
         "slug": ["not-a-published-board"],
         "board_id": [world.attribute_board.pk],
         "other_id": [world.attribute_run.pk],
+        "promotion_id": [world.promotion_id],
     }
     if param not in values:
         pytest.fail(f"the isolation sweep does not know how to fill {param!r} of {route.name}: add it to _value")
@@ -173,8 +189,9 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
     )  # fmt: skip
     export_job_run_task(str(job.pk), organization_id=acme.organization.pk)
     experiment = Experiment.objects.create(organization=acme.organization, key="checkout-model", campaign=acme.campaign)
-    Variant.objects.create(experiment=experiment, name="a", competitor=acme.left)
-    Variant.objects.create(experiment=experiment, name="b", competitor=acme.right)
+    promoted = Variant.objects.create(experiment=experiment, name="a", competitor=acme.left)
+    baseline = Variant.objects.create(experiment=experiment, name="b", competitor=acme.right)
+    promotion = promotion_start(experiment=experiment, variant=promoted, baseline=baseline, actor=None)
     answers = (
         ShadowAnswer(model="gateway-a", version="1", text="One.", output_tokens=2, finish_reason="stop", latency_s=0.1),
         ShadowAnswer(model="gateway-b", version="1", text="Two.", output_tokens=2, finish_reason="stop", latency_s=0.1),
@@ -219,6 +236,7 @@ def world(acme: Tenant, globex: Tenant, bob: User, bob_client: Client, settings:
         study,
         board,
         attribute_run,
+        promotion.pk,
     )
 
 
@@ -268,8 +286,8 @@ def test_an_anonymous_visitor_is_sent_to_log_in_and_sees_no_data(world: World):
     for route in all_routes():
         if route.name == "raters:invitation":
             continue  # the invitation page shows a logged-out invitee what they are invited to
-        if route.name in ("api-schema", "api-docs"):
-            # The API's description is public and names no tenant's data.
+        if route.name in ("api-schema", "api-docs", *PUBLIC_INDEX_ROUTES):
+            # The API's description and the index of listed boards are public and name no tenant's data.
             assert secret not in _body(client.get(reverse(route.name)))
             continue
         for url in _urls(world, route) if route.params else [reverse(route.name)]:
@@ -284,7 +302,7 @@ def test_an_anonymous_visitor_is_sent_to_log_in_and_sees_no_data(world: World):
 def test_a_rater_is_refused_every_managers_page(world: World, bob: User):
     client = login(bob)
     for route in all_routes():
-        if not route.name.startswith(MANAGER_ROUTES_PREFIXES):
+        if not route.name.startswith(MANAGER_ROUTES_PREFIXES) or route.name in PUBLIC_INDEX_ROUTES:
             continue
         for url in _urls(world, route):
             response = client.get(url)
@@ -455,7 +473,7 @@ def test_a_rater_cannot_write_through_any_managers_route(world: World, bob: User
     client = login(bob)
     before = _state()
     for route in all_routes():
-        if not route.name.startswith(MANAGER_ROUTES_PREFIXES):
+        if not route.name.startswith(MANAGER_ROUTES_PREFIXES) or route.name in PUBLIC_INDEX_ROUTES:
             continue
         for url in _urls(world, route) if route.params else [reverse(route.name)]:
             for method in ("post", "put", "patch", "delete"):
