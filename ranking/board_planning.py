@@ -20,6 +20,10 @@ from .policy import VoteArrays
 POWER = 0.8
 # Each bisection step solves a k x k system: beyond this many shown competitors the block says so instead.
 MAX_COMPETITORS = 400
+# Only decisive votes tell two competitors apart: a board whose every fitted vote is a tie has no rate to plan by.
+ALL_TIES_REASON = (
+    "every fitted vote so far is a tie: no decisive vote to plan from (the rate of ties is unknown below 1)"
+)
 
 
 def board_tie_rate(votes: VoteArrays, method: Method) -> float | None:
@@ -55,6 +59,8 @@ def planning_compute(
     block["tie_rate"] = None if tie_rate is None else round(tie_rate, 4)
     if len(shown) < 2 or tie_rate is None:
         return {**block, "reason": "fewer than two competitors are shown: no race to separate"}
+    if tie_rate >= 1.0:
+        return {**block, "reason": ALL_TIES_REASON}
     if len(shown) > MAX_COMPETITORS:
         return {**block, "reason": f"more than {MAX_COMPETITORS} shown competitors: not planned on every recompute"}
     first, second = shown[0], shown[1]

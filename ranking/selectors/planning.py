@@ -59,6 +59,8 @@ def campaign_plan(
     }
     if competitors < 2:
         return {**out, "plan": None, "reason": "fewer than two competitors: no pair to plan for"}
+    if tie_rate >= 1.0:  # the board's own rate (a given one is below 1): decisive votes are what a plan counts
+        return {**out, "plan": None, "reason": "every vote on the board so far is a tie: give a tie_rate to plan with"}
     plan = plan_for(
         competitors=competitors, margin=margin, tie_rate=tie_rate, ties=ties, confidence=confidence, power=power
     )

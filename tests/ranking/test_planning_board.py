@@ -107,3 +107,32 @@ def test_leaderboard_page_and_dashboard_show_the_plan(planned, alice_client: Cli
     assert f"{block['uniform']['additional']} more battles spread evenly" in page
     refused = alice_client.get(dashboard, {"margin": "many"}).content.decode()
     assert 'id="planner-margin"' not in refused and "errorlist" in refused
+
+
+def test_a_campaign_of_ties_only_gets_its_boards_and_a_reason_instead_of_a_plan(acme: Tenant, bob: User) -> None:
+    """Every vote a tie (a tie rate of 1): the recompute still writes the boards (the planner used to raise and
+    take the whole recompute with it), the board's block says why there is no plan, and the plan API asked with
+    the board's defaults gives that reason (a given tie rate still plans)."""
+    campaign = acme.campaign
+    votes_write(
+        campaign=campaign,
+        pool=acme.pool,
+        raters=[bob],
+        prompts=list(Prompt.objects.filter(campaign=campaign)),
+        competitors=[acme.left, acme.right],
+        strengths=(1.0, 1.0),
+        n=60,
+        tie_rate=1.0,
+    )
+    Campaign.objects.filter(pk=campaign.pk).update(ranking_min_votes=10, ranking_bootstrap_rounds=10, min_decision_ms=0)
+    leaderboards_recompute(campaign_id=campaign.pk)
+    block = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="raw").extra["planning"]
+    assert block["tie_rate"] == 1.0 and "every fitted vote so far is a tie" in block["reason"]
+    assert "uniform" not in block
+    url = reverse("api-campaign-plan", args=[campaign.pk])
+    body = api_client(acme.organization).get(url, {"margin": 30}).json()
+    assert body["plan"] is None and "every vote on the board so far is a tie" in body["reason"]
+    given = api_client(acme.organization).get(url, {"margin": 30, "tie_rate": 0.5}).json()
+    assert (
+        given["plan"]["battles_for_margin"] == plan_uniform(competitors=2, margin=30.0, tie_rate=0.5).battles_for_margin
+    )
