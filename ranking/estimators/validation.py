@@ -23,7 +23,7 @@ verdicts use its log-loss), and the same over decisive held-out votes only, with
 conditioned on a decisive outcome (``P(left) / (P(left) + P(right))``), which compares the strengths
 alone. A difference between two candidates comes with the standard error of the mean per-vote
 difference of their losses (paired over the same held-out votes); the best is "distinguishable" only
-when the interval of that difference excludes zero.
+when the interval of that difference excludes zero and the difference is at least ``MIN_DIFFERENCE``.
 
 Competitors without a training vote (new in the held-out part) are predicted at the prior's centre, an
 average competitor (every fit here has a prior, so its strength is defined and equal to 0); their
@@ -122,6 +122,11 @@ class Candidate:
         }
 
 
+# A difference under this (nats a vote; 0.0000 as the page prints it) is never called distinguishable: where every
+# held-out vote gives the same difference (every one a tie, say) its standard error is 0 and rounding noise would.
+MIN_DIFFERENCE = 5e-5
+
+
 @dataclass(frozen=True)
 class Difference:
     """Mean per-vote loss of ``runner_up`` minus ``best`` (positive: best predicts better)."""
@@ -133,7 +138,7 @@ class Difference:
 
     @property
     def distinguishable(self) -> bool:
-        return self.lower > 0.0
+        return self.lower > 0.0 and self.difference >= MIN_DIFFERENCE
 
     def as_dict(self) -> dict[str, Any]:
         return {

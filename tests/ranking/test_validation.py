@@ -151,12 +151,20 @@ def test_davidson_with_style_refits_davidson_exactly_and_recovers_a_planted_effe
 def test_edge_cases_all_ties_no_ties_one_sided_and_unseen_competitors() -> None:
     rng, a, b = pairs(5, m=400, n=3)
     # All ties: nothing to fit with ties dropped, no decisive held-out vote to score.
-    report = validate_models(a, b, np.full(400, TIE), n_competitors=3)
+    left, right = simulate_style_counts(rng, 400), simulate_style_counts(rng, 400)
+    report = validate_models(a, b, np.full(400, TIE), n_competitors=3, left_style=left, right_style=right)
     drop = report.candidate("drop prior 1")
     assert drop is not None and drop.skipped is not None and "no decisive votes" in drop.skipped
     half = report.candidate("half prior 1")
     assert half is not None and half.three_way is not None and half.decisive is None
     assert report.test_decisive_votes == 0
+    # Every held-out vote gives the same loss difference (standard error 0): a difference that prints as 0.0000
+    # (Davidson with and without style, both forecasting a tie) is no verdict, only rounding noise.
+    for question in ("style", "prior"):
+        comparison = report.comparison(question)
+        assert comparison is not None and comparison.three_way is not None
+        assert abs(comparison.three_way.difference) < 5e-5 and not comparison.distinguishable
+        assert comparison.verdict.startswith("no clear winner")
     # No ties: Davidson cannot be fitted, and says why; the others are compared.
     one_sided = np.where(a < b, LEFT_WINS, RIGHT_WINS)  # a strict order: every record one-sided
     report = validate_models(a, b, one_sided, n_competitors=3)
