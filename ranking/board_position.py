@@ -65,7 +65,9 @@ def position_compute(
     a, b = competitor_codes(votes.left, votes.right, competitor_ids)
     oc = pos.oriented_counts(a, b, votes.outcome, n_competitors=max(n, 1), count=votes.count, both_bad=method.both_bad)
     total = int(round(float(oc.total.sum())))
-    ties = "davidson" if method.ties == "davidson" and float(oc.ties.sum()) > 0 else "half"
+    decisive = float(oc.wins_left.sum() + oc.wins_right.sum())
+    # Davidson's model needs ties and decisive votes both (all ties: its tie parameter diverges).
+    ties = "davidson" if method.ties == "davidson" and float(oc.ties.sum()) > 0 and decisive > 0 else "half"
     source = _computed_from(total, ties, method)
     reason = None
     if total == 0 or n < 2:

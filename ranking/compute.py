@@ -291,7 +291,8 @@ def board_compute(
         extra["tie_parameter"] = {
             "nu": round(dav.nu, 4),
             "lower": round(dav.nu_lower, 4),
-            "upper": round(dav.nu_upper, 4),
+            # Every vote a tie: nu runs off (no decisive vote bounds it) and its upper bound is not a number.
+            "upper": round(dav.nu_upper, 4) if math.isfinite(dav.nu_upper) else None,
             "tie_probability_at_equal_strength": round(dav.tie_probability_at_equal_strength, 4),
             "model": "Davidson: P(tie) = nu sqrt(pi_i pi_j) / (pi_i + pi_j + nu sqrt(pi_i pi_j))",
         }

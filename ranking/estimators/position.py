@@ -592,7 +592,10 @@ def fit_pair_frequency(
     row_weight = per_pair[pair]
     weighted = oc.weighted(row_weight)
     effective = float(votes**2 / (per_pair**2 @ count))
-    model: TieModel = ties if (ties == "half" or float(oc.ties.sum()) > 0) else "half"
+    # Davidson's tie parameter needs ties and decisive votes both (all ties: it diverges, the information is
+    # singular); without either, the half-win fit, which then gives the same scores.
+    decisive = float(oc.wins_left.sum() + oc.wins_right.sum())
+    model: TieModel = ties if (ties == "half" or (float(oc.ties.sum()) > 0 and decisive > 0)) else "half"
     base, cells = _unordered(oc, both_bad, reference)
     nm = normalisation_matrix(base.components, reference, base.bounds.centre)
     z = float(norm.ppf(0.5 + confidence / 2.0))

@@ -109,11 +109,16 @@ def test_leaderboard_page_and_dashboard_show_the_plan(planned, alice_client: Cli
     assert 'id="planner-margin"' not in refused and "errorlist" in refused
 
 
-def test_a_campaign_of_ties_only_gets_its_boards_and_a_reason_instead_of_a_plan(acme: Tenant, bob: User) -> None:
+@pytest.mark.parametrize("ties", ["half", "davidson"])
+def test_a_campaign_of_ties_only_gets_its_boards_and_a_reason_instead_of_a_plan(
+    acme: Tenant, bob: User, alice_client: Client, ties: str
+) -> None:
     """Every vote a tie (a tie rate of 1): the recompute still writes the boards (the planner used to raise and
-    take the whole recompute with it), the board's block says why there is no plan, and the plan API asked with
-    the board's defaults gives that reason (a given tie rate still plans)."""
+    take the whole recompute with it; under Davidson's rule the pair-frequency refit's singular information and
+    the tie parameter's infinite upper bound did too), the board's block says why there is no plan, and the plan
+    API asked with the board's defaults gives that reason (a given tie rate still plans)."""
     campaign = acme.campaign
+    Campaign.objects.filter(pk=campaign.pk).update(ranking_ties=ties)
     votes_write(
         campaign=campaign,
         pool=acme.pool,
@@ -129,10 +134,17 @@ def test_a_campaign_of_ties_only_gets_its_boards_and_a_reason_instead_of_a_plan(
     block = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="raw").extra["planning"]
     assert block["tie_rate"] == 1.0 and "every fitted vote so far is a tie" in block["reason"]
     assert "uniform" not in block
+    page = alice_client.get(reverse("ranking:leaderboard", args=[campaign.pk])).content.decode()
+    assert "Not planned: every fitted vote so far is a tie" in page
+    if ties == "davidson":
+        snapshot = LeaderboardSnapshot.objects.get(campaign=campaign, category="", view="raw")
+        assert snapshot.extra["tie_parameter"]["upper"] is None and "unbounded: no decisive vote yet" in page
+        assert snapshot.extra["pair_frequency"]["available"]
     url = reverse("api-campaign-plan", args=[campaign.pk])
     body = api_client(acme.organization).get(url, {"margin": 30}).json()
     assert body["plan"] is None and "every vote on the board so far is a tie" in body["reason"]
     given = api_client(acme.organization).get(url, {"margin": 30, "tie_rate": 0.5}).json()
     assert (
-        given["plan"]["battles_for_margin"] == plan_uniform(competitors=2, margin=30.0, tie_rate=0.5).battles_for_margin
+        given["plan"]["battles_for_margin"]
+        == plan_uniform(competitors=2, margin=30.0, tie_rate=0.5, ties=ties).battles_for_margin
     )

@@ -125,6 +125,15 @@ def test_all_ties_and_no_votes_are_not_estimable():
     # All ties under the pair weights: every score at the centre, the weighted fit the unweighted one.
     f = pos.fit_pair_frequency(ties, shown=np.ones(3, dtype=bool))
     assert np.allclose(f.weighted.scores, 1000) and np.allclose(f.unweighted.scores, 1000)
+    # The same under Davidson's tie rule (its tie parameter diverges without a decisive vote: the half-win fit,
+    # whose scores are the same, rather than a singular matrix), and the board's blocks say which rule they used.
+    f = pos.fit_pair_frequency(ties, shown=np.ones(3, dtype=bool), ties="davidson")
+    assert np.allclose(f.weighted.scores, 1000) and np.allclose(f.unweighted.scores, 1000)
+    ids = np.arange(11, 14, dtype=np.int64)
+    votes = vote_arrays_of(np.array([0, 1, 2, 1] * 10), np.array([1, 0, 1, 2] * 10), np.full(40, TIE))
+    position, frequency = position_compute(votes, ids, {}, Method(ties="davidson", min_votes=5))
+    assert position["reason"] == pos.NO_DECISIVE_REASON and position["computed_from"]["ties"] == "half a win each side"
+    assert frequency["available"] and {r["weighted"]["score"] for r in frequency["rows"]} == {1000.0}
 
 
 def test_a_one_sided_side_record_has_an_open_side():
