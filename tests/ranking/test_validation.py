@@ -229,4 +229,5 @@ def test_the_recompute_stores_it_on_the_overall_raw_board_and_the_api_and_page_s
     assert all(c["three_way"]["log_loss"] > 0 for c in block["candidates"] if not c["skipped"])
     html = alice_client.get(f"/leaderboard/{campaign.pk}/").content.decode()
     assert "Held-out validation" in html and "davidson prior 1" in html
+    assert 'id="validation-names"' in html and "(this board: ties half, prior 1, no style)" in " ".join(html.split())
     assert all(c["verdict"] in html for c in block["comparisons"])
