@@ -244,6 +244,16 @@ def _render(
         ],
     }
     if snapshot is not None:
+        # An analysis that failed on these votes (ranking/board_analyses.py) is named once, with its reason, in
+        # place of its section (this request's copy of the snapshot only; the API keeps the block as stored).
+        context["failed_analyses"] = [
+            (key, block.get("reason", ""))
+            for key, block in snapshot.extra.items()
+            if isinstance(block, dict) and block.get("failed")
+        ]
+        if context["failed_analyses"]:
+            failed = {key for key, _ in context["failed_analyses"]}
+            snapshot.extra = {key: value for key, value in snapshot.extra.items() if key not in failed}
         # The log's votes now, as the dashboard and the API count them (gold ones said apart), beside the
         # version's own count (a snapshot ranks the votes outside gold battles that it read).
         context["votes"] = vote_counts(campaign_id=campaign.pk)
@@ -355,7 +365,7 @@ def _render(
 def board_index(request: HttpRequest) -> HttpResponse:
     """The public index of published boards: those their organisations published and listed, each with the
     content hashes of its entities and attributes (``selectors.public_board_index``). No login."""
-    response = render(request, "ranking/public_index.html", {"index": selectors.public_board_index()})
+    response = render(request, "ranking/public_index.html", {"index": selectors.public_board_index_cached()})
     response["Cache-Control"] = "no-store"  # unpublishing or unlisting takes effect at once
     return response
 

@@ -86,4 +86,4 @@ class PublicBoardIndexApi(APIView):
         ],
     )
     def get(self, request: Request) -> Response:
-        return Response(BoardIndexOutput(selectors.public_board_index()).data)
+        return Response(BoardIndexOutput(selectors.public_board_index_cached()).data)

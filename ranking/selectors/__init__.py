@@ -36,7 +36,7 @@ from .attribute_boards import (
     attribute_runs_compare,
     judge_writable_by,
 )
-from .board_index import HASH_METHOD, canonical_json, content_hash, public_board_index
+from .board_index import HASH_METHOD, canonical_json, content_hash, public_board_index, public_board_index_cached
 from .board_quality import BoardSide, board_comparisons_for_page, board_side, boards_compared
 from .dashboard import (
     CADENCE_WINDOW_DAYS,
@@ -115,6 +115,7 @@ __all__ = [
     "canonical_json",
     "content_hash",
     "public_board_index",
+    "public_board_index_cached",
     # board_quality
     "BoardSide",
     "board_comparisons_for_page",

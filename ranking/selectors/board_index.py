@@ -10,6 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.core.cache import cache
 from django.urls import reverse
 
 from raters.tenancy import organization_scope, scopes_disabled
@@ -169,3 +170,29 @@ def public_board_index() -> dict[str, Any]:
         "truncated": len(publications) > INDEX_MAX or len(boards) > INDEX_MAX,
         "hash_method": HASH_METHOD,
     }
+
+
+# How old the index may be: each entry's version and hashes follow the board's recomputes within this long.
+INDEX_CACHE_S = 30
+
+
+def public_board_index_cached() -> dict[str, Any]:
+    """``public_board_index``, read from the shared cache when the set of listed boards is the same as when it
+    was built and it is at most ``INDEX_CACHE_S`` old: the index is public and unthrottled, and building it
+    reads every listed board. Keyed by the listed boards' ids and addresses (two small queries), so a board
+    listed, unlisted or withdrawn changes the key at once: nothing unlisted is ever served from the cache."""
+    with scopes_disabled():
+        listed = (
+            list(BoardPublication.objects.filter(listed=True).order_by("pk").values_list("pk", "slug")),
+            list(
+                AttributeBoard.objects.filter(public_slug__isnull=False, public_listed=True)
+                .order_by("pk")
+                .values_list("pk", "public_slug")
+            ),
+        )
+    key = "ranking:public-board-index:" + content_hash(listed)
+    found = cache.get(key)
+    if found is None:
+        found = public_board_index()
+        cache.set(key, found, INDEX_CACHE_S)
+    return found  # type: ignore[no-any-return]

@@ -8,13 +8,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from battles.models import Competitor
 from ranking import services
 from ranking.models import LeaderboardSnapshot
-from ranking.selectors import content_hash
+from ranking.selectors import board_index, content_hash
 from tests.conftest import Tenant
 from tests.factories import CampaignFactory
 
@@ -110,7 +112,9 @@ def test_only_published_and_listed_boards_appear(acme: Tenant, globex: Tenant, a
     assert Client().get(reverse("ranking:board-public", args=[listed.slug])).status_code == 200
 
 
-def test_the_hashes_are_stable_recomputable_and_change_with_an_entity(acme: Tenant, alice: Any) -> None:
+def test_the_hashes_are_stable_recomputable_and_change_with_an_entity(acme: Tenant, alice: Any, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The index's cache set aside (entries at most INDEX_CACHE_S old: the next test): the hashes as computed.
+    monkeypatch.setattr(board_index, "INDEX_CACHE_S", 0)
     snapshot_for(acme)
     publication, _ = services.board_publish(campaign=acme.campaign, actor=alice, listed=True)
     first = index()["boards"][0]
@@ -162,3 +166,18 @@ def test_an_attribute_board_is_listed_through_its_publication_api(acme: Tenant, 
     texts = [{"position": e.position, "label": e.label, "text": e.text} for e in board.entities.order_by("position")]
     assert entry["entities_hash"] == content_hash(texts)
     assert client.delete(url).status_code == 204 and index()["boards"] == []
+
+
+def test_the_index_is_served_from_the_cache_until_the_listed_boards_change(acme: Tenant, alice: Any) -> None:
+    """Public and unthrottled, so built once and shared: a second request reads only which boards are listed;
+    unlisting one changes that at once, so it is never served from the cache after."""
+    snapshot_for(acme)
+    listed, _ = services.board_publish(campaign=acme.campaign, actor=alice, listed=True)
+    url = reverse("api-public-board-index")
+    assert listed.slug in Client().get(url).content.decode()
+    with CaptureQueriesContext(connection) as again:
+        assert listed.slug in Client().get(url).content.decode()
+    assert len(again.captured_queries) <= 3  # the two lists of listed boards (and nothing per board)
+    services.board_publish(campaign=acme.campaign, actor=alice)  # published again, not listed
+    assert listed.slug not in Client().get(url).content.decode()
+    assert acme.campaign.name not in Client().get(reverse("ranking:board-index")).content.decode()
