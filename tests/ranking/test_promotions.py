@@ -315,6 +315,10 @@ def test_the_board_offers_its_leader_for_promotion_to_managers_only(
     url = reverse("ranking:leaderboard", args=[acme.campaign.pk])
     page = alice_client.get(url).content.decode()
     assert 'id="promote"' in page and "Promote candidate</a>" in page and "watched against production" in page
+    # Two competitors, 60 votes at odds of 2 to 1: is the lead settled? The page says so when it is not.
+    overall = LeaderboardSnapshot.objects.filter(campaign=acme.campaign, category="", view="raw").latest("version")
+    leader = next(row for row in overall.rows if not row["hidden"])
+    assert ('id="promote-unsettled"' in page) == (leader["rank_worst"] > 1)
     link = re.search(r'href="([^"]*/ranking/promotion/add/\?[^"]*)"', page)
     assert link is not None
     form = alice_client.get(link.group(1).replace("&amp;", "&")).content.decode()
