@@ -527,8 +527,10 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
     campaign = _managed_campaign(request, campaign_id)
     labels = selectors.competitor_labels(campaign=campaign)
     competitors = list(campaign.competitors.filter(gold=False).order_by("pk").values_list("pk", "active"))
-    # The log's counts (per day, per bin, per pair, in all) from one scan.
-    counts = selectors.dashboard_counts(campaign=campaign)
+    # The log's counts (per day, per bin, per pair, in all) and, unless cached, the per-rater figures: from
+    # one read of the log on PostgreSQL (dashboard_log; elsewhere None, and the selectors' SQL).
+    log = selectors.dashboard_log(campaign_id=campaign.pk)
+    counts = selectors.dashboard_counts(campaign=campaign, log=log)
     coverage = counts.coverage
     # Active competitors and retired ones that fought: the matrix shows what the board stands on.
     met = {cid for pair in coverage for cid in pair}
@@ -544,7 +546,8 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         None,
     )
     # The per-rater figures may be the latest computed while a worker refreshes them: the page says so.
-    served = services.rater_reports_serve(campaign=campaign)
+    served = services.rater_reports_serve(campaign=campaign, log=log)
+    del log  # the page keeps only what it shows
     reports = served.reports
     # The chart shows the raters a manager should look at first: flagged, then the least accurate on
     # gold, then the least agreeing (unknowns last).

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import numpy as np
 from django.db import connection
 from django.db.models import Count
 from django.db.models.functions import TruncDate
+from numpy.typing import NDArray
 
 from battles.models import Battle, Campaign, Competitor, Vote
 
-from .arrays import _packed_columns
 from .leaderboards import competitor_names
+from .raters import _PG_EPOCH_US, dashboard_log
 from .statistics import _window
 
 # Decision-time histogram bins, in seconds (the last is open-ended): fine where raters decide, coarse after.
@@ -115,11 +117,13 @@ class DashboardCounts:
     gold: int
 
 
-def dashboard_counts(*, campaign: Campaign) -> DashboardCounts:
+def dashboard_counts(*, campaign: Campaign, log: dict[str, NDArray[Any]] | None = None) -> DashboardCounts:
     """``day_series``, ``decision_time_histogram``, ``pair_coverage`` and the log's votes (gold ones said
-    apart), the same numbers, from one packed read of the log on PostgreSQL (an index-only scan of its
-    covering index, migration ranking 0017) counted in numpy, where the separate selectors scan the log four
-    times. Elsewhere, those selectors."""
+    apart), the same numbers, from one packed read of the log on PostgreSQL (``dashboard_log``: an index-only
+    scan of its covering index, migration ranking 0017) counted in numpy, where the separate selectors scan the log four
+    times (``log``: that read, made already). Elsewhere, those selectors."""
+    if log is not None:
+        return dashboard_counts_of(log)
     if connection.vendor != "postgresql":
         votes, raters = day_series(campaign=campaign)
         total = Vote.objects.filter(campaign=campaign).count()
@@ -127,17 +131,16 @@ def dashboard_counts(*, campaign: Campaign) -> DashboardCounts:
         return DashboardCounts(
             votes, raters, decision_time_histogram(campaign=campaign), pair_coverage(campaign=campaign), total, gold
         )
-    sql = (
-        f"SELECT id, rater_id::int4, created_at, decision_ms::int4, source = 'gold', ({_LO})::int4, ({_HI})::int4 "
-        f"FROM {Vote._meta.db_table} WHERE campaign_id = {int(campaign.pk)}"
-    )
-    log = _packed_columns(
-        sql,
-        [("id", ">i8"), ("rater", ">i4"), ("at", "timestamptz"), ("decision_ms", ">i4"), ("gold", "?")]
-        + [("lo", ">i4"), ("hi", ">i4")],
-    )
+    found = dashboard_log(campaign_id=campaign.pk)
+    assert found is not None  # PostgreSQL
+    return dashboard_counts_of(found)
+
+
+def dashboard_counts_of(log: dict[str, NDArray[Any]]) -> DashboardCounts:
+    """``dashboard_counts`` of a log read by ``dashboard_log`` (PostgreSQL), counted in numpy."""
+    at = log["at_us"] - _PG_EPOCH_US
     # UTC days: timestamptz_send counts microseconds from 2000-01-01 UTC, a midnight.
-    day = np.floor_divide(log["at"], 86_400 * 1_000_000)
+    day = np.floor_divide(at, 86_400 * 1_000_000)
     keys, n = np.unique((day << 32) | log["rater"].astype(np.int64), return_counts=True)
     days, first = np.unique(keys >> 32, return_index=True)
     per_day = np.add.reduceat(n, first) if n.size else n

@@ -271,10 +271,13 @@ def _rater_figures_sql(campaign: Campaign) -> RaterFigures:
     return activity, _median_decision_s(campaign), _rater_agreement(campaign)
 
 
-def rater_figures_cached(*, campaign: Campaign) -> tuple[OnLog[RaterFigures] | None, list[Any]]:
+def rater_figures_cached(
+    *, campaign: Campaign, mark: list[Any] | None = None
+) -> tuple[OnLog[RaterFigures] | None, list[Any]]:
     """The campaign's per-rater figures cached for the log as it stands, else the latest ones computed on
-    an earlier state of it (older mark), else None; with the log's current mark (``_on_log_cached``)."""
-    return _on_log_cached(campaign.pk, RATER_FIGURES, [])
+    an earlier state of it (older mark), else None; with the log's current mark (``_on_log_cached``;
+    ``mark``: the log's, known already, e.g. ``log_mark_of(dashboard_log(...))``)."""
+    return _on_log_cached(campaign.pk, RATER_FIGURES, [], mark)
 
 
 def rater_figures_at(*, campaign: Campaign, mark: list[Any]) -> OnLog[RaterFigures] | None:
@@ -282,18 +285,29 @@ def rater_figures_at(*, campaign: Campaign, mark: list[Any]) -> OnLog[RaterFigur
     return _on_log_entry(cache.get(_log_key(RATER_FIGURES, campaign.pk, [], mark)))
 
 
-def rater_figures_compute(*, campaign: Campaign) -> OnLog[RaterFigures]:
+def rater_figures_compute(*, campaign: Campaign, log: dict[str, NDArray[Any]] | None = None) -> OnLog[RaterFigures]:
     """The per-rater figures of the log as it stands, computed now (one snapshot of the log) and cached
-    under its state and as the campaign's latest."""
+    under its state and as the campaign's latest. On PostgreSQL from ``log`` (``dashboard_log``: the view
+    read it already), else from a read of it now."""
     if connection.vendor != "postgresql":
         return _on_log_compute(campaign.pk, RATER_FIGURES, [], lambda: _rater_figures_sql(campaign))
     # The log's mark from the same read as the figures (the votes, the largest id and its time): one scan.
+    if log is None:
+        with _log_snapshot():
+            log = _rater_log_packed(campaign.pk)
+    return _on_log_store(campaign.pk, RATER_FIGURES, [], rater_figures_of_arrays(log), log_mark_of(log))
+
+
+def dashboard_log(*, campaign_id: int) -> dict[str, NDArray[Any]] | None:
+    """The campaign's log as the dashboard reads it (``_rater_log_packed``), in one snapshot; None elsewhere
+    than PostgreSQL (the dashboard's selectors then group in SQL)."""
+    if connection.vendor != "postgresql":
+        return None
     with _log_snapshot():
-        log = _rater_log_packed(campaign.pk)
-    return _on_log_store(campaign.pk, RATER_FIGURES, [], rater_figures_of_arrays(log), _packed_mark(log))
+        return _rater_log_packed(campaign_id)
 
 
-def _packed_mark(log: dict[str, NDArray[Any]]) -> list[Any]:
+def log_mark_of(log: dict[str, NDArray[Any]]) -> list[Any]:
     """``log_cache._log_mark`` of the log read by ``_rater_log_packed``."""
     if log["id"].shape[0] == 0:
         return [0, 0, ""]
@@ -400,7 +414,8 @@ _PG_EPOCH_US = 946_684_800 * 1_000_000
 
 def _rater_log_packed(campaign_id: int) -> dict[str, NDArray[Any]]:
     """Every vote of the campaign (gold ones too) as arrays: id, rater, time (integer microseconds since the
-    epoch, as PostgreSQL stores it: exact), decision time and whether gold; one scan of the log. Then, under
+    epoch, as PostgreSQL stores it: exact), decision time, whether gold and its pair (lower competitor id
+    first: the dashboard's counts, ``dashboard_counts_of``); one scan of the log. Then, under
     ``shared``, the votes on shared battles only (gold ones aside), with their item (a dense code of
     ``item_key``) and verdict with sides normalised by competitor id (0 the lower id wins, 1 the higher, 2 tie,
     3 both bad): the copies of shared battles (an ``item_key``) and the battles they copy (whose id is a
@@ -408,11 +423,12 @@ def _rater_log_packed(campaign_id: int) -> dict[str, NDArray[Any]]:
     partial index on ``item_key`` finds them."""
     c = int(campaign_id)
     sql = (
-        f"SELECT id, rater_id::int4, created_at, decision_ms::int4, source = 'gold' "
-        f"FROM {Vote._meta.db_table} WHERE campaign_id = {c}"
+        f"SELECT id, rater_id::int4, created_at, decision_ms::int4, source = 'gold', LEAST(left_id, right_id)::int4, "
+        f"GREATEST(left_id, right_id)::int4 FROM {Vote._meta.db_table} WHERE campaign_id = {c}"
     )
     fields = [("id", ">i8"), ("rater", ">i4"), ("at_us", "timestamptz"), ("decision_ms", ">i4"), ("gold", "?")]
-    columns = _packed_columns(sql, fields)
+    fields += [("lo", ">i4"), ("hi", ">i4")]
+    columns = _packed_columns(sql, fields, hashed=True)
     columns["at_us"] = columns["at_us"] + _PG_EPOCH_US
     battles, votes = Battle._meta.db_table, Vote._meta.db_table
     columns_sql = f"SELECT v.id, v.rater_id::int4, ({_CATEGORY_SQL})::int2, COALESCE(b.item_key, b.id)"
@@ -425,7 +441,7 @@ def _rater_log_packed(campaign_id: int) -> dict[str, NDArray[Any]]:
         f"{columns_sql} FROM ({keys}) k JOIN {battles} b ON b.id = k.item_key AND b.item_key IS NULL "
         f"JOIN {votes} v ON v.battle_id = b.id WHERE b.campaign_id = {c} AND v.source <> 'gold'"
     )
-    on_items = _packed_columns(shared, [("id", ">i8"), ("rater", ">i4"), ("cat", ">i2"), ("item", "|V16")])
+    on_items = _packed_columns(shared, [("id", ">i8"), ("rater", ">i4"), ("cat", ">i2"), ("item", "|V16")], hashed=True)
     halves = on_items.pop("item").view(np.int64).reshape(-1, 2)
     order = np.lexsort((halves[:, 1], halves[:, 0]))
     new_item = np.ones(order.shape[0], dtype=bool)

@@ -190,8 +190,9 @@ def test_the_packed_rater_figures_equal_the_sql_definitions(acme: Tenant, bob: U
     """The per-rater figures from one packed read grouped in numpy (what the dashboard computes on PostgreSQL)
     are exactly those of the SQL aggregates that define them, on a log with their edge cases: votes at the same
     instant (ordered by id), a gap of exactly the session limit (counted) and one a microsecond over (not),
-    odd and even counts for the median, gold votes (counted in pace, left out of agreement), copies of a shared item with the sides swapped (one verdict), a copy of a battle that has no
-    key of its own (its id is the item) and items nobody shares."""
+    odd and even counts for the median, gold votes (counted in pace, left out of agreement), copies of a shared
+    item with the sides swapped (one verdict), a copy of a battle that has no key of its own (its id is the
+    item) and items nobody shares."""
     assert rater_selectors.rater_figures_of_arrays(rater_selectors._rater_log_packed(acme.campaign.pk)) == ({}, {}, {})
     carol, dan = UserFactory.create(), UserFactory.create()
     c = third(acme)
@@ -220,7 +221,7 @@ def test_the_packed_rater_figures_equal_the_sql_definitions(acme: Tenant, bob: U
     packed = rater_selectors.rater_figures_of_arrays(rater_selectors._rater_log_packed(acme.campaign.pk))
     assert packed == rater_selectors._rater_figures_sql(acme.campaign)
     log = rater_selectors._rater_log_packed(acme.campaign.pk)
-    assert rater_selectors._packed_mark(log) == log_cache._log_mark(acme.campaign.pk)
+    assert rater_selectors.log_mark_of(log) == log_cache._log_mark(acme.campaign.pk)
     activity, medians, agreement = packed
     # bob: 7.001 s (a session's first), 0 (same instant), the exact limit, then a new session's 0.001 s.
     assert activity[bob.pk][:2] == (4, 7.001 + 0 + rater_selectors.SESSION_GAP_S + 0.001)
