@@ -491,7 +491,8 @@ def rater_figures_of_arrays(log: dict[str, NDArray[Any]]) -> RaterFigures:
         for k, n, total, lo, hi in zip(raters, ends - starts + 1, totals, t[starts], t[ends], strict=True)
     }
     # Median decision time: percentile_cont(0.5), the mean of the two middle values of an even count.
-    order = np.lexsort((decision_ms, rater))
+    # One sort of one int64 key (rater above, decision time below: both non-negative and under 2**31).
+    order = np.argsort((rater << 32) | decision_ms.astype(np.int64))
     values = decision_ms[order].astype(np.float64)
     counts = ends - starts + 1  # the same runs of raters (the same sort key first)
     low, high = values[starts + (counts - 1) // 2], values[starts + counts // 2]
