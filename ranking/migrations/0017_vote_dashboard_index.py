@@ -5,7 +5,8 @@ votes). With this index (the campaign, the vote id, and the columns the dashboar
 those scans from the index alone (an index-only scan, once autovacuum has marked the log's pages visible:
 an append-only log is vacuumed after inserts). PostgreSQL only: elsewhere nothing is created.
 
-It is the ranking app's read path on the battles app's table, hence raw SQL here and no model index.
+It is the ranking app's read path on the battles app's table, hence raw SQL here and no model index. Built
+CONCURRENTLY (the migration is not atomic), so that a large log keeps taking votes meanwhile.
 """
 
 from typing import Any
@@ -14,10 +15,10 @@ from django.db import migrations
 
 INDEX = "vote_dashboard_cover"
 CREATE = (
-    f"CREATE INDEX IF NOT EXISTS {INDEX} ON battles_vote (campaign_id, id) "
+    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX} ON battles_vote (campaign_id, id) "
     "INCLUDE (rater_id, created_at, decision_ms, source, left_id, right_id)"
 )
-DROP = f"DROP INDEX IF EXISTS {INDEX}"
+DROP = f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}"
 
 
 def forward(apps: Any, schema_editor: Any) -> None:
@@ -31,6 +32,8 @@ def backward(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
+    atomic = False
+
     dependencies = [
         ("ranking", "0016_listed_boards"),
         ("battles", "0031_experiment_rollout"),

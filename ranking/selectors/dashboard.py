@@ -1,7 +1,8 @@
 """The managers' dashboard: per-day series, pair coverage, decision times and the cadence check (its
-per-rater reports: ``raters``). Every figure is an SQL aggregate over the vote log (grouped in the
-database; what comes back is one row per day, pair, bin or rater), so the page costs a few grouped scans
-at a million votes."""
+per-rater reports: ``raters``). Each selector is an SQL aggregate over the vote log (grouped in the
+database; what comes back is one row per day, pair, bin or rater): the API's and other databases' path. On
+PostgreSQL the page reads the log once instead (``raters.dashboard_log``, packed, from a covering index) and
+counts it in numpy (``dashboard_counts_of``): the same numbers, one scan."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """Per-rater figures from the vote log: the quality report (agreement on shared items, the outlier test, gold
 accuracy: ``rater_quality``) and the managers' dashboard's per-rater reports (pace, decision time,
 agreement, gold accuracy, flags: ``rater_reports``). The figures from the log are cached per state of the
-log (``log_cache``); gold accuracy, flags and names are read afresh. The dashboard's figures are SQL
-aggregates over the vote log (grouped in the database: one row per rater comes back)."""
+log (``log_cache``); gold accuracy, flags and names are read afresh. The dashboard's figures are defined
+by SQL aggregates over the vote log (``_rater_figures_sql``, the path elsewhere than PostgreSQL); on
+PostgreSQL they are computed in numpy from one packed read of the log (``dashboard_log``,
+``rater_figures_of_arrays``): the same numbers."""
 
 from __future__ import annotations
 

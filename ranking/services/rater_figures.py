@@ -1,6 +1,7 @@
 """The per-rater figures (the managers' dashboard, its CSV, the rater-report API): stale-while-revalidate.
 
-Computing them sorts the whole log (about 23 s at a million votes), and any new vote changes them. A view
+Computing them reads the whole log (about 1 s at a million votes on PostgreSQL, from one packed read; 23 s
+when they were SQL sorts), and any new vote changes them. A view
 that finds them cached for the log as it stands uses them; one that finds only older ones (the latest
 computed) serves those, labelled with their age, and queues one refresh; with nothing cached, or with
 no broker to queue on, the request computes them itself."""
