@@ -10,6 +10,7 @@ arena_bench_dashboard; ranking_e2e's loader), then times:
   floor       SELECT COUNT(*), AVG(decision_ms) over the campaign's votes (one scan of the log)
   per-day     votes and active raters per UTC day
   coverage    voted battles per pair
+  counts, one read   per-day, coverage, histogram and vote counts from the page's one read of the log
   histogram   decision times in bins
   raters      per-rater reports (pace over active time, median decision, gold accuracy, agreement)
   cadence     pairs of active competitors under the threshold in 7 days
@@ -24,7 +25,9 @@ arena_bench_dashboard; ranking_e2e's loader), then times:
               the loaded log stays as it is
 
 Every other figure is timed with the cache emptied first. It prints each in seconds with its ratio to
-the floor. Target: the page under 10 s at a million votes.
+the floor. Goal (issue 23.3): the page opens in at most 2 s at a million votes, fresh (nothing cached).
+The log is vacuumed after the load, as autovacuum leaves an append-only log, so that the dashboard's read
+is an index-only scan of the covering index (migration ranking 0017).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ranking_e2e import load, setup_django  # noqa: E402
+
+GOAL_S = 2.0  # issue 23.3: the dashboard at a million votes opens in <= 2 s fresh
 
 
 def timed(fn: Callable[[], Any], repeat: int = 2, cold: bool = True) -> float:
@@ -80,7 +85,7 @@ def run(*, votes: int, competitors: int, days: int) -> dict[str, float]:
     print(f"campaign {campaign_id}: {votes:,} votes, {competitors} competitors, {days} days "
           f"(ready in {time.perf_counter() - started:.0f} s)")  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE battles_vote")
+        cursor.execute("VACUUM ANALYZE battles_vote")
 
     def floor() -> None:
         with connection.cursor() as cursor:
@@ -106,6 +111,7 @@ def run(*, votes: int, competitors: int, days: int) -> dict[str, float]:
                 lambda: (selectors.votes_per_day(campaign=campaign), selectors.active_raters_per_day(campaign=campaign))
             ),
             "coverage": timed(lambda: selectors.pair_coverage(campaign=campaign)),
+            "counts, one read": timed(lambda: selectors.dashboard_counts(campaign=campaign)),
             "histogram": timed(lambda: selectors.decision_time_histogram(campaign=campaign)),
             "raters": timed(lambda: selectors.rater_reports(campaign=campaign)),
             "cadence": timed(lambda: selectors.cadence(campaign=campaign)),
@@ -120,8 +126,10 @@ def run(*, votes: int, competitors: int, days: int) -> dict[str, float]:
     base = results["floor"]
     for name, seconds in results.items():
         print(f"{name:18s} {seconds:8.2f} s   {seconds / base:6.1f} x floor")
-    verdict = "met" if results["page"] <= 10 else "NOT met"
-    print(f"target (page <= 10 s at {votes:,} votes, computed afresh): {verdict}; a view of the same log again "
+    verdict = "met" if results["page"] <= GOAL_S else "NOT met"
+    print(f"goal: the page <= {GOAL_S:g} s at {votes:,} votes, fresh (cold cache): {results['page']:.2f} s = "
+          f"{results['page'] / GOAL_S:.2f} x the goal, {results['page'] / base:.1f} x one scan of the log: {verdict}; "
+          f"a view of the same log again "
           f"{results['page, cached']:.2f} s, the first after a vote {results['page, after a vote']:.2f} s; "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     return results

@@ -19,7 +19,13 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from battles.models import Campaign, Competitor
-from battles.selectors import campaign_viewable_by, campaigns_managed_by, competitors_unavailable, vote_counts
+from battles.selectors import (
+    VoteCounts,
+    campaign_viewable_by,
+    campaigns_managed_by,
+    competitors_unavailable,
+    vote_counts,
+)
 from core.http import AuthenticatedHttpRequest
 from core.spreadsheet import csv_row
 from raters.models import FLAG_IN_FORCE, RaterFlag
@@ -531,13 +537,17 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
     campaign = _managed_campaign(request, campaign_id)
     labels = selectors.competitor_labels(campaign=campaign)
     competitors = list(campaign.competitors.filter(gold=False).order_by("pk").values_list("pk", "active"))
-    coverage = selectors.pair_coverage(campaign=campaign)
+    # The log's counts (per day, per bin, per pair, in all) and, unless cached, the per-rater figures: from
+    # one read of the log on PostgreSQL (dashboard_log; elsewhere None, and the selectors' SQL).
+    log = selectors.dashboard_log(campaign_id=campaign.pk)
+    counts = selectors.dashboard_counts(campaign=campaign, log=log)
+    coverage = counts.coverage
     # Active competitors and retired ones that fought: the matrix shows what the board stands on.
     met = {cid for pair in coverage for cid in pair}
     ids = [cid for cid, active in competitors if active or cid in met]
     index = {cid: i for i, cid in enumerate(ids)}
     matrix = {(index[a], index[b]): n for (a, b), n in coverage.items() if a in index and b in index}
-    histogram = selectors.decision_time_histogram(campaign=campaign)
+    histogram = counts.histogram
     bins = [(f"{lo:g}–{hi:g}" if hi is not None else f"≥ {lo:g}", float(n)) for lo, hi, n in histogram]
     minimum_s = campaign.min_decision_ms / 1000
     # Where the minimum falls on the bin axis (bins are uneven, so interpolate within its bin).
@@ -546,7 +556,8 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         None,
     )
     # The per-rater figures may be the latest computed while a worker refreshes them: the page says so.
-    served = services.rater_reports_serve(campaign=campaign)
+    served = services.rater_reports_serve(campaign=campaign, log=log)
+    del log  # the page keeps only what it shows
     reports = served.reports
     # The chart shows the raters a manager should look at first: flagged, then the least accurate on
     # gold, then the least agreeing (unknowns last).
@@ -565,7 +576,7 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         .select_related("rater", "created_by")
         .order_by("-created_at")
     )
-    votes_per_day = selectors.votes_per_day(campaign=campaign)
+    votes_per_day, raters_per_day = counts.votes_per_day, counts.raters_per_day
     svg = {
         "votes": charts.bar_chart(
             [(_day(d), float(n)) for d, n in votes_per_day],
@@ -576,7 +587,7 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
             empty="No votes yet.",
         ),
         "raters": charts.bar_chart(
-            [(_day(d), float(n)) for d, n in selectors.active_raters_per_day(campaign=campaign)],
+            [(_day(d), float(n)) for d, n in raters_per_day],
             chart_id="chart-raters",
             title="Active raters per day (UTC)",
             unit="raters",
@@ -625,7 +636,7 @@ def campaign_dashboard(request: AuthenticatedHttpRequest, campaign_id: int) -> H
         # Each chart is built by ranking.charts from numbers and escaped names: markup of our own.
         "svg": {name: mark_safe(markup) for name, markup in svg.items()},  # noqa: S308
         # The log's votes, gold ones said apart (battles.selectors.vote_counts: the board and the API count so).
-        "votes": vote_counts(campaign_id=campaign.pk),
+        "votes": VoteCounts(total=counts.votes, gold=counts.gold),
         "rater_figures": served,
         "reports": reports[:DASHBOARD_TABLE_RATERS],
         "reports_total": len(reports),

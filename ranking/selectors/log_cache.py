@@ -91,6 +91,12 @@ def _on_log_compute(campaign_id: int, name: str, parts: list[Any], compute: Call
     with _log_snapshot():
         mark = _log_mark(campaign_id)
         value = compute()
+    return _on_log_store(campaign_id, name, parts, value, mark)
+
+
+def _on_log_store(campaign_id: int, name: str, parts: list[Any], value: V, mark: list[Any]) -> OnLog[V]:
+    """``value``, computed for the log at ``mark`` (in one snapshot with it: ``_log_snapshot``), stored under
+    that state's key and as the latest."""
     found = OnLog(value=value, mark=mark, computed_at=datetime.now(UTC))
     # Plain tuples in the cache: an entry stays readable across a deploy that changes the class.
     entry = (found.value, found.mark, found.computed_at.isoformat())
@@ -117,10 +123,17 @@ def _log_extends(campaign_id: int, earlier: list[Any], now: list[Any]) -> bool:
     return found is not None and found.isoformat() == at
 
 
-def _on_log_cached(campaign_id: int, name: str, parts: list[Any]) -> tuple[OnLog[Any] | None, list[Any]]:
+def _on_log_cached(
+    campaign_id: int, name: str, parts: list[Any], mark: list[Any] | None = None
+) -> tuple[OnLog[Any] | None, list[Any]]:
     """The figure cached for the log as it stands; else the latest one, computed on an earlier state of
-    this log (the caller tells them apart by their mark); else None. With the log's current mark."""
-    mark = _log_mark(campaign_id)
+    this log (the caller tells them apart by their mark); else None. With the log's current mark; with
+    nothing cached (no latest entry: each computation stores one), ``[]`` and the log's mark is not read
+    (the caller computes the figure, with its own mark). ``mark``: the log's, when the caller knows it."""
+    if mark is None:
+        if cache.get(_log_key(name, campaign_id, parts, None)) is None:
+            return None, []
+        mark = _log_mark(campaign_id)
     found = _on_log_entry(cache.get(_log_key(name, campaign_id, parts, mark)))
     if found is not None:
         return found, mark

@@ -1,6 +1,7 @@
 """The per-rater figures (the managers' dashboard, its CSV, the rater-report API): stale-while-revalidate.
 
-Computing them sorts the whole log (about 23 s at a million votes), and any new vote changes them. A view
+Computing them reads the whole log (about 1 s at a million votes on PostgreSQL, from one packed read; 23 s
+when they were SQL sorts), and any new vote changes them. A view
 that finds them cached for the log as it stands uses them; one that finds only older ones (the latest
 computed) serves those, labelled with their age, and queues one refresh; with nothing cached, or with
 no broker to queue on, the request computes them itself."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from celery import shared_task
 from django.core.cache import cache
@@ -88,13 +90,17 @@ def _rater_figures_warm(campaign_id: int) -> None:
         logger.warning("campaign %s: the per-rater figures' refresh was not queued", campaign_id, exc_info=True)
 
 
-def rater_reports_serve(*, campaign: Campaign, rater_ids: list[int] | None = None) -> selectors.RaterReports:
+def rater_reports_serve(
+    *, campaign: Campaign, rater_ids: list[int] | None = None, log: dict[str, Any] | None = None
+) -> selectors.RaterReports:
     """The rater reports for a view (the dashboard, the API): the figures from the log cached for its
     current state; else the latest ones computed (labelled: ``as_of``, ``votes_behind``, ``refreshing``)
     while one refresh is queued; else (nothing cached, or the broker down) computed in the request, as
     current. Gold accuracy, flags and names are always read afresh. (The CSV wants the log as it stands:
-    ``selectors.rater_reports``.)"""
-    figures, mark = selectors.rater_figures_cached(campaign=campaign)
+    ``selectors.rater_reports``.) ``log``: the log as the dashboard read it (``selectors.dashboard_log``,
+    PostgreSQL): its mark is not read again, and figures computed here are computed from it."""
+    known = selectors.log_mark_of(log) if log is not None else None
+    figures, mark = selectors.rater_figures_cached(campaign=campaign, mark=known)
     refreshing = False
     if figures is not None and figures.mark != mark:
         try:
@@ -112,7 +118,7 @@ def rater_reports_serve(*, campaign: Campaign, rater_ids: list[int] | None = Non
             current = selectors.rater_figures_at(campaign=campaign, mark=mark)
             figures, refreshing = (current, False) if current is not None else (figures, True)
     if figures is None:
-        figures = selectors.rater_figures_compute(campaign=campaign)
+        figures = selectors.rater_figures_compute(campaign=campaign, log=log)
         mark = figures.mark
     return selectors.rater_reports_of(
         campaign=campaign, figures=figures, log_votes=int(mark[0]), refreshing=refreshing, rater_ids=rater_ids

@@ -7,11 +7,13 @@ from __future__ import annotations
 import csv
 import io
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -21,13 +23,16 @@ from ranking.quality import quality_report
 from ranking.selectors import (
     active_raters_per_day,
     cadence,
+    dashboard_counts,
     decision_time_histogram,
+    log_cache,
     pair_coverage,
     rater_reports,
     vote_arrays,
     vote_items,
     votes_per_day,
 )
+from ranking.selectors import raters as rater_selectors
 from raters.models import RaterFlag, Role
 from tests.conftest import Tenant, api_client, login
 from tests.factories import CompetitorFactory, MembershipFactory, ModelEndpointFactory, UserFactory
@@ -152,6 +157,77 @@ def test_rater_agreement_in_sql_equals_the_quality_report(acme: Tenant, bob: Use
         else:
             assert report.agreement == pytest.approx(row["agreement"])
     assert next(r for r in reports if r.rater_id == lone.pk).agreement is None
+
+
+def test_the_dashboards_counts_in_one_read_equal_the_separate_selectors(acme: Tenant, bob: User) -> None:
+    """``dashboard_counts`` (one packed read on PostgreSQL) gives what the four selectors give: votes and raters
+    per UTC day (a vote a microsecond before midnight and one at midnight fall on two days), the histogram (a
+    decision exactly on an edge goes up), pairs whatever the sides (gold left out) and the votes, gold apart."""
+    empty = dashboard_counts(campaign=acme.campaign)
+    assert (empty.votes, empty.gold, empty.votes_per_day, empty.coverage) == (0, 0, [], {})
+    assert [n for _, _, n in empty.histogram] == [0] * len(empty.histogram)
+    carol = UserFactory.create()
+    c = third(acme)
+    midnight = datetime(2026, 11, 3, tzinfo=UTC)
+    vote_at(acme, rater=bob, left=acme.left, right=acme.right, at=midnight - timedelta(microseconds=1))
+    vote_at(acme, rater=bob, left=acme.right, right=acme.left, at=midnight, decision_ms=2_000)
+    vote_at(acme, rater=carol, left=c, right=acme.left, at=midnight + timedelta(hours=5), decision_ms=999)
+    vote_at(acme, rater=carol, left=acme.left, right=c, at=midnight, decision_ms=300_000, gold_expected="left")
+    counts = dashboard_counts(campaign=acme.campaign)
+    day1, day2 = midnight.date() - timedelta(days=1), midnight.date()
+    assert counts.votes_per_day == votes_per_day(campaign=acme.campaign) == [(day1, 1), (day2, 3)]
+    assert counts.raters_per_day == active_raters_per_day(campaign=acme.campaign) == [(day1, 1), (day2, 2)]
+    assert counts.histogram == decision_time_histogram(campaign=acme.campaign)
+    assert {lo: n for lo, _, n in counts.histogram if n} == {0.0: 1, 2.0: 1, 5.0: 1, 300.0: 1}
+    low, high = sorted([acme.left.pk, acme.right.pk])
+    assert counts.coverage == pair_coverage(campaign=acme.campaign)
+    assert counts.coverage[(low, high)] == 2 and sum(counts.coverage.values()) == 3
+    assert (counts.votes, counts.gold) == (4, 1)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the packed read is PostgreSQL's")
+def test_the_packed_rater_figures_equal_the_sql_definitions(acme: Tenant, bob: User) -> None:
+    """The per-rater figures from one packed read grouped in numpy (what the dashboard computes on PostgreSQL)
+    are exactly those of the SQL aggregates that define them, on a log with their edge cases: votes at the same
+    instant (ordered by id), a gap of exactly the session limit (counted) and one a microsecond over (not),
+    odd and even counts for the median, gold votes (counted in pace, left out of agreement), copies of a shared
+    item with the sides swapped (one verdict), a copy of a battle that has no key of its own (its id is the
+    item) and items nobody shares."""
+    assert rater_selectors.rater_figures_of_arrays(rater_selectors._rater_log_packed(acme.campaign.pk)) == ({}, {}, {})
+    carol, dan = UserFactory.create(), UserFactory.create()
+    c = third(acme)
+    t0 = NOW - timedelta(days=2, microseconds=333)
+    limit = timedelta(seconds=rater_selectors.SESSION_GAP_S)
+    u1, u2 = uuid.uuid4(), uuid.uuid4()
+
+    def vote(rater: User, at: datetime, **kw: Any) -> None:
+        vote_at(acme, rater=rater, left=kw.pop("left", acme.left), right=kw.pop("right", acme.right), at=at, **kw)
+
+    vote(bob, t0, decision_ms=7_001, item_key=u1)
+    vote(bob, t0, decision_ms=3_001, choice="right")  # the same instant
+    vote(bob, t0 + limit, decision_ms=9_999, gold_expected="left")
+    vote(bob, t0 + 2 * limit + timedelta(microseconds=1), decision_ms=1, item_key=u2, choice="tie")
+    vote(carol, t0 + timedelta(microseconds=17), decision_ms=4_000, item_key=u1, left=acme.right, right=acme.left,
+         choice="right")  # fmt: skip
+    vote(carol, t0 + timedelta(minutes=3), decision_ms=5_500, item_key=u2, left=c, right=acme.left, choice="tie")
+    original = vote_at(acme, rater=carol, left=c, right=acme.right, at=t0 + timedelta(minutes=4), decision_ms=900,
+                       choice="both_bad")  # fmt: skip
+    # dan's copy of carol's battle: its item_key is that battle's id (the original has no key of its own).
+    vote(dan, t0 + timedelta(hours=2), decision_ms=5_000, left=c, right=acme.right, choice="both_bad",
+         item_key=original.battle_id)  # fmt: skip
+    vote(carol, t0 + timedelta(minutes=5), decision_ms=12_345, item_key=uuid.uuid4())  # an item nobody shares
+    vote(dan, t0 + timedelta(hours=1), decision_ms=2_000, gold_expected="right", choice="right")
+    vote(dan, t0 + timedelta(hours=1, seconds=10), decision_ms=2_500, gold_expected="left")
+    packed = rater_selectors.rater_figures_of_arrays(rater_selectors._rater_log_packed(acme.campaign.pk))
+    assert packed == rater_selectors._rater_figures_sql(acme.campaign)
+    log = rater_selectors._rater_log_packed(acme.campaign.pk)
+    assert rater_selectors.log_mark_of(log) == log_cache._log_mark(acme.campaign.pk)
+    activity, medians, agreement = packed
+    # bob: 7.001 s (a session's first), 0 (same instant), the exact limit, then a new session's 0.001 s.
+    assert activity[bob.pk][:2] == (4, 7.001 + 0 + rater_selectors.SESSION_GAP_S + 0.001)
+    assert medians == {bob.pk: 5.001, carol.pk: 4.75, dan.pk: 2.5}
+    # u1: bob's left-wins and carol's swapped right-wins agree; u2: bob's tie and carol's tie agree.
+    assert agreement == {bob.pk: (2, 2, 2), carol.pk: (3, 3, 3), dan.pk: (1, 1, 1)}
 
 
 def test_rater_reports_for_some_raters_only(acme: Tenant, bob: User) -> None:
