@@ -27,9 +27,15 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """How many times each heavy computation ran."""
+    """How many times each heavy computation ran ("activity": the per-rater figures, by SQL or, on PostgreSQL,
+    from the packed read of the log)."""
     calls = {"quality": 0, "activity": 0}
     real_quality, real_activity = quality.quality_report, rater_selectors._rater_activity
+    real_of_arrays = rater_selectors.rater_figures_of_arrays
+
+    def of_arrays(*args: Any) -> Any:
+        calls["activity"] += 1
+        return real_of_arrays(*args)
 
     def quality_report(**kwargs: Any) -> dict[str, Any]:
         calls["quality"] += 1
@@ -41,6 +47,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
     monkeypatch.setattr(rater_selectors, "quality_report", quality_report)
     monkeypatch.setattr(rater_selectors, "_rater_activity", activity)
+    monkeypatch.setattr(rater_selectors, "rater_figures_of_arrays", of_arrays)
     return calls
 
 
