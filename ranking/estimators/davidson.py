@@ -212,6 +212,9 @@ def fit_davidson(
         normalisation=_normalisation_label(reference, bounds),
         ties="davidson",
     )
+    # Without a decisive vote nu has no upper bound: eta's se is huge and its exp overflows to inf on purpose.
+    with np.errstate(over="ignore"):
+        nu_lower, nu_upper = float(np.exp(eta - z * eta_se)), float(np.exp(eta + z * eta_se))
     return DavidsonResult(
         scores=scores,
         lower=lower,
@@ -222,8 +225,8 @@ def fit_davidson(
         n_components=n_comp,
         battles=battles,
         nu=nu,
-        nu_lower=float(np.exp(eta - z * eta_se)),
-        nu_upper=float(np.exp(eta + z * eta_se)),
+        nu_lower=nu_lower,
+        nu_upper=nu_upper,
         tie_probability_at_equal_strength=nu / (2.0 + nu),
         iterations=iterations,
         converged=converged,
