@@ -194,3 +194,21 @@ def vote_at(
 def third(acme: Tenant, name: str = "third", *, active: bool = True) -> Competitor:
     endpoint = ModelEndpointFactory.create(organization=acme.organization, name=name)
     return CompetitorFactory.create(campaign=acme.campaign, endpoint=endpoint, version_label="1", active=active)
+
+
+def left_leads(acme: Tenant, rater: User, *, n: int, seed: int, min_votes: int) -> None:
+    """``n`` votes by ``rater`` between Acme's two competitors, the left one twice as strong, and the campaign
+    set to recompute them fast (sandwich intervals, few rounds, no decision-time floor)."""
+    votes_write(
+        campaign=acme.campaign,
+        pool=acme.pool,
+        raters=[rater],
+        prompts=list(Prompt.objects.filter(campaign=acme.campaign)),
+        competitors=[acme.left, acme.right],
+        strengths=(2.0, 1.0),
+        n=n,
+        seed=seed,
+    )
+    Campaign.objects.filter(pk=acme.campaign.pk).update(
+        ranking_min_votes=min_votes, ranking_bootstrap_rounds=10, ranking_interval="sandwich", min_decision_ms=0
+    )

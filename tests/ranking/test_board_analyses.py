@@ -7,31 +7,18 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from battles.models import Campaign, Prompt
 from ranking import board_analyses
 from ranking.board_analyses import OVERALL_BOARD_ANALYSES, RAW_BOARD_ANALYSES
 from ranking.services import leaderboards_recompute
 from tests.conftest import Tenant, api_client
 
-from .synth import votes_write
+from .synth import left_leads
 
 pytestmark = pytest.mark.django_db
 
 
 def test_a_failing_analysis_costs_its_own_block_only(acme: Tenant, bob, alice_client: Client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    votes_write(
-        campaign=acme.campaign,
-        pool=acme.pool,
-        raters=[bob],
-        prompts=list(Prompt.objects.filter(campaign=acme.campaign)),
-        competitors=[acme.left, acme.right],
-        strengths=(2.0, 1.0),
-        n=40,
-        seed=3,
-    )
-    Campaign.objects.filter(pk=acme.campaign.pk).update(
-        ranking_min_votes=10, ranking_bootstrap_rounds=10, ranking_interval="sandwich", min_decision_ms=0
-    )
+    left_leads(acme, bob, n=40, seed=3, min_votes=10)
 
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
         raise FloatingPointError("planted")

@@ -17,7 +17,7 @@ from scipy.stats import binomtest
 
 from battles import services as battle_services
 from battles.experimenting import rollout_index, unit_position, variant_index
-from battles.models import Experiment, Exposure, Prompt, Variant
+from battles.models import Experiment, Exposure, Variant
 from core.errors import Conflict, Invalid
 from ranking.models import LeaderboardSnapshot, Promotion, PromotionDecision, PromotionDecisionAppendOnlyError
 from ranking.services import leaderboards_recompute, promotion_check, promotion_start, promotion_stop, promotions_check
@@ -25,7 +25,7 @@ from raters.models import AuditEvent, Role
 from tests.conftest import Tenant, api_client, login
 from tests.factories import MembershipFactory, UserFactory
 
-from .synth import votes_write
+from .synth import left_leads
 
 pytestmark = pytest.mark.django_db
 
@@ -224,19 +224,7 @@ def test_beat_advances_a_promotion_on_a_recomputed_board(acme: Tenant, alice: Us
     promotion = promotion_start(
         experiment=experiment, variant=candidate, baseline=production, stages=STAGES, min_votes=100, actor=alice
     )
-    votes_write(
-        campaign=acme.campaign,
-        pool=acme.pool,
-        raters=[bob],
-        prompts=list(Prompt.objects.filter(campaign=acme.campaign)),
-        competitors=[acme.left, acme.right],
-        strengths=(2.0, 1.0),
-        n=150,
-        seed=4,
-    )
-    acme.campaign.__class__.objects.filter(pk=acme.campaign.pk).update(
-        ranking_min_votes=30, ranking_bootstrap_rounds=10, ranking_interval="sandwich", min_decision_ms=0
-    )
+    left_leads(acme, bob, n=150, seed=4, min_votes=30)
     leaderboards_recompute(campaign_id=acme.campaign.pk)
     assert promotions_check() == 1
     promotion.refresh_from_db()
@@ -298,19 +286,7 @@ def test_the_board_offers_its_leader_for_promotion_to_managers_only(
     add form, filled in (experiment, variant, baseline); a viewer sees no link, nor does anyone once that
     experiment has a running promotion."""
     experiment, candidate, production = rollout
-    votes_write(
-        campaign=acme.campaign,
-        pool=acme.pool,
-        raters=[bob],
-        prompts=list(Prompt.objects.filter(campaign=acme.campaign)),
-        competitors=[acme.left, acme.right],
-        strengths=(2.0, 1.0),
-        n=60,
-        seed=4,
-    )
-    acme.campaign.__class__.objects.filter(pk=acme.campaign.pk).update(
-        ranking_min_votes=10, ranking_bootstrap_rounds=10, ranking_interval="sandwich", min_decision_ms=0
-    )
+    left_leads(acme, bob, n=60, seed=4, min_votes=10)
     leaderboards_recompute(campaign_id=acme.campaign.pk)
     url = reverse("ranking:leaderboard", args=[acme.campaign.pk])
     page = alice_client.get(url).content.decode()
