@@ -49,13 +49,13 @@ class SharedClientRedisCacheClient(RedisCacheClient):
         self._clients_lock = threading.Lock()
 
     def get_client(self, key: Any = None, *, write: bool = False) -> Any:
-        pool = self._get_connection_pool(write)
+        pool = self._get_connection_pool(write)  # type: ignore[attr-defined]  # Django's own, not in its stubs
         client = self._clients.get(id(pool))
         if client is None:
             with self._clients_lock:
                 client = self._clients.get(id(pool))
                 if client is None:
-                    client = self._clients[id(pool)] = self._client(connection_pool=pool)
+                    client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]
         return client
 
 

@@ -1,6 +1,6 @@
 """The server-side cost of one vote, part by part: what a vote request does, and what it costs.
 
-    python benchmarks/vote_cost.py [--votes 300] [--cycles 100] [--profile]
+    python benchmarks/vote_cost.py [--votes 300] [--cycles 100] [--profile] [--profile-cycle]
 
 Into the PostgreSQL database named by BENCH_DATABASE_URL (default: a local database arena_bench_vote) and
 the Redis named by BENCH_REDIS_URL (default: redis://127.0.0.1:6379/15; the rate limiter's counters and
@@ -204,6 +204,11 @@ def main() -> int:
     parser.add_argument("--votes", type=int, default=300)
     parser.add_argument("--cycles", type=int, default=100, help="next + page + vote cycles from a warm buffer")
     parser.add_argument("--profile", action="store_true", help="also cProfile the votes: the top functions")
+    parser.add_argument(
+        "--profile-cycle",
+        action="store_true",
+        help="cProfile the cycles by CPU time (not wall: the machine's other jobs stretch waits, not CPU)",
+    )
     args = parser.parse_args()
     setup_django(
         os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arena_bench_vote"),
@@ -288,8 +293,11 @@ def main() -> int:
 
     # A rater's whole cycle from a warm buffer, as the load benchmark's raters do it: next, page, vote.
     cycles: dict[str, list[float]] = defaultdict(list)
+    cycle_profiler = cProfile.Profile(time.process_time) if args.profile_cycle else None
     for i in range(args.cycles):
         battle_make(args.votes + 10 + i, buffered=True)
+        if cycle_profiler is not None:
+            cycle_profiler.enable()
         t0, c0 = time.perf_counter(), time.process_time()
         response = client.post(reverse("battles:next", args=[campaign.pk]))
         t1 = time.perf_counter()
@@ -299,10 +307,16 @@ def main() -> int:
         assert page.status_code == 200 and b'name="choice"' in page.content
         voted = client.post(response["Location"] + "vote/", {"choice": "left"})
         t3, c3 = time.perf_counter(), time.process_time()
+        if cycle_profiler is not None:
+            cycle_profiler.disable()
         assert voted.status_code == 302, voted.content[:500]
         for name, seconds in (("next", t1 - t0), ("page", t2 - t1), ("vote", t3 - t2), ("cycle", t3 - t0)):
             cycles[name].append(seconds)
         cycles["cycle CPU"].append(c3 - c0)
+    if cycle_profiler is not None:
+        print(f"\nthe {args.cycles} cycles by CPU time (cProfile with process_time), top functions by own time:")
+        pstats.Stats(cycle_profiler).sort_stats("tottime").print_stats(40)
+        pstats.Stats(cycle_profiler).sort_stats("cumulative").print_stats(80)
     cycle_ms = statistics.median(cycles["cycle"]) * 1000
     cycle_cpu_ms = statistics.median(cycles["cycle CPU"]) * 1000
     print(f"\na rater's cycle from a warm buffer (median ms over {args.cycles}):")

@@ -181,14 +181,16 @@ def asgi_live_server(transactional_db: None) -> Iterator[AsgiServer]:
 
     import uvicorn
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-    from django.core.asgi import get_asgi_application
     from django.db import connections
+
+    from core.asgi import web_application
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     config = uvicorn.Config(
-        ASGIStaticFilesHandler(get_asgi_application()),
+        # arena.asgi's application, as production builds it (the stubs want Django's handler; any ASGI app serves)
+        ASGIStaticFilesHandler(web_application()),  # type: ignore[arg-type]
         host="127.0.0.1",
         port=port,
         lifespan="off",

@@ -14,7 +14,6 @@ from typing import Any
 
 import uvicorn
 from django.conf import settings
-from django.core.asgi import get_asgi_application
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
@@ -22,6 +21,7 @@ from battles.demo import DEMO_MANAGER, DEMO_PASSWORD, DEMO_RATER, demo_seed, dem
 from battles.generation_worker import generation_concurrency, generation_worker
 from battles.models import Battle, Campaign
 from battles.services import buffer_fill
+from core.asgi import web_application
 from raters.tenancy import organization_scope
 from serving.triton import TritonEnvironment, TritonEnvironmentError, TritonServer
 
@@ -194,7 +194,7 @@ class Command(BaseCommand):
                     )
                 )
                 uvicorn.run(
-                    get_asgi_application(),
+                    web_application(),
                     host=options["addr"],
                     port=options["port"],
                     lifespan="off",
