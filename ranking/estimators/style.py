@@ -59,7 +59,7 @@ from .bradley_terry import (
 )
 from .graph import components, laplacian
 from .intervals import Intervals, _round_generators, _seed_repr, percentile_bounds
-from .newton import damped_newton, fixed_hessian_solve
+from .newton import damped_newton, fixed_hessian_solve_many
 
 STYLE_FEATURES: tuple[str, ...] = ("tokens", "headers", "list_items", "bold")
 
@@ -622,13 +622,12 @@ def style_sandwich_intervals(sd: StyleDesign, fit: StyleResult, *, confidence: f
 
 
 # Bootstrap rounds: the round's maximum to this tolerance (as ``_newton``'s default), by fixed-Hessian
-# iterations with the full-data information (``newton.fixed_hessian_solve``).
+# iterations with the full-data information (``newton.fixed_hessian_solve_many``). The plain map, without
+# Anderson's mixing: a style round contracts at about 0.05 (tens of battles per pair), where mixing saves no
+# pass (3.05 a round either way at 100,000 votes x 50) and costs a least-squares solve a step; and for the
+# plain map the a-posteriori stop is a bound (``fixed_hessian_solve``).
 _ROUND_TOL = 1e-5
 _ROUND_MAX_ITER = 40
-# The plain map, without Anderson's mixing: a style round contracts at about 0.05 (tens of battles per pair),
-# where mixing saves no pass (3.05 a round either way at 100,000 votes x 50) and costs a least-squares solve
-# a step; and for the plain map the a-posteriori stop is a bound (``fixed_hessian_solve``).
-_ROUND_ANDERSON = 0
 
 
 class _StyleRoundSolver:
@@ -636,7 +635,7 @@ class _StyleRoundSolver:
 
     A round reweights the rows (a battle drawn k times counts k times), so its optimum is close to the
     full fit and its information close to the full-data one ``H0``: iterating ``v += H0^-1 g(v)``
-    (the plain map: ``_ROUND_ANDERSON``) converges in a few steps, each one pass over the rows for the gradient
+    (the plain map) converges in a few steps, each one pass over the rows for the gradient
     only, where a Newton step also rebuilds the (N + F) information (about twice the work of a
     gradient, and a line-search pass of log-likelihoods on top). A round whose steps stop contracting
     falls back to the damped Newton of the fit (``_newton``), so the result never depends on the
@@ -667,7 +666,11 @@ class _StyleRoundSolver:
         if null_proj is not None:
             h0[:n, :n] += null_proj
         h0[np.diag_indices(h0.shape[0])] += 1e-12
-        self.factor = la.cho_factor(h0, lower=False, check_finite=False)
+        # A step is the gradient times H0's inverse: one product for a batch of rounds, where a triangular solve
+        # costs the same and scipy's checks around it more (the inverse from the Cholesky factor, symmetric).
+        size = h0.shape[0]
+        self.inverse = la.cho_solve(la.cho_factor(h0, lower=False, check_finite=False), np.eye(size))
+        self.inverse = 0.5 * (self.inverse + self.inverse.T)
         # Designs not built by ``style_design`` may be in any order: the solver then keeps its own copy sorted by
         # pair and reads each round's counts through the permutation.
         self.order = None if bool(np.all(sd.pair[1:] >= sd.pair[:-1])) else np.argsort(sd.pair, kind="stable")
@@ -681,61 +684,117 @@ class _StyleRoundSolver:
         self.weight = None if bool(np.all(sd.weight == 1.0)) else sd.weight[o].astype(np.float32)
         self.fallbacks = 0
         self.iterations = 0
+        self._incidence: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
 
-    def gradient(
-        self, v: NDArray[np.float64], cw: NDArray[np.float32], cy: NDArray[np.float32], it: int
-    ) -> NDArray[np.float64]:
-        """The round's gradient at ``v``: ``cw`` the rows' weights times their counts, ``cy`` those times the
-        target."""
+    def incidence(self, per_pair: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``inc_t @ per_pair`` for each round's row of ``per_pair`` (lo side plus, hi side minus): two bincounts
+        over all the rounds' pairs at once (each round's competitors offset by its row)."""
+        k, n = per_pair.shape[0], self.n
+        if k not in self._incidence:
+            offset = (np.arange(k) * n)[:, None]
+            self._incidence[k] = ((offset + self.sd.pair_lo).ravel(), (offset + self.sd.pair_hi).ravel())
+        lo, hi = self._incidence[k]
+        flat = per_pair.ravel()
+        out = weighted_bincount(lo, flat, k * n) - weighted_bincount(hi, flat, k * n)
+        return out.reshape(k, n)
+
+    def gradients(self, v: NDArray[np.float64], batch: _RoundBatch, it: int) -> NDArray[np.float64]:
+        """The gradients of the rounds of ``batch`` at the rows of ``v``, one round a row."""
         sd, n = self.sd, self.n
-        theta = v[:n]
+        theta = v[:, :n]
         if it == 0:
-            r = cw * self.e0  # every round starts at the full fit: the residuals are the fit's
+            r = batch.cw * self.e0  # every round starts at the full fit: the residuals are the fit's
         else:
-            # -z = (theta_hi - theta_lo) - x . beta; then r = cw (y - sigmoid(z)) = cy - cw / (1 + e^-z)
-            r = np.repeat((theta[sd.pair_hi] - theta[sd.pair_lo]).astype(np.float32), self.runs)
-            r -= v[n:].astype(np.float32) @ self.x_t
-            with np.errstate(over="ignore"):
-                np.exp(r, out=r)
-            r += 1.0
-            np.divide(cw, r, out=r)
-            np.subtract(cy, r, out=r)
-        per_pair = np.add.reduceat(r, self.bounds).astype(np.float64)
-        g = np.empty(v.shape[0])
-        g[:n] = weighted_bincount(sd.pair_lo, per_pair, n) - weighted_bincount(sd.pair_hi, per_pair, n)
-        g[n:] = self.x_t @ r
+            # sigmoid(z) = (1 + tanh(z / 2)) / 2, so r = cw (y - sigmoid(z)) = a - h tanh(z / 2) (``_RoundBatch``):
+            # one tanh where the logistic takes an exp, an add and a divide, and no overflow to silence.
+            half = 0.5 * v
+            r = np.repeat(np.subtract(half[:, sd.pair_lo], half[:, sd.pair_hi], dtype=np.float32), self.runs, axis=1)
+            r += half[:, n:].astype(np.float32) @ self.x_t
+            np.tanh(r, out=r)
+            r *= batch.h
+            np.subtract(batch.a, r, out=r)
+        g = np.empty(v.shape)
+        g[:, :n] = self.incidence(np.add.reduceat(r, self.bounds, axis=1).astype(np.float64))
+        g[:, n:] = r @ self.x_t.T
         if self.prior > 0:
-            g[:n] += self.prior * (0.5 - expit(theta))
+            g[:, :n] -= (0.5 * self.prior) * np.tanh(0.5 * theta)  # prior (1/2 - sigmoid(theta))
         return g
 
     def solve(self, k: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        cw = (k if self.order is None else k[self.order]).astype(np.float32)
-        if self.weight is not None:
-            cw *= self.weight
-        cy = cw * self.y
-        v, iterations = fixed_hessian_solve(
-            self.v0,
-            lambda x, it: self.gradient(x, cw, cy, it),
-            self.factor,
+        return self.solve_many([k])[0]
+
+    def solve_many(self, ks: list[NDArray[np.int64]]) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
+        """Rounds of counts ``ks`` (one count per row of the design) solved together: each pass is one array
+        operation over all of them (rounds x rows), so numpy's per-call cost is paid once for the batch, and the
+        rounds' steps are one solve of several right-hand sides (``fixed_hessian_solve_many``: each round stops
+        by its own rule, as alone)."""
+        batch = _RoundBatch(self, ks)
+        out = fixed_hessian_solve_many(
+            np.tile(self.v0, (len(ks), 1)),
+            lambda v, it, active: self.gradients(v, batch.only(active), it),
+            self.inverse,
             tol=_ROUND_TOL,
             max_iter=_ROUND_MAX_ITER,
-            depth=_ROUND_ANDERSON,
         )
-        self.iterations += iterations
-        if v is not None:
-            return v[: self.n], v[self.n :]
-        self.fallbacks += 1
-        sd = self.sd
-        theta, beta, _, _ = _newton(
-            sd,
-            sd.weight * k,
-            self.v0[: self.n],
-            self.v0[self.n :],
-            prior=self.prior,
-            null_proj=self.null_proj,
-            rows=np.flatnonzero(k),
-        )
-        return theta, beta
+        results = []
+        for k, (v, iterations) in zip(ks, out, strict=True):
+            self.iterations += iterations
+            if v is not None:
+                results.append((v[: self.n], v[self.n :]))
+                continue
+            self.fallbacks += 1
+            sd = self.sd
+            theta, beta, _, _ = _newton(
+                sd,
+                sd.weight * k,
+                self.v0[: self.n],
+                self.v0[self.n :],
+                prior=self.prior,
+                null_proj=self.null_proj,
+                rows=np.flatnonzero(k),
+            )
+            results.append((theta, beta))
+        return results
+
+
+class _RoundBatch:
+    """Rounds solved together: their rows' weights times counts (``cw``, rounds x rows, float32, in the solver's
+    row order), and for the passes ``a = cw (y - 1/2)`` and ``h = cw / 2`` (the residual is ``a - h tanh(z/2)``);
+    ``only`` keeps the rounds still running."""
+
+    def __init__(self, solver: _StyleRoundSolver, ks: list[NDArray[np.int64]]) -> None:
+        cw = np.empty((len(ks), solver.y.shape[0]), dtype=np.float32)
+        for j, k in enumerate(ks):
+            cw[j] = k if solver.order is None else k[solver.order]
+        if solver.weight is not None:
+            cw *= solver.weight
+        self.cw = cw
+        self.h = 0.5 * cw
+        self.a = cw * solver.y
+        self.a -= self.h
+        self.rounds = np.arange(len(ks))
+
+    def only(self, rounds: NDArray[np.int64]) -> _RoundBatch:
+        if rounds.shape != self.rounds.shape:  # rounds stopped: drop their rows once
+            keep = np.searchsorted(self.rounds, rounds)
+            self.cw, self.h, self.a, self.rounds = self.cw[keep], self.h[keep], self.a[keep], rounds
+        return self
+
+
+# Rounds solved together (``_StyleRoundSolver.solve_many``): at most this many, and about this many rows x rounds
+# at once (the batch's arrays, float32: some 16 bytes a row and round, 16 MB at 100,000 votes).
+_ROUND_BATCH = 2
+_ROUND_BATCH_CELLS = 1_000_000
+
+
+def round_batches(rounds: int, rows: int) -> int:
+    """The rounds a batch solves: at most ``_ROUND_BATCH`` and ``_ROUND_BATCH_CELLS`` row-rounds, and an even
+    number of batches (the bootstrap runs them on two threads). From the data alone, never from the threads, so
+    a bootstrap's samples do not depend on them."""
+    most = max(1, min(_ROUND_BATCH, _ROUND_BATCH_CELLS // max(rows, 1)))
+    batches = -(-rounds // most)
+    batches += batches % 2 if rounds > 1 else 0
+    return -(-rounds // batches)
 
 
 def style_bootstrap_intervals(
@@ -775,7 +834,8 @@ def style_bootstrap_intervals(
     m = sd.n_rows
     round_solver = _StyleRoundSolver(sd, fit, null_proj) if solver == "fixed_hessian" else None
 
-    def one(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def draw(g: np.random.Generator) -> NDArray[np.int64]:
+        """A round's count of each row."""
         k: NDArray[np.int64]
         if scheme == "multinomial":
             k = np.bincount(g.integers(0, m, m), minlength=m)
@@ -785,8 +845,10 @@ def style_bootstrap_intervals(
             assert sd.cluster is not None
             c = sd.n_clusters
             k = np.bincount(g.integers(0, c, c), minlength=c)[sd.cluster]
-        if round_solver is not None:
-            return round_solver.solve(k)
+        return k
+
+    def one(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        k = draw(g)
         rows = np.flatnonzero(k)
         theta, beta, _, _ = _newton(
             sd, sd.weight * k, fit.theta_raw, fit.coef, prior=prior, null_proj=null_proj, rows=rows
@@ -794,7 +856,21 @@ def style_bootstrap_intervals(
         return theta, beta
 
     gens = _round_generators(seed, rounds)
-    if workers > 1 and rounds > 1:
+    if round_solver is not None:
+        # Rounds in batches (``round_batches``), each drawn and solved in its worker thread.
+        size = round_batches(rounds, m)
+        batches = [gens[i : i + size] for i in range(0, rounds, size)]
+        fixed: _StyleRoundSolver = round_solver
+
+        def batch(gs: list[np.random.Generator]) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
+            return fixed.solve_many([draw(g) for g in gs])
+
+        if workers > 1 and len(batches) > 1:
+            with ThreadPoolExecutor(max_workers=workers) as ex:
+                out = [r for results in ex.map(batch, batches) for r in results]
+        else:
+            out = [r for gs in batches for r in batch(gs)]
+    elif workers > 1 and rounds > 1:
         with ThreadPoolExecutor(max_workers=workers) as ex:
             out = list(ex.map(one, gens))
     else:

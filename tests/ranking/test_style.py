@@ -136,7 +136,7 @@ def test_a_round_whose_fixed_hessian_steps_stall_falls_back_to_newton(monkeypatc
     _, a, b, o, left, right = synthetic(3000, n_competitors=6, seed=5, tie_prob=0.1)
     sd = style_design(a, b, o, left, right)
     fit = fit_style(sd)
-    monkeypatch.setattr(style, "fixed_hessian_solve", lambda *args, **kwargs: (None, 3))
+    monkeypatch.setattr(style, "fixed_hessian_solve_many", lambda x0, *args, **kwargs: [(None, 3)] * len(x0))
     stalled = style_bootstrap_intervals(sd, fit, rounds=6, seed=2, workers=1)
     newton = style_bootstrap_intervals(sd, fit, rounds=6, seed=2, workers=1, solver="newton")
     assert stalled.scores.samples is not None and newton.scores.samples is not None
