@@ -82,16 +82,17 @@ def style_differences(left: ArrayLike, right: ArrayLike, *, names: tuple[str, ..
 
     A feature with zero spread keeps scale 1 (its column is all zeros and its coefficient is 0).
     """
-    d_t, mean, std, names = _differences_t(left, right, names)
-    return StyleFeatures(np.ascontiguousarray(d_t.T), mean, std, names)
+    d_t, _, mean, std, names = _differences_t(left, right, names)
+    return StyleFeatures(d_t.T, mean, std, names)  # a view of the features x battles array
 
 
 def _differences_t(
     left: ArrayLike, right: ArrayLike, names: tuple[str, ...] | None
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], tuple[str, ...]]:
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], tuple[str, ...]]:
     """``style_differences`` with the normalised differences as features x battles (one contiguous row per
     feature: numpy's reductions and broadcasts over the rows of a battles x 4 matrix run an inner loop of four
-    elements, several times slower), their mean and std, and the names."""
+    elements, several times slower), a spare array of their shape (arrays of megabytes cost as much to fault in
+    fresh as to compute), their mean and std, and the names."""
     lf = np.asarray(left, dtype=np.float64)
     rf = np.asarray(right, dtype=np.float64)
     if lf.ndim == 1:
@@ -102,20 +103,20 @@ def _differences_t(
         raise ValueError("style counts must be finite (a NaN or infinite count would poison every coefficient)")
     if np.any(lf < 0) or np.any(rf < 0):
         raise ValueError("style counts must be non-negative")
-    lt, rt = np.ascontiguousarray(lf.T), np.ascontiguousarray(rf.T)
-    d = lt - rt
-    total = lt + rt  # (not in place: for one feature lf.T is contiguous and lt the caller's array itself)
+    d = np.subtract(lf.T, rf.T, out=np.empty(lf.shape[::-1]))
+    total = np.add(lf.T, rf.T, out=np.empty(lf.shape[::-1]))
     total[total == 0] = 1.0  # both counts 0 (they are non-negative), so l - r is 0 and stays 0
     d /= total
     mean = d.mean(axis=1) if d.shape[1] else np.zeros(d.shape[0])
-    std = d.std(axis=1) if d.shape[1] else np.ones(d.shape[0])
+    spare = np.subtract(d, mean[:, None], out=total)
+    std = np.sqrt(np.einsum("ij,ij->i", spare, spare) / d.shape[1]) if d.shape[1] else np.ones(d.shape[0])
     std = np.where(std > 0, std, 1.0)
     if names is None:
         names = STYLE_FEATURES if d.shape[0] == len(STYLE_FEATURES) else tuple(f"f{i}" for i in range(d.shape[0]))
     if len(names) != d.shape[0]:
         raise ValueError("one name per style feature")
     d /= std[:, None]
-    return d, mean, std, tuple(names)
+    return d, spare, mean, std, tuple(names)
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,11 @@ def style_design(
     rf = np.asarray(right_style, dtype=np.float64)
     if lf.shape[0] != bt.a.shape[0]:
         raise ValueError("style matrices need one row per battle")
+    a_k, b_k, o_k = bt.a, bt.b, bt.outcome
     if not keep.all():
         lf, rf = lf[keep], rf[keep]
-    d_t, f_mean, f_std, names = _differences_t(lf, rf, feature_names)
-    a_k, b_k, o_k = bt.a[keep], bt.b[keep], bt.outcome[keep]
+        a_k, b_k, o_k = a_k[keep], b_k[keep], o_k[keep]
+    d_t, spare, f_mean, f_std, names = _differences_t(lf, rf, feature_names)
     swapped = a_k > b_k
     lo = np.where(swapped, b_k, a_k)
     hi = np.where(swapped, a_k, b_k)
@@ -203,10 +205,10 @@ def style_design(
     order = np.argsort(pair.astype(np.uint16) if n_pairs <= 1 << 16 else pair, kind="stable")
     pair, y = pair[order], y[order]
     # The differences from lo's side (negated where the battle's left side is hi), in the rows' order.
-    x_t = np.take(d_t, order, axis=1)
+    x_t = np.take(d_t, order, axis=1, out=spare, mode="clip")  # (the default mode buffers a given out)
     x_t *= np.where(swapped, -1.0, 1.0)[order]
     x = np.ascontiguousarray(x_t.T)
-    feats = StyleFeatures(np.ascontiguousarray(d_t.T), f_mean, f_std, names)
+    feats = StyleFeatures(d_t.T, f_mean, f_std, names)
     rows = np.concatenate([p_lo, p_hi])
     cols = np.concatenate([np.arange(n_pairs)] * 2)
     vals = np.concatenate([np.ones(n_pairs), -np.ones(n_pairs)])
@@ -220,7 +222,7 @@ def style_design(
         n_cl = int(cl.max()) + 1 if cl.size else 0
     return StyleDesign(
         n_competitors=n,
-        pair=pair.astype(np.int64),
+        pair=pair.astype(np.int64, copy=False),
         y=y,
         x=x,
         weight=w,
@@ -515,41 +517,45 @@ def style_checks(sd: StyleDesign) -> StyleChecks:
     within-pair variation are aliased with the competitors; the rest are added greedily
     (Gram-Schmidt on the within-pair residuals), and one that adds (almost) nothing beside those already
     kept is collinear with them (two identical features: the second is dropped, naming the first).
+
+    Everything comes from the weighted Gram matrices of the features and of their residuals (one product
+    each): a residual's part beside the features kept is its Gram entry less its projection (the Schur
+    complement, what Gram-Schmidt leaves), the condition number that of the kept residuals' Gram matrix.
     """
     w = sd.weight
+    unit = bool(np.all(w == 1.0))
     pairs = _pair_rows(sd)
     wp = pairs.sums(w)[:, None]
     names = sd.features.names
-    # Every feature at once: its weighted mean within each pair, the residual from it, the weighted sums of
-    # squares of the feature and of the residual.
-    mean = np.divide(pairs.sums(w[:, None] * sd.x), wp, out=np.zeros((wp.shape[0], sd.n_features)), where=wp > 0)
+    f = sd.n_features
+    wx = sd.x if unit else w[:, None] * sd.x
+    mean = np.divide(pairs.sums(wx), wp, out=np.zeros((wp.shape[0], f)), where=wp > 0)
     resid = sd.x - pairs.spread(mean)
-    total = w @ (sd.x * sd.x)
-    share = np.divide(w @ (resid * resid), total, out=np.zeros(sd.n_features), where=total > 0)
+    total = np.einsum("ij,ij->j", sd.x, wx)
+    gram = resid.T @ (resid if unit else w[:, None] * resid)
+    own = np.diag(gram).copy()
+    share = np.divide(own, total, out=np.zeros(f), where=total > 0)
     kept: list[int] = []
     dropped: list[tuple[str, str]] = []
-    basis: list[NDArray[np.float64]] = []
-    for k in range(sd.n_features):
+    for k in range(f):
         if total[k] == 0:
             dropped.append((names[k], "no variation: the feature is the same in both answers of every battle"))
             continue
         if share[k] < WITHIN_PAIR_MIN:
             dropped.append((names[k], ALIASED_REASON))
             continue
-        v = resid[:, k].copy()
-        own = float(w @ (v * v))
-        for q in basis:
-            v -= (w @ (v * q)) * q
-        left = float(w @ (v * v))
-        if left < COLLINEAR_MIN * own:
+        left = own[k]
+        if kept:
+            g_kk = gram[np.ix_(kept, kept)]
+            g_k = gram[kept, k]
+            left = own[k] - float(g_k @ np.linalg.solve(g_kk, g_k))
+        if left < COLLINEAR_MIN * own[k]:
             others = ", ".join(names[j] for j in kept)
             dropped.append((names[k], f"collinear with {others}"))
             continue
         kept.append(k)
-        basis.append(v / np.sqrt(left))
     if kept:
-        r = resid[:, kept]
-        eig = np.linalg.eigvalsh(r.T @ (w[:, None] * r))
+        eig = np.linalg.eigvalsh(gram[np.ix_(kept, kept)])
         condition = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
     else:
         condition = float("inf")
@@ -557,7 +563,9 @@ def style_checks(sd: StyleDesign) -> StyleChecks:
 
 
 def style_subset(sd: StyleDesign, keep: tuple[int, ...]) -> StyleDesign:
-    """The design with only the features ``keep`` (same rows)."""
+    """The design with only the features ``keep`` (same rows); the design itself when it keeps them all."""
+    if tuple(keep) == tuple(range(sd.n_features)):
+        return sd
     cols = list(keep)
     f = sd.features
     feats = StyleFeatures(f.x[:, cols], f.mean[cols], f.std[cols], tuple(f.names[k] for k in cols))
