@@ -239,24 +239,40 @@ def style_design(
 
 class _PairRows:
     """Rows and the pairs they belong to: ``sums`` adds values over each pair's rows, ``spread`` gives each row
-    its pair's value. Rows sorted by pair with every pair present (``start``: each pair's first row) use
-    ``np.add.reduceat`` and ``np.repeat``; others an index (``bincount`` and a gather). Both add a pair's rows
-    in row order, so their sums are the same to the bit; the sorted route costs a fraction."""
+    its pair's value. Rows sorted by pair (``start``: each pair's first row, where its run begins; a pair
+    without rows has an empty run) use ``np.add.reduceat`` and ``np.repeat``; others an index (``bincount``
+    and a gather). The sorted route costs a fraction, and more than that where rows come sorted: bincount then
+    adds each pair's rows one after the other into one bin, every add waiting for the last.
 
-    __slots__ = ("pair", "n_pairs", "start", "runs")
+    ``start`` must be non-decreasing and within the rows (``_pair_rows`` makes it so)."""
+
+    __slots__ = ("pair", "n_pairs", "start", "runs", "filled")
 
     def __init__(self, pair: NDArray[np.int64], n_pairs: int, start: NDArray[np.int64] | None = None) -> None:
         self.pair, self.n_pairs = pair, n_pairs
-        # reduceat needs every start inside the rows and increasing: a pair with no row cannot take this route.
-        ok = start is not None and n_pairs > 0 and bool(np.all(np.diff(start) > 0)) and int(start[-1]) < len(pair)
-        self.start = start if ok else None
-        self.runs = np.diff(start, append=len(pair)) if ok and start is not None else None
+        self.start: NDArray[np.int64] | None = None
+        self.runs: NDArray[np.int64] | None = None
+        self.filled: NDArray[np.bool_] | None = None
+        if start is None or n_pairs == 0 or len(pair) == 0:
+            return
+        runs = np.diff(start, append=len(pair))
+        self.runs = runs
+        if bool(runs.all()):
+            self.start = start
+        else:
+            # reduceat needs increasing starts inside the rows: the pairs with rows, the others' sums are 0
+            self.filled = runs > 0
+            self.start = start[self.filled]
 
     def sums(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
         """Sums over each pair's rows of ``v`` (rows, or rows x columns: one column of sums each)."""
         if self.start is not None:
             out: NDArray[np.float64] = np.add.reduceat(v, self.start, axis=0)
-            return out
+            if self.filled is None:
+                return out
+            full = np.zeros((self.n_pairs, *v.shape[1:]), dtype=out.dtype)
+            full[self.filled] = out
+            return full
         if v.ndim == 1:
             return weighted_bincount(self.pair, v, self.n_pairs)
         return np.stack([weighted_bincount(self.pair, v[:, j], self.n_pairs) for j in range(v.shape[1])], axis=1)
@@ -269,11 +285,15 @@ class _PairRows:
 
 
 def _pair_rows(sd: StyleDesign, rows: NDArray[np.int64] | None = None) -> _PairRows:
-    """The design's rows (or those of ``rows``) and their pairs."""
+    """The design's rows (or those of ``rows``) and their pairs: by runs where the design records its pairs'
+    runs (``pair_start``) and ``rows`` are increasing (a subset of sorted rows is sorted), else by index."""
     n_pairs = int(sd.pair_lo.shape[0])
     if rows is None:
         return _PairRows(sd.pair, n_pairs, sd.pair_start)
-    return _PairRows(sd.pair[rows], n_pairs)
+    pair = sd.pair[rows]
+    if sd.pair_start is None or not bool(np.all(rows[1:] > rows[:-1])):
+        return _PairRows(pair, n_pairs)
+    return _PairRows(pair, n_pairs, np.searchsorted(rows, sd.pair_start))
 
 
 @dataclass(frozen=True)

@@ -211,3 +211,30 @@ def test_style_rounds_solved_together_match_rounds_solved_alone() -> None:
         t2, b2 = other.solve(k[perm])
         np.testing.assert_allclose(t1, t2, atol=1e-7)
         np.testing.assert_allclose(b1, b2, atol=1e-7)
+
+
+def test_pair_runs_sum_and_spread_as_the_pair_index_does() -> None:
+    """A design's rows are sorted by pair, so sums over a pair's rows are runs (reduceat) and a pair's value
+    reaches its rows by repeat, for all rows and for a subset (a round's rows drawn, where some pairs have
+    none): the same as bincount and a gather over the pair index, to rounding."""
+    from ranking.estimators.style import _pair_rows, _PairRows
+
+    rng = np.random.default_rng(9)
+    n, m = 8, 600
+    a, b = random_pairs(rng, n, m)
+    left, right = simulate_style_counts(rng, m), simulate_style_counts(rng, m)
+    sd = style_design(a, b, simulate_bt(rng, np.zeros(n), m, a=a, b=b).outcome, left, right, n_competitors=n)
+    n_pairs = sd.pair_lo.shape[0]
+    per_pair = rng.normal(size=n_pairs)
+    chosen = rng.choice(n_pairs, 2 * n_pairs // 3, replace=False)  # the other pairs have no row drawn
+    subset = np.flatnonzero(np.isin(sd.pair, chosen) & (rng.random(m) < 0.7))
+    for rows in (None, subset):
+        runs = _pair_rows(sd, rows)
+        index = _PairRows(sd.pair if rows is None else sd.pair[rows], n_pairs)
+        assert runs.start is not None and index.start is None
+        v = rng.normal(size=(m if rows is None else rows.shape[0], 3))
+        np.testing.assert_allclose(runs.sums(v[:, 0]), index.sums(v[:, 0]), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(runs.sums(v), index.sums(v), rtol=0, atol=1e-12)
+        assert np.array_equal(runs.spread(per_pair), index.spread(per_pair))
+    assert _pair_rows(sd, subset).filled is not None  # some pairs have no row in the subset
+    assert _pair_rows(sd, subset[::-1]).start is None  # rows not increasing: by index
