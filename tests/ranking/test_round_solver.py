@@ -225,7 +225,7 @@ def test_pair_runs_sum_and_spread_as_the_pair_index_does() -> None:
     left, right = simulate_style_counts(rng, m), simulate_style_counts(rng, m)
     sd = style_design(a, b, simulate_bt(rng, np.zeros(n), m, a=a, b=b).outcome, left, right, n_competitors=n)
     n_pairs = sd.pair_lo.shape[0]
-    per_pair: NDArray[np.float64] = rng.normal(size=n_pairs)
+    per_pair = np.asarray(rng.normal(size=n_pairs), dtype=np.float64)
     chosen = rng.choice(n_pairs, 2 * n_pairs // 3, replace=False)  # the other pairs have no row drawn
     subset = np.flatnonzero(np.isin(sd.pair, chosen) & (rng.random(m) < 0.7))
     for rows in (None, subset):
