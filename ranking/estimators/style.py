@@ -659,7 +659,7 @@ _ROUND_MAX_ITER = 40
 
 
 class _StyleRoundSolver:
-    """Solves style bootstrap rounds with one Cholesky factor of the full-data information.
+    """Solves style bootstrap rounds with the inverse of the full-data information (from one Cholesky factor).
 
     A round reweights the rows (a battle drawn k times counts k times), so its optimum is close to the
     full fit and its information close to the full-data one ``H0``: iterating ``v += H0^-1 g(v)``
@@ -674,9 +674,9 @@ class _StyleRoundSolver:
     log-strength differences reach the rows by one ``repeat`` of the per-pair values and the per-pair sums
     are one ``reduceat`` (bincount and take cost several times more). The per-row terms are float32 (the
     features, one contiguous row per feature, the target, the full fit's residual, the round's weights):
-    half the memory traffic and twice the lanes of float64; the sums over pairs and the solve are float64.
+    half the memory traffic and twice the lanes of float64; the sums over pairs and the steps are float64.
     A round's answer moves by about 1e-7 in log-strength from float64's, a hundredth of the tolerance
-    (``_ROUND_TOL``)."""
+    (``_ROUND_TOL``). Rounds are solved in batches (``solve_many``, ``round_batches``)."""
 
     def __init__(self, sd: StyleDesign, fit: StyleResult, null_proj: NDArray[np.float64] | None) -> None:
         self.sd = sd
@@ -754,8 +754,8 @@ class _StyleRoundSolver:
     def solve_many(self, ks: list[NDArray[np.int64]]) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
         """Rounds of counts ``ks`` (one count per row of the design) solved together: each pass is one array
         operation over all of them (rounds x rows), so numpy's per-call cost is paid once for the batch, and the
-        rounds' steps are one solve of several right-hand sides (``fixed_hessian_solve_many``: each round stops
-        by its own rule, as alone)."""
+        rounds' steps are one product with H0's inverse (``fixed_hessian_solve_many``: each round stops by its
+        own rule, at the pass it would alone). Rounds that stall are solved by damped Newton on their rows drawn."""
         batch = _RoundBatch(self, ks)
         out = fixed_hessian_solve_many(
             np.tile(self.v0, (len(ks), 1)),
