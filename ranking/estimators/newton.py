@@ -11,6 +11,7 @@ order s^2.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -137,3 +138,60 @@ def fixed_hessian_solve(
         else:
             x = x + delta
     return None, max_iter
+
+
+# Gradients of several problems at their points (rows): ``active`` says which of the problems they are (indices
+# into the first call's rows, increasing); ``it`` the iteration, shared by all.
+Gradients = Callable[[NDArray[np.float64], int, NDArray[np.int64]], NDArray[np.float64]]
+
+
+def fixed_hessian_solve_many(
+    x0: NDArray[np.float64],
+    gradients: Gradients,
+    inverse: NDArray[np.float64],
+    *,
+    tol: float,
+    max_iter: int = 60,
+    contraction: float = 0.7,
+) -> list[tuple[NDArray[np.float64] | None, int]]:
+    """``fixed_hessian_solve`` without Anderson's mixing (``depth=0``) for several problems at once, one row of
+    ``x0`` each, with the inverse ``H0^-1`` of the fixed negative Hessian (symmetric): every iteration takes the
+    gradients of the problems still running in one call (so a caller can compute them as one array operation
+    over all of them) and their steps as one product with the inverse. Each problem stops, or stalls, by the same
+    rules and at the same iteration as alone; returns ``(x, iterations)`` per problem, x None where it stalled.
+    The bookkeeping is Python's per problem: a handful of problems, where a dozen small numpy calls an
+    iteration would cost more than the passes they steer."""
+    k = x0.shape[0]
+    out: list[tuple[NDArray[np.float64] | None, int]] = [(None, max_iter)] * k
+    x = np.array(x0, dtype=np.float64, copy=True)
+    active = list(range(k))
+    previous = [math.inf] * k  # per problem still running: the last step's size,
+    last = [math.nan] * k  # the last ratio of step sizes,
+    rho = [1.0] * k  # and the larger of the last two ratios (1 until there are two)
+    for it in range(max_iter):
+        if not active:
+            break
+        delta = gradients(x, it, np.array(active, dtype=np.int64)) @ inverse
+        sizes = np.abs(delta).max(axis=1).tolist()
+        going: list[int] = []
+        for j, size in enumerate(sizes):
+            before = previous[j]
+            if math.isfinite(before) and before > 0:
+                ratio = size / before
+                if math.isfinite(last[j]):
+                    rho[j] = max(last[j], ratio)
+                last[j] = ratio
+            r = rho[j]
+            if size <= tol or (r <= 0.5 and r / (1.0 - r) * size <= tol):
+                out[active[j]] = (x[j] + delta[j], it + 1)
+            elif size > contraction * before and it >= 2:
+                out[active[j]] = (None, it + 1)
+            else:
+                previous[j] = size
+                going.append(j)
+        if len(going) < len(active):
+            x, delta = x[going], delta[going]
+            active = [active[j] for j in going]
+            previous, last, rho = ([v[j] for j in going] for v in (previous, last, rho))
+        x += delta
+    return out

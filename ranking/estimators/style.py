@@ -46,7 +46,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 from scipy.stats import norm
 
-from .aggregate import BOTH_BAD, LEFT_WINS, RIGHT_WINS, validate_battles, weighted_bincount
+from .aggregate import BOTH_BAD, N_OUTCOMES, validate_battles, weighted_bincount
 from .bradley_terry import (
     BASE,
     SCALE,
@@ -55,12 +55,11 @@ from .bradley_terry import (
     _null_projector,
     normalisation_matrix,
     normalise,
-    sigmoid,
     softplus,
 )
 from .graph import components, laplacian
 from .intervals import Intervals, _round_generators, _seed_repr, percentile_bounds
-from .newton import damped_newton, fixed_hessian_solve
+from .newton import damped_newton, fixed_hessian_solve_many
 
 STYLE_FEATURES: tuple[str, ...] = ("tokens", "headers", "list_items", "bold")
 
@@ -83,6 +82,17 @@ def style_differences(left: ArrayLike, right: ArrayLike, *, names: tuple[str, ..
 
     A feature with zero spread keeps scale 1 (its column is all zeros and its coefficient is 0).
     """
+    d_t, _, mean, std, names = _differences_t(left, right, names)
+    return StyleFeatures(d_t.T, mean, std, names)  # a view of the features x battles array
+
+
+def _differences_t(
+    left: ArrayLike, right: ArrayLike, names: tuple[str, ...] | None
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], tuple[str, ...]]:
+    """``style_differences`` with the normalised differences as features x battles (one contiguous row per
+    feature: numpy's reductions and broadcasts over the rows of a battles x 4 matrix run an inner loop of four
+    elements, several times slower), a spare array of their shape (arrays of megabytes cost as much to fault in
+    fresh as to compute), their mean and std, and the names."""
     lf = np.asarray(left, dtype=np.float64)
     rf = np.asarray(right, dtype=np.float64)
     if lf.ndim == 1:
@@ -93,16 +103,20 @@ def style_differences(left: ArrayLike, right: ArrayLike, *, names: tuple[str, ..
         raise ValueError("style counts must be finite (a NaN or infinite count would poison every coefficient)")
     if np.any(lf < 0) or np.any(rf < 0):
         raise ValueError("style counts must be non-negative")
-    total = lf + rf
-    d = np.divide(lf - rf, total, out=np.zeros_like(total), where=total > 0)
-    mean = d.mean(axis=0) if d.shape[0] else np.zeros(d.shape[1])
-    std = d.std(axis=0) if d.shape[0] else np.ones(d.shape[1])
+    d = np.subtract(lf.T, rf.T, out=np.empty(lf.shape[::-1]))
+    total = np.add(lf.T, rf.T, out=np.empty(lf.shape[::-1]))
+    total[total == 0] = 1.0  # both counts 0 (they are non-negative), so l - r is 0 and stays 0
+    d /= total
+    mean = d.mean(axis=1) if d.shape[1] else np.zeros(d.shape[0])
+    spare = np.subtract(d, mean[:, None], out=total)
+    std = np.sqrt(np.einsum("ij,ij->i", spare, spare) / d.shape[1]) if d.shape[1] else np.ones(d.shape[0])
     std = np.where(std > 0, std, 1.0)
     if names is None:
-        names = STYLE_FEATURES if d.shape[1] == len(STYLE_FEATURES) else tuple(f"f{i}" for i in range(d.shape[1]))
-    if len(names) != d.shape[1]:
+        names = STYLE_FEATURES if d.shape[0] == len(STYLE_FEATURES) else tuple(f"f{i}" for i in range(d.shape[0]))
+    if len(names) != d.shape[0]:
         raise ValueError("one name per style feature")
-    return StyleFeatures(d / std, mean, std, tuple(names))
+    d /= std[:, None]
+    return d, spare, mean, std, tuple(names)
 
 
 @dataclass(frozen=True)
@@ -111,7 +125,10 @@ class StyleDesign:
 
     ``pair`` indexes the unique pairs ``(pair_lo, pair_hi)``; ``y`` is lo's share of the win
     (1, 0, 0.5); ``x`` the normalised style difference lo minus hi; ``weight`` the battle weight.
-    Dropped both_bad battles are not in the rows.
+    Dropped both_bad battles are not in the rows. ``style_design`` sorts the rows by ``pair`` (the
+    battles' order within a pair) and records each pair's first row in ``pair_start``: sums over a pair's
+    rows are then one ``np.add.reduceat`` and a per-pair value reaches its rows by one ``np.repeat``
+    (``_PairRows``); a design built otherwise (``pair_start`` None) may have its rows in any order.
     """
 
     n_competitors: int
@@ -126,6 +143,7 @@ class StyleDesign:
     inc_t: sp.csr_matrix
     features: StyleFeatures
     both_bad: BothBad
+    pair_start: NDArray[np.int64] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -159,16 +177,17 @@ def style_design(
     rf = np.asarray(right_style, dtype=np.float64)
     if lf.shape[0] != bt.a.shape[0]:
         raise ValueError("style matrices need one row per battle")
+    a_k, b_k, o_k = bt.a, bt.b, bt.outcome
     if not keep.all():
         lf, rf = lf[keep], rf[keep]
-    feats = style_differences(lf, rf, names=feature_names)
-    a_k, b_k, o_k = bt.a[keep], bt.b[keep], bt.outcome[keep]
+        a_k, b_k, o_k = a_k[keep], b_k[keep], o_k[keep]
+    d_t, spare, f_mean, f_std, names = _differences_t(lf, rf, feature_names)
     swapped = a_k > b_k
     lo = np.where(swapped, b_k, a_k)
     hi = np.where(swapped, a_k, b_k)
-    y_left = np.where(o_k == LEFT_WINS, 1.0, np.where(o_k == RIGHT_WINS, 0.0, 0.5))
-    y = np.where(swapped, 1.0 - y_left, y_left)
-    x = np.where(swapped[:, None], -feats.x, feats.x)
+    # lo's share of the win by (swapped, outcome): left wins, right wins, tie, both bad (a tie here)
+    share = np.array([[1.0, 0.0, 0.5, 0.5], [0.0, 1.0, 0.5, 0.5]])
+    y = share.ravel()[swapped * N_OUTCOMES + o_k]
     key = lo * n + hi
     if n * n <= 1 << 24:
         # Dense relabelling: linear time, where np.unique would sort a million keys.
@@ -179,22 +198,33 @@ def style_design(
         uniq, pair = np.unique(key, return_inverse=True)
     p_lo, p_hi = uniq // n, uniq % n
     n_pairs = uniq.shape[0]
+    # The rows sorted by pair (stable: the battles' order within a pair): a pair's rows are one contiguous run,
+    # so the bootstrap rounds sum them per pair with one reduceat and spread per-pair values back with one
+    # repeat (``_StyleRoundSolver``), where bincount and take cost several times more. A radix sort of 16-bit
+    # keys (about 1 ms a 100,000 rows) where the pairs fit.
+    order = np.argsort(pair.astype(np.uint16) if n_pairs <= 1 << 16 else pair, kind="stable")
+    pair, y = pair[order], y[order]
+    # The differences from lo's side (negated where the battle's left side is hi), in the rows' order.
+    x_t = np.take(d_t, order, axis=1, out=spare, mode="clip")  # (the default mode buffers a given out)
+    x_t *= np.where(swapped, -1.0, 1.0)[order]
+    x = np.ascontiguousarray(x_t.T)
+    feats = StyleFeatures(d_t.T, f_mean, f_std, names)
     rows = np.concatenate([p_lo, p_hi])
     cols = np.concatenate([np.arange(n_pairs)] * 2)
     vals = np.concatenate([np.ones(n_pairs), -np.ones(n_pairs)])
     inc_t = sp.csr_matrix((vals, (rows, cols)), shape=(n, n_pairs))
-    w = np.ones(y.shape[0]) if bt.weight is None else bt.weight[keep]
+    w = np.ones(y.shape[0]) if bt.weight is None else bt.weight[keep][order]
     cl: NDArray[np.int64] | None = None
     n_cl = 0
     if bt.cluster is not None:
-        _, inv = np.unique(bt.cluster[keep], return_inverse=True)
+        _, inv = np.unique(bt.cluster[keep][order], return_inverse=True)
         cl = inv.astype(np.int64)
         n_cl = int(cl.max()) + 1 if cl.size else 0
     return StyleDesign(
         n_competitors=n,
-        pair=pair.astype(np.int64),
+        pair=pair.astype(np.int64, copy=False),
         y=y,
-        x=np.ascontiguousarray(x),
+        x=x,
         weight=w,
         cluster=cl,
         n_clusters=n_cl,
@@ -203,7 +233,67 @@ def style_design(
         inc_t=inc_t,
         features=feats,
         both_bad=both_bad,
+        pair_start=np.searchsorted(pair, np.arange(n_pairs)),
     )
+
+
+class _PairRows:
+    """Rows and the pairs they belong to: ``sums`` adds values over each pair's rows, ``spread`` gives each row
+    its pair's value. Rows sorted by pair (``start``: each pair's first row, where its run begins; a pair
+    without rows has an empty run) use ``np.add.reduceat`` and ``np.repeat``; others an index (``bincount``
+    and a gather). The sorted route costs a fraction, and more than that where rows come sorted: bincount then
+    adds each pair's rows one after the other into one bin, every add waiting for the last.
+
+    ``start`` must be non-decreasing and within the rows (``_pair_rows`` makes it so)."""
+
+    __slots__ = ("pair", "n_pairs", "start", "runs", "filled")
+
+    def __init__(self, pair: NDArray[np.int64], n_pairs: int, start: NDArray[np.int64] | None = None) -> None:
+        self.pair, self.n_pairs = pair, n_pairs
+        self.start: NDArray[np.int64] | None = None
+        self.runs: NDArray[np.int64] | None = None
+        self.filled: NDArray[np.bool_] | None = None
+        if start is None or n_pairs == 0 or len(pair) == 0:
+            return
+        runs = np.diff(start, append=len(pair))
+        self.runs = runs
+        if bool(runs.all()):
+            self.start = start
+        else:
+            # reduceat needs increasing starts inside the rows: the pairs with rows, the others' sums are 0
+            self.filled = runs > 0
+            self.start = start[self.filled]
+
+    def sums(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Sums over each pair's rows of ``v`` (rows, or rows x columns: one column of sums each)."""
+        if self.start is not None:
+            out: NDArray[np.float64] = np.add.reduceat(v, self.start, axis=0)
+            if self.filled is None:
+                return out
+            full = np.zeros((self.n_pairs, *v.shape[1:]), dtype=out.dtype)
+            full[self.filled] = out
+            return full
+        if v.ndim == 1:
+            return weighted_bincount(self.pair, v, self.n_pairs)
+        return np.stack([weighted_bincount(self.pair, v[:, j], self.n_pairs) for j in range(v.shape[1])], axis=1)
+
+    def spread(self, per_pair: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Each row's value of its pair."""
+        if self.runs is not None:
+            return np.repeat(per_pair, self.runs, axis=0)
+        return per_pair[self.pair]
+
+
+def _pair_rows(sd: StyleDesign, rows: NDArray[np.int64] | None = None) -> _PairRows:
+    """The design's rows (or those of ``rows``) and their pairs: by runs where the design records its pairs'
+    runs (``pair_start``) and ``rows`` are increasing (a subset of sorted rows is sorted), else by index."""
+    n_pairs = int(sd.pair_lo.shape[0])
+    if rows is None:
+        return _PairRows(sd.pair, n_pairs, sd.pair_start)
+    pair = sd.pair[rows]
+    if sd.pair_start is None or not bool(np.all(rows[1:] > rows[:-1])):
+        return _PairRows(pair, n_pairs)
+    return _PairRows(pair, n_pairs, np.searchsorted(rows, sd.pair_start))
 
 
 @dataclass(frozen=True)
@@ -230,17 +320,18 @@ class StyleResult:
 
 
 def _blocks(
-    sd: StyleDesign, x: NDArray[np.float64], pair: NDArray[np.int64], v: NDArray[np.float64]
+    sd: StyleDesign, x: NDArray[np.float64], pair: NDArray[np.int64] | _PairRows, v: NDArray[np.float64]
 ) -> NDArray[np.float64]:
     """(N + F) square matrix with Laplacian(sum v per pair), cross ``inc_t @ (sum v x per pair)``
-    and ``x' diag(v) x``: the shape of both the observed information and the sandwich meat."""
+    and ``x' diag(v) x``: the shape of both the observed information and the sandwich meat. ``pair``: the
+    rows' pairs (an index, or ``_PairRows``)."""
     n, f, n_pairs = sd.n_competitors, x.shape[1], sd.pair_lo.shape[0]
+    pairs = pair if isinstance(pair, _PairRows) else _PairRows(pair, n_pairs)
     out = np.zeros((n + f, n + f))
-    vp = weighted_bincount(pair, v, n_pairs)
+    vp = pairs.sums(v)
     out[:n, :n] = laplacian(n, sd.pair_lo, sd.pair_hi, vp)
     vx = v[:, None] * x
-    cp = np.stack([np.bincount(pair, vx[:, j], minlength=n_pairs) for j in range(f)], axis=1)
-    cross = np.asarray(sd.inc_t @ cp)
+    cross = np.asarray(sd.inc_t @ pairs.sums(vx))
     out[:n, n:] = cross
     out[n:, :n] = cross.T
     out[n:, n:] = x.T @ vx
@@ -250,14 +341,15 @@ def _blocks(
 def _loglik(
     sd: StyleDesign,
     x: NDArray[np.float64],
-    pair: NDArray[np.int64],
+    pair: NDArray[np.int64] | _PairRows,
     y: NDArray[np.float64],
     w: NDArray[np.float64],
     theta: NDArray[np.float64],
     beta: NDArray[np.float64],
     prior: float,
 ) -> float:
-    z = (theta[sd.pair_lo] - theta[sd.pair_hi])[pair] + x @ beta
+    pairs = pair if isinstance(pair, _PairRows) else _PairRows(pair, int(sd.pair_lo.shape[0]))
+    z = pairs.spread(theta[sd.pair_lo] - theta[sd.pair_hi]) + x @ beta
     ll = float(np.dot(w, y * z - softplus(z)))
     if prior > 0:
         ll += prior * float((0.5 * theta - softplus(theta)).sum())
@@ -278,23 +370,23 @@ def _newton(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], int, bool]:
     """The package's damped Newton on the (N + F) system; ``rows`` restricts to rows with non-zero
     weight. The competitor block of the negative Hessian is the Laplacian (``_blocks``)."""
-    x, pair, y = sd.x, sd.pair, sd.y
+    x, y = sd.x, sd.y
     if rows is not None:
-        x, pair, y, w = x[rows], pair[rows], y[rows], w[rows]
+        x, y, w = x[rows], y[rows], w[rows]
+    pairs = _pair_rows(sd, rows)
     n = sd.n_competitors
-    n_pairs = sd.pair_lo.shape[0]
     size = n + x.shape[1]
 
     def value(v: NDArray[np.float64]) -> float:
-        return _loglik(sd, x, pair, y, w, v[:n], v[n:], prior)
+        return _loglik(sd, x, pairs, y, w, v[:n], v[n:], prior)
 
     def objective(v: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
         theta, beta = v[:n], v[n:]
-        z = (theta[sd.pair_lo] - theta[sd.pair_hi])[pair] + x @ beta
+        z = pairs.spread(theta[sd.pair_lo] - theta[sd.pair_hi]) + x @ beta
         p = expit(z)
         r = w * (y - p)
-        grad = np.concatenate([sd.inc_t @ weighted_bincount(pair, r, n_pairs), x.T @ r])
-        hess = _blocks(sd, x, pair, w * p * (1.0 - p))
+        grad = np.concatenate([sd.inc_t @ pairs.sums(r), x.T @ r])
+        hess = _blocks(sd, x, pairs, w * p * (1.0 - p))
         if prior > 0:
             p0 = expit(theta)
             grad[:n] += prior * (0.5 - p0)
@@ -317,7 +409,7 @@ def _newton(
 
 
 def _components(sd: StyleDesign, w: NDArray[np.float64]) -> tuple[int, NDArray[np.int64]]:
-    return components(sd.n_competitors, sd.pair_lo, sd.pair_hi, weighted_bincount(sd.pair, w, sd.pair_lo.shape[0]))
+    return components(sd.n_competitors, sd.pair_lo, sd.pair_hi, _pair_rows(sd).sums(w))
 
 
 def fit_style(
@@ -361,7 +453,7 @@ def fit_style(
     separated = _separated(sd, theta, beta, prior_games)
     conv = conv and not separated
     log_strength = normalise(theta, comps, reference, centre)
-    wp = np.bincount(sd.pair, sd.weight, minlength=sd.pair_lo.shape[0])
+    wp = _pair_rows(sd).sums(sd.weight)
     battles = weighted_bincount(sd.pair_lo, wp, minlength=n) + weighted_bincount(sd.pair_hi, wp, minlength=n)
     params = FitParams(
         model="bradley_terry_style_control",
@@ -402,8 +494,9 @@ _SEPARATION_LOGLIK = 0.5
 def _separated(sd: StyleDesign, theta: NDArray[np.float64], beta: NDArray[np.float64], prior: float) -> bool:
     if beta.size == 0 or float(np.abs(beta).max()) <= _SEPARATION_COEF:
         return False
-    f1 = _loglik(sd, sd.x, sd.pair, sd.y, sd.weight, theta, beta, prior)
-    f2 = _loglik(sd, sd.x, sd.pair, sd.y, sd.weight, theta, 2.0 * beta, prior)
+    pairs = _pair_rows(sd)
+    f1 = _loglik(sd, sd.x, pairs, sd.y, sd.weight, theta, beta, prior)
+    f2 = _loglik(sd, sd.x, pairs, sd.y, sd.weight, theta, 2.0 * beta, prior)
     return f2 > f1 - _SEPARATION_LOGLIK
 
 
@@ -440,48 +533,49 @@ def style_checks(sd: StyleDesign) -> StyleChecks:
 
     The competitor indicators explain everything that is constant within a pair (the two competitors
     are fixed there), so a coefficient is only identified by the feature's variation *within* pairs.
-    Each feature is centred within its pair (weighted means by ``bincount``); features with almost no
+    Each feature is centred within its pair (weighted means, ``_PairRows``); features with almost no
     within-pair variation are aliased with the competitors; the rest are added greedily
     (Gram-Schmidt on the within-pair residuals), and one that adds (almost) nothing beside those already
     kept is collinear with them (two identical features: the second is dropped, naming the first).
+
+    Everything comes from the weighted Gram matrices of the features and of their residuals (one product
+    each): a residual's part beside the features kept is its Gram entry less its projection (the Schur
+    complement, what Gram-Schmidt leaves), the condition number that of the kept residuals' Gram matrix.
     """
     w = sd.weight
-    n_pairs = sd.pair_lo.shape[0]
-    wp = np.bincount(sd.pair, w, minlength=n_pairs)
+    unit = bool(np.all(w == 1.0))
+    pairs = _pair_rows(sd)
+    wp = pairs.sums(w)[:, None]
     names = sd.features.names
-    resid = np.empty_like(sd.x)
-    total = np.empty(sd.n_features)
-    share = np.zeros(sd.n_features)
-    for k in range(sd.n_features):
-        col = sd.x[:, k]
-        mean = np.divide(np.bincount(sd.pair, w * col, minlength=n_pairs), wp, out=np.zeros(n_pairs), where=wp > 0)
-        resid[:, k] = col - mean[sd.pair]
-        total[k] = float(w @ (col * col))
-        share[k] = float(w @ (resid[:, k] ** 2)) / total[k] if total[k] > 0 else 0.0
+    f = sd.n_features
+    wx = sd.x if unit else w[:, None] * sd.x
+    mean = np.divide(pairs.sums(wx), wp, out=np.zeros((wp.shape[0], f)), where=wp > 0)
+    resid = sd.x - pairs.spread(mean)
+    total = np.einsum("ij,ij->j", sd.x, wx)
+    gram = resid.T @ (resid if unit else w[:, None] * resid)
+    own = np.diag(gram).copy()
+    share = np.divide(own, total, out=np.zeros(f), where=total > 0)
     kept: list[int] = []
     dropped: list[tuple[str, str]] = []
-    basis: list[NDArray[np.float64]] = []
-    for k in range(sd.n_features):
+    for k in range(f):
         if total[k] == 0:
             dropped.append((names[k], "no variation: the feature is the same in both answers of every battle"))
             continue
         if share[k] < WITHIN_PAIR_MIN:
             dropped.append((names[k], ALIASED_REASON))
             continue
-        v = resid[:, k].copy()
-        own = float(w @ (v * v))
-        for q in basis:
-            v -= (w @ (v * q)) * q
-        left = float(w @ (v * v))
-        if left < COLLINEAR_MIN * own:
+        left = own[k]
+        if kept:
+            g_kk = gram[np.ix_(kept, kept)]
+            g_k = gram[kept, k]
+            left = own[k] - float(g_k @ np.linalg.solve(g_kk, g_k))
+        if left < COLLINEAR_MIN * own[k]:
             others = ", ".join(names[j] for j in kept)
             dropped.append((names[k], f"collinear with {others}"))
             continue
         kept.append(k)
-        basis.append(v / np.sqrt(left))
     if kept:
-        r = resid[:, kept]
-        eig = np.linalg.eigvalsh(r.T @ (w[:, None] * r))
+        eig = np.linalg.eigvalsh(gram[np.ix_(kept, kept)])
         condition = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
     else:
         condition = float("inf")
@@ -489,7 +583,9 @@ def style_checks(sd: StyleDesign) -> StyleChecks:
 
 
 def style_subset(sd: StyleDesign, keep: tuple[int, ...]) -> StyleDesign:
-    """The design with only the features ``keep`` (same rows)."""
+    """The design with only the features ``keep`` (same rows); the design itself when it keeps them all."""
+    if tuple(keep) == tuple(range(sd.n_features)):
+        return sd
     cols = list(keep)
     f = sd.features
     feats = StyleFeatures(f.x[:, cols], f.mean[cols], f.std[cols], tuple(f.names[k] for k in cols))
@@ -517,10 +613,11 @@ def style_covariance(sd: StyleDesign, fit: StyleResult) -> NDArray[np.float64]:
     n = sd.n_competitors
     prior = fit.params.prior_games
     theta = fit.theta_raw
-    z = (theta[sd.pair_lo] - theta[sd.pair_hi])[sd.pair] + sd.x @ fit.coef
+    pairs = _pair_rows(sd)
+    z = pairs.spread(theta[sd.pair_lo] - theta[sd.pair_hi]) + sd.x @ fit.coef
     p = expit(z)
-    hess = _blocks(sd, sd.x, sd.pair, sd.weight * p * (1.0 - p))
-    meat = _blocks(sd, sd.x, sd.pair, (sd.weight * (sd.y - p)) ** 2)
+    hess = _blocks(sd, sd.x, pairs, sd.weight * p * (1.0 - p))
+    meat = _blocks(sd, sd.x, pairs, (sd.weight * (sd.y - p)) ** 2)
     size = hess.shape[0]
     if prior > 0:
         p0 = expit(theta)
@@ -553,38 +650,33 @@ def style_sandwich_intervals(sd: StyleDesign, fit: StyleResult, *, confidence: f
 
 
 # Bootstrap rounds: the round's maximum to this tolerance (as ``_newton``'s default), by fixed-Hessian
-# iterations with the full-data information (``newton.fixed_hessian_solve``).
+# iterations with the full-data information (``newton.fixed_hessian_solve_many``). The plain map, without
+# Anderson's mixing: a style round contracts at about 0.05 (tens of battles per pair), where mixing saves no
+# pass (3.05 a round either way at 100,000 votes x 50) and costs a least-squares solve a step; and for the
+# plain map the a-posteriori stop is a bound (``fixed_hessian_solve``).
 _ROUND_TOL = 1e-5
 _ROUND_MAX_ITER = 40
-# The plain map, without Anderson's mixing: a style round contracts at about 0.05 (tens of battles per pair),
-# where mixing saves no pass (3.05 a round either way at 100,000 votes x 50) and costs a least-squares solve
-# a step; and for the plain map the a-posteriori stop is a bound (``fixed_hessian_solve``).
-_ROUND_ANDERSON = 0
-
-
-@dataclass(frozen=True)
-class _RoundRows:
-    """A bootstrap round's rows with a non-zero count: features (F x rows, one contiguous row per feature),
-    target, weight times count, pair (int64: ``take`` and ``bincount`` convert int32 indices first, several
-    times slower), and the full fit's probability (each round's first gradient)."""
-
-    x_t: NDArray[np.float64]
-    y: NDArray[np.float64]
-    w: NDArray[np.float64]
-    pair: NDArray[np.int64]
-    p0: NDArray[np.float64]
 
 
 class _StyleRoundSolver:
-    """Solves style bootstrap rounds with one Cholesky factor of the full-data information.
+    """Solves style bootstrap rounds with the inverse of the full-data information (from one Cholesky factor).
 
     A round reweights the rows (a battle drawn k times counts k times), so its optimum is close to the
     full fit and its information close to the full-data one ``H0``: iterating ``v += H0^-1 g(v)``
-    (the plain map: ``_ROUND_ANDERSON``) converges in a few steps, each one pass over the rows for the gradient
+    (the plain map) converges in a few steps, each one pass over the rows for the gradient
     only, where a Newton step also rebuilds the (N + F) information (about twice the work of a
     gradient, and a line-search pass of log-likelihoods on top). A round whose steps stop contracting
     falls back to the damped Newton of the fit (``_newton``), so the result never depends on the
-    shortcut."""
+    shortcut.
+
+    A pass reads every row, those drawn no time with weight 0: gathering the drawn ones (about 63%) costs
+    more than the passes save. The rows are the design's, sorted by pair (``style_design``), so the
+    log-strength differences reach the rows by one ``repeat`` of the per-pair values and the per-pair sums
+    are one ``reduceat`` (bincount and take cost several times more). The per-row terms are float32 (the
+    features, one contiguous row per feature, the target, the full fit's residual, the round's weights):
+    half the memory traffic and twice the lanes of float64; the sums over pairs and the steps are float64.
+    A round's answer moves by about 1e-7 in log-strength from float64's, a hundredth of the tolerance
+    (``_ROUND_TOL``). Rounds are solved in batches (``solve_many``, ``round_batches``)."""
 
     def __init__(self, sd: StyleDesign, fit: StyleResult, null_proj: NDArray[np.float64] | None) -> None:
         self.sd = sd
@@ -594,82 +686,143 @@ class _StyleRoundSolver:
         n = sd.n_competitors
         self.n = n
         z0 = (fit.theta_raw[sd.pair_lo] - fit.theta_raw[sd.pair_hi])[sd.pair] + sd.x @ fit.coef
-        self.p0 = expit(z0)
-        h0 = _blocks(sd, sd.x, sd.pair, sd.weight * self.p0 * (1.0 - self.p0))
+        p0 = expit(z0)
+        h0 = _blocks(sd, sd.x, _pair_rows(sd), sd.weight * p0 * (1.0 - p0))
         if self.prior > 0:
             q0 = expit(fit.theta_raw)
             h0[np.arange(n), np.arange(n)] += self.prior * q0 * (1.0 - q0)
         if null_proj is not None:
             h0[:n, :n] += null_proj
         h0[np.diag_indices(h0.shape[0])] += 1e-12
-        self.factor = la.cho_factor(h0, lower=False, check_finite=False)
-        # The features, the target and the full fit's probability, one contiguous row each: a round gathers
-        # its rows from all of them with one ``take`` (about half the time of gathering rows of the battles x F
-        # matrix), and the passes read the features as matrix products with F rows.
-        self.columns = np.ascontiguousarray(np.vstack([sd.x.T, sd.y, self.p0]))
-        self.unit_weight = bool(np.all(sd.weight == 1.0))
+        # A step is the gradient times H0's inverse: one product for a batch of rounds, where a triangular solve
+        # costs the same and scipy's checks around it more (the inverse from the Cholesky factor, symmetric).
+        size = h0.shape[0]
+        self.inverse = la.cho_solve(la.cho_factor(h0, lower=False, check_finite=False), np.eye(size))
+        self.inverse = 0.5 * (self.inverse + self.inverse.T)
+        # Designs not built by ``style_design`` may be in any order: the solver then keeps its own copy sorted by
+        # pair and reads each round's counts through the permutation.
+        self.order = None if bool(np.all(sd.pair[1:] >= sd.pair[:-1])) else np.argsort(sd.pair, kind="stable")
+        o = slice(None) if self.order is None else self.order
+        pair = sd.pair[o]
+        self.bounds = np.searchsorted(pair, np.arange(sd.pair_lo.shape[0]))  # each pair's first row
+        self.runs = np.diff(self.bounds, append=pair.shape[0])  # and its number of rows (at least 1)
+        self.x_t = np.ascontiguousarray(sd.x[o].T, dtype=np.float32)
+        self.y = sd.y[o].astype(np.float32)
+        self.e0 = (sd.y - p0)[o].astype(np.float32)
+        self.weight = None if bool(np.all(sd.weight == 1.0)) else sd.weight[o].astype(np.float32)
         self.fallbacks = 0
         self.iterations = 0
+        self._incidence: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
 
     def incidence(self, per_pair: NDArray[np.float64]) -> NDArray[np.float64]:
-        """``inc_t @ per_pair`` (lo side plus, hi side minus) by two bincounts over the pairs."""
-        sd = self.sd
-        return weighted_bincount(sd.pair_lo, per_pair, self.n) - weighted_bincount(sd.pair_hi, per_pair, self.n)
+        """``inc_t @ per_pair`` for each round's row of ``per_pair`` (lo side plus, hi side minus): two bincounts
+        over all the rounds' pairs at once (each round's competitors offset by its row)."""
+        k, n = per_pair.shape[0], self.n
+        if k not in self._incidence:
+            offset = (np.arange(k) * n)[:, None]
+            self._incidence[k] = ((offset + self.sd.pair_lo).ravel(), (offset + self.sd.pair_hi).ravel())
+        lo, hi = self._incidence[k]
+        flat = per_pair.ravel()
+        out = weighted_bincount(lo, flat, k * n) - weighted_bincount(hi, flat, k * n)
+        return out.reshape(k, n)
 
-    def gradient(self, v: NDArray[np.float64], rows: _RoundRows, it: int) -> NDArray[np.float64]:
+    def gradients(self, v: NDArray[np.float64], batch: _RoundBatch, it: int) -> NDArray[np.float64]:
+        """The gradients of the rounds of ``batch`` at the rows of ``v``, one round a row."""
         sd, n = self.sd, self.n
-        theta, beta = v[:n], v[n:]
+        theta = v[:, :n]
         if it == 0:
-            r = rows.y - rows.p0  # every round starts at the full fit
+            r = batch.cw * self.e0  # every round starts at the full fit: the residuals are the fit's
         else:
-            r = np.take(theta[sd.pair_lo] - theta[sd.pair_hi], rows.pair)
-            r += beta @ rows.x_t
-            sigmoid(r, out=r)
-            np.subtract(rows.y, r, out=r)
-        r *= rows.w
-        per_pair = weighted_bincount(rows.pair, r, sd.pair_lo.shape[0])
-        g = np.concatenate([self.incidence(per_pair), rows.x_t @ r])
+            # sigmoid(z) = (1 + tanh(z / 2)) / 2, so r = cw (y - sigmoid(z)) = a - h tanh(z / 2) (``_RoundBatch``):
+            # one tanh where the logistic takes an exp, an add and a divide, and no overflow to silence.
+            half = 0.5 * v
+            r = np.repeat(np.subtract(half[:, sd.pair_lo], half[:, sd.pair_hi], dtype=np.float32), self.runs, axis=1)
+            r += half[:, n:].astype(np.float32) @ self.x_t
+            np.tanh(r, out=r)
+            r *= batch.h
+            np.subtract(batch.a, r, out=r)
+        g = np.empty(v.shape)
+        g[:, :n] = self.incidence(np.add.reduceat(r, self.bounds, axis=1).astype(np.float64))
+        g[:, n:] = r @ self.x_t.T
         if self.prior > 0:
-            g[:n] += self.prior * (0.5 - expit(theta))
+            g[:, :n] -= (0.5 * self.prior) * np.tanh(0.5 * theta)  # prior (1/2 - sigmoid(theta))
         return g
 
-    def solve(self, k: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        sd = self.sd
-        # Only the rows drawn at least once enter the round's gradient (about 63% under the multinomial):
-        # gathered once a round, they make every iteration's passes shorter; the sums are the same.
-        drawn = np.flatnonzero(k > 0)  # a boolean mask's nonzero is several times faster than a float array's
-        count = k[drawn].astype(np.float64, copy=False)
-        f = sd.n_features
-        columns = np.take(self.columns, drawn, axis=1)
-        rows = _RoundRows(
-            x_t=columns[:f],
-            y=columns[f],
-            w=count if self.unit_weight else sd.weight[drawn] * count,
-            pair=sd.pair[drawn],
-            p0=columns[f + 1],
-        )
-        v, iterations = fixed_hessian_solve(
-            self.v0,
-            lambda x, it: self.gradient(x, rows, it),
-            self.factor,
+    def solve(self, k: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        return self.solve_many([k])[0]
+
+    def solve_many(self, ks: list[NDArray[np.int64]]) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
+        """Rounds of counts ``ks`` (one count per row of the design) solved together: each pass is one array
+        operation over all of them (rounds x rows), so numpy's per-call cost is paid once for the batch, and the
+        rounds' steps are one product with H0's inverse (``fixed_hessian_solve_many``: each round stops by its
+        own rule, at the pass it would alone). Rounds that stall are solved by damped Newton on their rows drawn."""
+        batch = _RoundBatch(self, ks)
+        out = fixed_hessian_solve_many(
+            np.tile(self.v0, (len(ks), 1)),
+            lambda v, it, active: self.gradients(v, batch.only(active), it),
+            self.inverse,
             tol=_ROUND_TOL,
             max_iter=_ROUND_MAX_ITER,
-            depth=_ROUND_ANDERSON,
         )
-        self.iterations += iterations
-        if v is not None:
-            return v[: self.n], v[self.n :]
-        self.fallbacks += 1
-        theta, beta, _, _ = _newton(
-            self.sd,
-            sd.weight * k,
-            self.v0[: self.n],
-            self.v0[self.n :],
-            prior=self.prior,
-            null_proj=self.null_proj,
-            rows=drawn,
-        )
-        return theta, beta
+        results = []
+        for k, (v, iterations) in zip(ks, out, strict=True):
+            self.iterations += iterations
+            if v is not None:
+                results.append((v[: self.n], v[self.n :]))
+                continue
+            self.fallbacks += 1
+            sd = self.sd
+            theta, beta, _, _ = _newton(
+                sd,
+                sd.weight * k,
+                self.v0[: self.n],
+                self.v0[self.n :],
+                prior=self.prior,
+                null_proj=self.null_proj,
+                rows=np.flatnonzero(k),
+            )
+            results.append((theta, beta))
+        return results
+
+
+class _RoundBatch:
+    """Rounds solved together: their rows' weights times counts (``cw``, rounds x rows, float32, in the solver's
+    row order), and for the passes ``a = cw (y - 1/2)`` and ``h = cw / 2`` (the residual is ``a - h tanh(z/2)``);
+    ``only`` keeps the rounds still running."""
+
+    def __init__(self, solver: _StyleRoundSolver, ks: list[NDArray[np.int64]]) -> None:
+        cw = np.empty((len(ks), solver.y.shape[0]), dtype=np.float32)
+        for j, k in enumerate(ks):
+            cw[j] = k if solver.order is None else k[solver.order]
+        if solver.weight is not None:
+            cw *= solver.weight
+        self.cw = cw
+        self.h = 0.5 * cw
+        self.a = cw * solver.y
+        self.a -= self.h
+        self.rounds = np.arange(len(ks))
+
+    def only(self, rounds: NDArray[np.int64]) -> _RoundBatch:
+        if rounds.shape != self.rounds.shape:  # rounds stopped: drop their rows once
+            keep = np.searchsorted(self.rounds, rounds)
+            self.cw, self.h, self.a, self.rounds = self.cw[keep], self.h[keep], self.a[keep], rounds
+        return self
+
+
+# Rounds solved together (``_StyleRoundSolver.solve_many``): at most this many, and about this many rows x rounds
+# at once (the batch's arrays, float32: some 16 bytes a row and round, 16 MB at 100,000 votes).
+_ROUND_BATCH = 2
+_ROUND_BATCH_CELLS = 1_000_000
+
+
+def round_batches(rounds: int, rows: int) -> int:
+    """The rounds a batch solves: at most ``_ROUND_BATCH`` and ``_ROUND_BATCH_CELLS`` row-rounds, and an even
+    number of batches (the bootstrap runs them on two threads). From the data alone, never from the threads, so
+    a bootstrap's samples do not depend on them."""
+    most = max(1, min(_ROUND_BATCH, _ROUND_BATCH_CELLS // max(rows, 1)))
+    batches = -(-rounds // most)
+    batches += batches % 2 if rounds > 1 else 0
+    return -(-rounds // batches)
 
 
 def style_bootstrap_intervals(
@@ -709,17 +862,21 @@ def style_bootstrap_intervals(
     m = sd.n_rows
     round_solver = _StyleRoundSolver(sd, fit, null_proj) if solver == "fixed_hessian" else None
 
-    def one(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def draw(g: np.random.Generator) -> NDArray[np.int64]:
+        """A round's count of each row."""
+        k: NDArray[np.int64]
         if scheme == "multinomial":
-            k = np.bincount(g.integers(0, m, m), minlength=m).astype(np.float64)
+            k = np.bincount(g.integers(0, m, m), minlength=m)
         elif scheme == "poisson":
-            k = g.poisson(1.0, m).astype(np.float64)
+            k = g.poisson(1.0, m)
         else:
             assert sd.cluster is not None
             c = sd.n_clusters
-            k = np.bincount(g.integers(0, c, c), minlength=c).astype(np.float64)[sd.cluster]
-        if round_solver is not None:
-            return round_solver.solve(k)
+            k = np.bincount(g.integers(0, c, c), minlength=c)[sd.cluster]
+        return k
+
+    def one(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        k = draw(g)
         rows = np.flatnonzero(k)
         theta, beta, _, _ = _newton(
             sd, sd.weight * k, fit.theta_raw, fit.coef, prior=prior, null_proj=null_proj, rows=rows
@@ -727,7 +884,21 @@ def style_bootstrap_intervals(
         return theta, beta
 
     gens = _round_generators(seed, rounds)
-    if workers > 1 and rounds > 1:
+    if round_solver is not None:
+        # Rounds in batches (``round_batches``), each drawn and solved in its worker thread.
+        size = round_batches(rounds, m)
+        batches = [gens[i : i + size] for i in range(0, rounds, size)]
+        fixed: _StyleRoundSolver = round_solver
+
+        def batch(gs: list[np.random.Generator]) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
+            return fixed.solve_many([draw(g) for g in gs])
+
+        if workers > 1 and len(batches) > 1:
+            with ThreadPoolExecutor(max_workers=workers) as ex:
+                out = [r for results in ex.map(batch, batches) for r in results]
+        else:
+            out = [r for gs in batches for r in batch(gs)]
+    elif workers > 1 and rounds > 1:
         with ThreadPoolExecutor(max_workers=workers) as ex:
             out = list(ex.map(one, gens))
     else:
