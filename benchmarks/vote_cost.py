@@ -16,6 +16,9 @@ on, at a rate they never reach), with production settings (DEBUG off). Printed:
   cycle     ``--cycles`` times a rater's whole cycle from a warm buffer, as benchmarks/load.py's raters do
             it: next battle (the claim), the battle page, the vote; and the votes/s one core could serve;
             and the floor: the same three requests, with the same session, to a view that does nothing
+  handlers  the sign-in page (every middleware, a template) served through the ASGI protocol in process by
+            Django's ASGI handler alone and by the platform's application (core/asgi.py: sync views on
+            Django's WSGI handler in threads), alternated three times: CPU and wall a request
   baseline  on the same connection: one round trip (SELECT 1) and one single-row INSERT in autocommit,
             and opening a new connection (what every request pays with DB_CONN_MAX_AGE=0)
 """
@@ -199,6 +202,68 @@ def label(sql: str) -> str:
     return s[:80]
 
 
+def handlers_compare(requests: int = 300) -> None:
+    """The sign-in page through Django's ASGI handler and through the platform's router, in process."""
+    import asyncio
+
+    from django.core.asgi import get_asgi_application
+    from django.core.wsgi import get_wsgi_application
+
+    from core.asgi import SyncViewsOverWSGI
+
+    django_asgi = get_asgi_application()
+    router = SyncViewsOverWSGI(asgi_app=django_asgi, wsgi_app=get_wsgi_application(), threads=10)
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+        "path": "/accounts/login/", "raw_path": b"/accounts/login/", "root_path": "", "query_string": b"",
+        "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+    }  # fmt: skip
+
+    async def one(app: Any) -> None:
+        done = asyncio.Event()
+        asked = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal asked
+            if not asked:
+                asked = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                assert message["status"] == 200, message
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                done.set()
+
+        await app(dict(scope), receive, send)
+
+    async def timed(app: Any) -> tuple[float, float]:
+        for _ in range(20):
+            await one(app)
+        c0, t0 = time.process_time(), time.perf_counter()
+        for _ in range(requests):
+            await one(app)
+        return (time.process_time() - c0) / requests * 1000, (time.perf_counter() - t0) / requests * 1000
+
+    async def compare() -> dict[str, list[tuple[float, float]]]:
+        runs: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for _ in range(3):
+            for name, app in (("Django's ASGI handler", django_asgi), ("the router (core/asgi.py)", router)):
+                runs[name].append(await timed(app))
+        return runs
+
+    runs = asyncio.run(compare())
+    print(
+        f"\nhandlers: the sign-in page in process through the ASGI protocol (ms a request, {requests} a run, 3 runs):"
+    )
+    for name, values in runs.items():
+        cpu = ", ".join(f"{c:.2f}" for c, _ in values)
+        wall = ", ".join(f"{w:.2f}" for _, w in values)
+        print(f"  {name:<48} CPU {cpu}   wall {wall}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--votes", type=int, default=300)
@@ -352,6 +417,8 @@ def main() -> int:
     print(f"  {'floor: the same 3 requests to a do-nothing view':<48} {floor_ms:7.2f}   CPU {floor_cpu_ms:.2f}")
     print(f"  {'= the cycle over its floor':<48} {cycle_ms / floor_ms:7.1f} x   by CPU "
           f"{cycle_cpu_ms / floor_cpu_ms:.1f} x")  # fmt: skip
+
+    handlers_compare()
 
     # The baseline on the same connection: a round trip, a single-row insert, a fresh connection.
     with connection.cursor() as cursor:
