@@ -154,7 +154,8 @@ def competitor_codes(
         table = np.full(int(competitor_ids[-1]) - first + 1, -1, dtype=np.int64)
         table[competitor_ids - first] = np.arange(n, dtype=np.int64)
         for side in (left, right):
-            offset = side - first
+            # In int64 whatever the column's width (a log's int32 ids less a larger first id must not wrap).
+            offset = np.subtract(side, first, dtype=np.int64)
             if side.size and (int(offset.min()) < 0 or int(offset.max()) >= table.shape[0]):
                 raise stranger
             codes = table[offset]

@@ -142,7 +142,8 @@ def _whole(values: ArrayLike, what: str) -> NDArray[np.int64]:
     """As int64, refusing fractions and non-finite values (a cast would truncate 1.5 to 1 silently)."""
     raw = np.asarray(values).ravel()
     if raw.dtype.kind in "iub":
-        return raw.astype(np.int64)
+        # No copy of what is int64 already (nothing here writes into its input): ten million rows are 80 MB a column.
+        return raw.astype(np.int64, copy=False)
     if raw.dtype.kind != "f":
         raise ValueError(f"{what} must be integers, got dtype {raw.dtype}")
     if not np.all(np.isfinite(raw)) or np.any(raw != np.floor(raw)):
@@ -213,20 +214,31 @@ def aggregate_battles(bt: Battles, *, count: NDArray[np.int64] | None = None) ->
             None if bt.weight is None else bt.weight[present],
             None if bt.cluster is None else bt.cluster[present],
         )
+    if count is not None and bool(np.all(count == 1)):
+        # One battle a row (the votes one by one, as counted rows): the same cells as without counts.
+        count = None
     n = bt.n_competitors
-    lo, hi, out, _ = canonical_pairs(bt.a, bt.b, bt.outcome)
-    key = (lo * n + hi) * N_OUTCOMES + out
+    key = _cell_keys(bt.a, bt.b, bt.outcome, n)
     n_clusters = 0
-    cluster_ids: NDArray[np.int64] | None = None
     if bt.cluster is not None:
-        cluster_ids, cl = np.unique(bt.cluster, return_inverse=True)
-        n_clusters = int(cluster_ids.shape[0])
-        key = cl.astype(np.int64) * (n * n * N_OUTCOMES) + key
+        cl, n_clusters = _cluster_codes(bt.cluster)
+        key += cl * (n * n * N_OUTCOMES)
+        del cl
     n_keys = max(n_clusters, 1) * n * n * N_OUTCOMES
     w = bt.weight
     rows = count
     if n_keys <= _DENSE_KEY_LIMIT:
         index, size = key, n_keys
+    elif rows is None and w is None:
+        # Plain battles past the dense limit (the raw view's (prompt, pair, outcome) cells: ten million votes):
+        # the keys sorted in place and counted by their runs, the cells ``np.unique`` would give without its
+        # inverse index and argsort, three more arrays the size of the input.
+        key.sort()
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if key.size else key[:0]
+        keys = key[starts]
+        count = np.diff(np.append(starts, key.shape[0])).astype(np.int64)
+        del key, starts
+        return _cells_of(n, keys, count, count.astype(np.float64), None, bt.cluster is not None, n_clusters)
     else:
         keys, index = np.unique(key, return_inverse=True)
         size = int(keys.shape[0])
@@ -237,24 +249,70 @@ def aggregate_battles(bt: Battles, *, count: NDArray[np.int64] | None = None) ->
         count = weighted_bincount(index, rows, minlength=size).astype(np.int64)
     if w is None:
         wsum = count.astype(np.float64)
-        wsq = wsum.copy()
+        wsq = None
     else:
         wsum = weighted_bincount(index, w if rows is None else w * rows, minlength=size)
         wsq = weighted_bincount(index, w * w if rows is None else w * w * rows, minlength=size)
+    del index, key
     if n_keys <= _DENSE_KEY_LIMIT:
         keys = np.flatnonzero(count)
-        count, wsum, wsq = count[keys], wsum[keys], wsq[keys]
-    keys = keys.astype(np.int64)
+        count, wsum = count[keys], wsum[keys]
+        wsq = None if wsq is None else wsq[keys]
+    return _cells_of(n, keys, count, wsum, wsq, bt.cluster is not None, n_clusters)
+
+
+def _cell_keys(a: NDArray[np.int64], b: NDArray[np.int64], outcome: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """Each battle's cell key ``(lo * n + hi) * 4 + outcome_from_lo`` (``canonical_pairs``), built in one
+    array with one temporary at a time."""
+    swapped = a > b
+    key = np.where(swapped, b, a)
+    key *= n
+    key += np.where(swapped, a, b)
+    key *= N_OUTCOMES
+    flip = swapped & (outcome <= RIGHT_WINS)
+    del swapped
+    key += np.where(flip, 1 - outcome, outcome)
+    return key
+
+
+def _cluster_codes(cluster: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
+    """Cluster ids relabelled ``0..n_clusters-1`` in sorted order, and how many there are (``np.unique``'s
+    inverse, in linear time where the ids span a small range: prompt codes are dense)."""
+    if cluster.size == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    high = int(cluster.max())
+    if high < max(cluster.shape[0], 1 << 20):  # the table no larger than the ids themselves
+        present = np.bincount(cluster, minlength=high + 1) > 0
+        code = np.cumsum(present) - 1
+        return code[cluster], int(np.count_nonzero(present))
+    ids, inverse = np.unique(cluster, return_inverse=True)
+    return inverse.astype(np.int64), int(ids.shape[0])
+
+
+def _cells_of(
+    n: int,
+    keys: NDArray[np.int64],
+    count: NDArray[np.int64],
+    wsum: NDArray[np.float64],
+    wsq: NDArray[np.float64] | None,
+    clustered: bool,
+    n_clusters: int,
+) -> Cells:
+    """The cells of these sorted keys (``(cluster * n * n + lo * n + hi) * 4 + outcome``) and their sums
+    (``wsq`` None: the same as ``wsum``, unweighted battles)."""
+    keys = keys.astype(np.int64, copy=False)
+    weight = wsum.astype(np.float64)
+    cell_cluster = keys // (n * n * N_OUTCOMES) if clustered else None
     out_c = keys % N_OUTCOMES
-    pair = (keys // N_OUTCOMES) % (n * n)
-    cell_cluster = keys // (n * n * N_OUTCOMES) if bt.cluster is not None else None
+    pair = keys // N_OUTCOMES
+    pair %= n * n
     return Cells(
         n_competitors=n,
         lo=pair // n,
         hi=pair % n,
         outcome=out_c,
-        weight=wsum.astype(np.float64),
-        weight_sq=wsq.astype(np.float64),
+        weight=weight,
+        weight_sq=weight.copy() if wsq is None else wsq.astype(np.float64),
         count=count.astype(np.int64),
         cluster=cell_cluster,
         n_clusters=n_clusters,

@@ -153,12 +153,23 @@ def _packed_columns(sql: str, fields: list[tuple[str, str]], *, hashed: bool = F
         finally:
             if hashed:
                 cursor.execute("SET LOCAL enable_sort TO DEFAULT")
+    # Column by column, each written once into its native array (no concatenated copy in the wire's byte
+    # order), and each column's strings let go as soon as it is read: at ten million votes the strings and
+    # the arrays would otherwise be held together, three copies of the log at the peak.
+    strings: list[list[bytes]] = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in fields]
+    del rows
     out = {}
     for k, (name, field) in enumerate(fields):
-        kind = _DTYPE.get(field, field)
-        parts = [np.frombuffer(row[k], dtype=kind) for row in rows]
-        native = np.dtype(kind).newbyteorder("=")
-        out[name] = np.concatenate(parts).astype(native) if parts else np.zeros(0, dtype=native)
+        kind = np.dtype(_DTYPE.get(field, field))
+        native = kind.newbyteorder("=")
+        column = np.empty(sum(len(part) for part in strings[k]) // kind.itemsize, dtype=native)
+        start = 0
+        for part in strings[k]:
+            values = np.frombuffer(part, dtype=kind)
+            column[start : start + values.shape[0]] = values
+            start += values.shape[0]
+        strings[k] = []
+        out[name] = column
     return out
 
 
@@ -197,6 +208,44 @@ def _rules_sql(policy: ExclusionPolicy) -> tuple[str, str]:
     return rules, windows
 
 
+def _narrow(values: NDArray[np.int64]) -> NDArray[Any]:
+    """``values`` (non-negative, or none) in the smallest signed integer type that holds them."""
+    top = int(values.max()) if values.size else 0
+    for kind in (np.int8, np.int16, np.int32):
+        if top <= np.iinfo(kind).max:
+            return values.astype(kind)
+    return values
+
+
+# Up to this many possible ids between a campaign's smallest and largest key, a vote's key is found through a
+# table indexed by the id (one gather a vote); above it by binary search.
+_KEY_TABLE_SPAN = 1 << 24
+
+
+def _positions(ids: NDArray[np.int64], values: NDArray[Any]) -> NDArray[Any]:
+    """The position of each of ``values`` in ``ids`` (sorted, unique), as int32 where that holds them; a value
+    that is not there raises (a vote naming a key of another campaign would be a broken copy)."""
+    n = int(ids.shape[0])
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    missing = LookupError("a vote of the log's copy names a prompt key the campaign does not have")
+    if n == 0:
+        raise missing
+    first, span = int(ids[0]), int(ids[-1]) - int(ids[0]) + 1
+    dtype = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    if span <= max(_KEY_TABLE_SPAN, 4 * n) and int(values.min()) >= first and int(values.max()) < first + span:
+        table = np.full(span, -1, dtype=dtype)
+        table[ids - first] = np.arange(n, dtype=dtype)
+        out: NDArray[Any] = table[values - np.asarray(first, dtype=values.dtype)]
+        if int(out.min()) < 0:
+            raise missing
+        return out
+    out = np.searchsorted(ids, values)
+    if int(out.max()) >= n or not bool(np.all(ids[out] == values)):
+        raise missing
+    return out.astype(dtype)
+
+
 def vote_log(
     *, campaign_id: int, policy: ExclusionPolicy, by_prompt: bool, per_vote_max: int = PER_VOTE_MAX
 ) -> VoteLog:
@@ -226,28 +275,36 @@ def vote_log(
         counts_sql,
         [("id", ">i8"), ("key", ">i4"), ("left", ">i4"), ("right", ">i4"), ("outcome", ">i2"), ("rules", ">i2")],
     )
-    key = np.searchsorted(key_ids, columns.pop("key"))
+    # The votes' keys as positions among the campaign's keys, and through them category and prompt code
+    # (small integers: a million votes take 7 MB of them, not the 24 MB of three int64 columns).
+    key = _positions(key_ids, columns.pop("key"))
     # Prompt codes by first appearance in the log (the smallest vote id of each hash), as ``vote_arrays``
-    # factorises the hashes in log order.
-    hash_of_vote = key_hash[key]
-    first = np.full(int(key_hash.max()) + 1 if key_hash.size else 0, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, hash_of_vote, columns["id"])
+    # factorises the hashes in log order: the first vote of each key, then of each hash over its keys.
+    never = np.iinfo(np.int64).max
+    first_of_key = np.full(key_ids.shape[0], never, dtype=np.int64)
+    np.minimum.at(first_of_key, key, columns["id"])
+    first = np.full(int(key_hash.max()) + 1 if key_hash.size else 0, never, dtype=np.int64)
+    np.minimum.at(first, key_hash, first_of_key)
     prompt_code = np.argsort(np.argsort(first, kind="stable"), kind="stable").astype(np.int64)
+    key_prompt = prompt_code[key_hash]
     counts = log_counts(
-        category=key_category[key],
+        category=_narrow(key_category)[key],
         categories=categories,
-        prompt=prompt_code[hash_of_vote],
-        left=columns["left"].astype(np.int64),
-        right=columns["right"].astype(np.int64),
-        outcome=columns["outcome"].astype(np.int64),
-        rules=columns["rules"].astype(np.int64),
+        prompt=_narrow(key_prompt)[key],
+        left=columns["left"],
+        right=columns["right"],
+        outcome=columns["outcome"],
+        rules=columns["rules"],
         vote_id=columns["id"],
         by_prompt=by_prompt,
     )
+    del key
     rate = sample_rate(counts.kept, per_vote_max)
-    kept_ids = np.sort(columns["id"][columns["rules"] == 0])
-    del columns, hash_of_vote
-    sample = _vote_sample(c, kept_ids, rate, key_ids, prompt_code[key_hash], key_category, categories)
+    kept_ids = columns["id"][columns["rules"] == 0]
+    del columns
+    if kept_ids.size and not bool(np.all(kept_ids[1:] > kept_ids[:-1])):
+        kept_ids.sort()
+    sample = _vote_sample(c, kept_ids, rate, key_ids, key_prompt, key_category, categories)
     return VoteLog(sample=sample, sample_rate=rate, categories=categories, by_prompt=by_prompt, **counts.__dict__)
 
 
