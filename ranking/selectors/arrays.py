@@ -128,47 +128,50 @@ _SEND = {
 _DTYPE = {"timestamptz": ">i8"}
 
 
+# Vote ids per packed row: a row of a few columns of a million votes is a message of about 25 MB. libpq keeps
+# its input buffer as large as the largest message it has read, for as long as the connection lives: a row of
+# 2**24 ids (the whole of a ten-million-vote log in one message) held 250 MB after the read.
+_PACKED_ROW_BITS = 20
+
+
 def _packed_columns(sql: str, fields: list[tuple[str, str]], *, hashed: bool = False) -> dict[str, NDArray[Any]]:
     """The rows of ``sql`` (literals only), one array per field, each field a NOT NULL integer, boolean or uuid
     of the type named (``>i8``, ``>i4``, ``>i2``, ``?``, ``|V16``; ``timestamptz``: int8 microseconds since
     2000-01-01 UTC), the first the vote id. PostgreSQL packs each column into one ``bytea`` of its binary values
     (``string_agg`` of ``int8send`` ...: every aggregate of a group sees its rows in the same order, so the
-    columns stay aligned), a row per 2**24 vote ids (a value stays far under the 1 GB limit), and numpy reads
-    each as it lies: no per-row message, Python object or text parse for millions of rows (libpq hands COPY's
-    output over one row at a time; that alone cost 2 minutes at 10 million). ``hashed``: group by hashing, not
-    by sorting the rows first (the planner's choice at a million rows, and the larger half of the read's time:
-    there are only a few groups), for this read only."""
+    columns stay aligned), a row per 2**20 vote ids (``_PACKED_ROW_BITS``), and numpy reads each as it lies: no
+    per-row message, Python object or text parse for millions of rows (libpq hands COPY's output over one row
+    at a time; that alone cost 2 minutes at 10 million). The packed rows are streamed, each appended to its
+    columns as it comes and let go: the strings of the whole log, and libpq's copy of them, are never held.
+    ``hashed``: group by hashing, not by sorting the rows first (the planner's choice at a million rows, and
+    the larger half of the read's time: there are only a few groups), for this read only."""
     names = [f"c{k}" for k in range(len(fields))]
     packed = ", ".join(
         f"string_agg({_SEND[kind]}(x.{name}), ''::bytea)" for name, (_, kind) in zip(names, fields, strict=True)
     )
-    query = f"SELECT {packed} FROM (SELECT * FROM ({sql}) s({', '.join(names)})) x GROUP BY x.c0 >> 24"
+    query = f"SELECT {packed} FROM (SELECT * FROM ({sql}) s({', '.join(names)})) x GROUP BY x.c0 >> {_PACKED_ROW_BITS}"
+    kinds = [np.dtype(_DTYPE.get(field, field)) for _, field in fields]
+    # Each column's bytes appended to one growing buffer (a large block, grown in place), turned around in place
+    # into native byte order and read by numpy as it lies: the column is never held twice, nor in pieces.
+    buffers = [bytearray() for _ in fields]
     connection.ensure_connection()
     # A plain psycopg cursor: Django's binds parameters client-side, which gives no binary results.
     with transaction.atomic(), psycopg.Cursor(connection.connection) as cursor:
         if hashed:
             cursor.execute("SET LOCAL enable_sort = off")
-        try:
-            rows = cursor.execute(query, binary=True).fetchall()
-        finally:
-            if hashed:
-                cursor.execute("SET LOCAL enable_sort TO DEFAULT")
-    # Column by column, each written once into its native array (no concatenated copy in the wire's byte
-    # order), and each column's strings let go as soon as it is read: at ten million votes the strings and
-    # the arrays would otherwise be held together, three copies of the log at the peak.
-    strings: list[list[bytes]] = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in fields]
-    del rows
+        for row in cursor.stream(query, binary=True):
+            for k, buffer in enumerate(buffers):
+                buffer += row[k]
+            del row
+        if hashed:  # (on an error the transaction, or its savepoint, is rolled back, and the setting with it)
+            cursor.execute("SET LOCAL enable_sort TO DEFAULT")
     out = {}
-    for k, (name, field) in enumerate(fields):
-        kind = np.dtype(_DTYPE.get(field, field))
-        native = kind.newbyteorder("=")
-        column = np.empty(sum(len(part) for part in strings[k]) // kind.itemsize, dtype=native)
-        start = 0
-        for part in strings[k]:
-            values = np.frombuffer(part, dtype=kind)
-            column[start : start + values.shape[0]] = values
-            start += values.shape[0]
-        strings[k] = []
+    for k, ((name, _), kind) in enumerate(zip(fields, kinds, strict=True)):
+        column = np.frombuffer(buffers[k], dtype=kind)
+        buffers[k] = bytearray()
+        if not kind.isnative:
+            column.byteswap(inplace=True)
+            column = column.view(kind.newbyteorder("="))
         out[name] = column
     return out
 

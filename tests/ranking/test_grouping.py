@@ -281,3 +281,40 @@ def test_pairs_numbered_through_the_table_equal_unique(monkeypatch):
                 x, y = getattr(dense, field), getattr(sorted_, field)
                 assert x.dtype == y.dtype and np.array_equal(x, y), (n, field)
             assert (dense.inc_t != sorted_.inc_t).nnz == 0 and (dense.absinc_t != sorted_.absinc_t).nnz == 0
+
+
+def test_one_class_records_equal_the_gathered_definition():
+    """``one_class`` (per competitor) and ``one_class_pairs`` (per pair), read through masks and per-pair counts,
+    equal the definitions that gathered the used cells' columns (with both_bad dropped or a tie, zero weights,
+    one-sided and all-tie records)."""
+    from ranking.estimators.bradley_terry import one_class
+    from ranking.estimators.intervals import one_class_pairs
+
+    rng = np.random.default_rng(11)
+    n, m = 7, 400
+    a = rng.integers(0, n, m)
+    b = (a + rng.integers(1, n, m)) % n
+    outcome = rng.integers(0, 4, m)
+    outcome[(a == 0) | (b == 0)] = 2  # competitor 0: ties only
+    outcome[(a == 1) & (b != 0)] = 0  # competitor 1 wins whenever shown on the left against a non-zero
+    weight = np.where(rng.random(m) < 0.1, 0.0, 1.0)
+    cells = aggregate_cells(a, b, outcome, weight, n_competitors=n, cluster=rng.integers(0, 5, m))
+    idx = np.arange(n)
+    for both_bad in ("tie", "drop"):
+        design = pair_design(cells, both_bad)  # type: ignore[arg-type]
+        used = design.cell_used & (cells.weight > 0)
+        y, lo, hi = design.cell_y[used], cells.lo[used], cells.hi[used]
+        classes = np.zeros((n, 3), dtype=bool)
+        for code, (mask_lo, mask_hi) in enumerate(((y == 1.0, y == 0.0), (y == 0.0, y == 1.0), (y == 0.5, y == 0.5))):
+            classes[lo[mask_lo], code] = True
+            classes[hi[mask_hi], code] = True
+        assert np.array_equal(one_class(cells, design), classes.sum(axis=1) == 1), both_bad
+        per_pair = np.zeros((n, n), dtype=np.int64)
+        np.add.at(per_pair, (lo, hi), 1)
+        tie_like = used & (design.cell_y == 0.5)
+        both = np.zeros((n, n), dtype=np.int64)
+        np.add.at(both, (cells.lo[tie_like], cells.hi[tie_like]), 1)
+        distinct = per_pair - np.maximum(both - 1, 0)
+        expected = (distinct + distinct.T)[np.ix_(idx, idx)] == 1
+        got = one_class_pairs(cells, both_bad, idx)  # type: ignore[arg-type]
+        assert np.array_equal(got, expected) and got.any(), both_bad
