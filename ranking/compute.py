@@ -129,12 +129,17 @@ _LOOKUP_SPAN = 1 << 22
 
 
 def competitor_codes(
-    left: NDArray[np.int64], right: NDArray[np.int64], competitor_ids: NDArray[np.int64]
+    left: NDArray[np.int64],
+    right: NDArray[np.int64],
+    competitor_ids: NDArray[np.int64],
+    *,
+    dtype: type[np.signedinteger[Any]] = np.int64,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Map the log's competitor primary keys to 0..n-1 in the order of ``competitor_ids`` (sorted,
     unique), checking on the way that every one is there (``searchsorted`` alone would map a stranger
     silently onto a neighbour). Keys span a few thousand values in practice, so a table from key to
-    code makes each vote one gather; a sparse set of keys is binary-searched instead."""
+    code makes each vote one gather; a sparse set of keys is binary-searched instead. ``dtype``: the
+    codes' integer type (int32 halves them where the caller's arithmetic on them stays in range)."""
     if np.any(np.diff(competitor_ids) <= 0):
         raise ValueError("competitor_ids must be sorted and unique")
     n = int(competitor_ids.shape[0])
@@ -151,10 +156,11 @@ def competitor_codes(
     out = []
     if n and int(competitor_ids[-1]) - int(competitor_ids[0]) < _LOOKUP_SPAN:
         first = int(competitor_ids[0])
-        table = np.full(int(competitor_ids[-1]) - first + 1, -1, dtype=np.int64)
-        table[competitor_ids - first] = np.arange(n, dtype=np.int64)
+        table = np.full(int(competitor_ids[-1]) - first + 1, -1, dtype=dtype)
+        table[competitor_ids - first] = np.arange(n, dtype=dtype)
         for side in (left, right):
-            offset = side - first
+            # In int64 whatever the column's width (a log's int32 ids less a larger first id must not wrap).
+            offset = np.subtract(side, first, dtype=np.int64)
             if side.size and (int(offset.min()) < 0 or int(offset.max()) >= table.shape[0]):
                 raise stranger
             codes = table[offset]
@@ -166,13 +172,15 @@ def competitor_codes(
         pos = np.searchsorted(competitor_ids, side)
         if side.size and (n == 0 or np.any(competitor_ids[np.minimum(pos, n - 1)] != side)):
             raise stranger
-        out.append(pos.astype(np.int64, copy=False))
+        out.append(pos.astype(dtype, copy=False))
     return out[0], out[1]
 
 
-def dense_index(votes: VoteArrays, competitor_ids: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def dense_index(
+    votes: VoteArrays, competitor_ids: NDArray[np.int64], *, dtype: type[np.signedinteger[Any]] = np.int64
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The votes' competitors as 0..n-1 in the order of ``competitor_ids`` (``competitor_codes``)."""
-    return competitor_codes(votes.left, votes.right, competitor_ids)
+    return competitor_codes(votes.left, votes.right, competitor_ids, dtype=dtype)
 
 
 def _counts(
@@ -242,7 +250,8 @@ def board_compute(
         per_vote = votes
     if view in ("style", "reliability") and (per_vote is None or per_vote.count is not None):
         raise ValueError(f"the {view} view fits each vote: pass the votes one by one (per_vote)")
-    a, b = dense_index(votes, competitor_ids)
+    # int32 codes (half of int64 at ten million votes): read only by the counts and the cells, which key in int64.
+    a, b = dense_index(votes, competitor_ids, dtype=np.int32 if n <= np.iinfo(np.int32).max else np.int64)
     counts = _counts(a, b, votes.outcome, n, votes.count)
     if len(votes) == 0 or n < 2:
         return Board(
@@ -261,6 +270,7 @@ def board_compute(
     cells = est.aggregate_cells(
         a, b, votes.outcome, n_competitors=n, cluster=votes.prompt if by_prompt else None, count=votes.count
     )
+    del a, b  # one code a vote (160 MB at ten million votes): the board reads its cells from here on
     # The threshold counts the votes that enter the fit: under the "drop" rule both-bad votes do not.
     decided = counts["votes"] - (counts["both_bad"] if method.both_bad == "drop" else 0)
     shown = est.shown_mask(decided, method.min_votes)

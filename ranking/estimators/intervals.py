@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -445,25 +445,44 @@ def cluster_bootstrap_intervals(
     design = pair_design(cells, fit.params.both_bad)
     n_cl = cells.n_clusters
     p = design.n_pairs
+    full = design.pair_wins(cells.weight)
     # A round's pair totals are linear in its cluster counts: one sparse product with the (pair side,
     # cluster) sums of the cells, whose entries are about as many as (cluster, pair) combinations; a
     # round then costs one pass over them, not several over the cells (ten million at ten million votes).
+    # The hi side is written over the cells' weights in place: cw - cw * y is cw * (1 - y) exactly for y in
+    # {0, 0.5, 1}, without a third array the size of the cells.
     cw = np.where(design.cell_used, cells.weight, 0.0)
-    sides = [cw * design.cell_y, cw * (1.0 - design.cell_y)]
+    lo_side = cw * design.cell_y
+    cw -= lo_side
+    sides = [lo_side, cw]
+    del lo_side, cw
     cl = cells.cluster
     if cl.size and bool(np.all(cl[1:] >= cl[:-1])):
-        # Cells come sorted by cluster (``aggregate_cells``): the columns are read off as they lie, no sort.
+        # Cells come sorted by cluster (``aggregate_cells``): the columns are read off as they lie, no sort;
+        # both sides share one row index (int32, as scipy would make it for each).
         indptr = np.searchsorted(cl, np.arange(n_cl + 1))
-        by_cluster = [sp.csc_matrix((w, design.cell_pair, indptr), shape=(p, n_cl)) for w in sides]
+        index_type = np.int32 if max(p, cl.size) < np.iinfo(np.int32).max else np.int64
+        rows, indptr = design.cell_pair.astype(index_type), indptr.astype(index_type)
+        by_cluster = [sp.csc_matrix((w, rows, indptr), shape=(p, n_cl)) for w in sides]
+        del rows, indptr
     else:
         by_cluster = [sp.csc_matrix((w, (design.cell_pair, cl)), shape=(p, n_cl)) for w in sides]
+    del sides
+    # The rounds read the design's pairs only: its columns over the cells (a number and a share a cell) go.
+    # (New empty arrays: a slice would hold on to the whole of each.)
+    design = replace(
+        design,
+        cell_pair=np.empty(0, dtype=np.int64),
+        cell_y=np.empty(0, dtype=np.float64),
+        cell_used=np.empty(0, dtype=bool),
+    )
 
     def draw(g: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         m = np.bincount(g.integers(0, n_cl, n_cl), minlength=n_cl).astype(np.float64)
         w_lo, w_hi = (np.asarray(side @ m, dtype=np.float64) for side in by_cluster)
         return w_lo, w_hi
 
-    samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers, design.pair_wins(cells.weight))
+    samples = _run_rounds(fit, design, draw, _round_generators(seed, rounds), workers, full)
     params = {"rounds": rounds, "seed": _seed_repr(seed), "resample": "clusters", "n_clusters": n_cl}
     return _bootstrap_result(samples, "cluster_bootstrap", confidence, params)
 
@@ -704,13 +723,14 @@ def one_class_pairs(cells: Cells, both_bad: BothBad, idx: NDArray[np.int64]) -> 
     resampling cannot vary that pair's own record, whatever a third competitor linking them does."""
     design = pair_design(cells, both_bad)
     used = design.cell_used & (cells.weight > 0)
-    n = cells.n_competitors
+    n, p = cells.n_competitors, design.n_pairs
+    # Counted per pair of the design (its pairs are distinct), then placed: no copy of the cells' columns.
     classes = np.zeros((n, n), dtype=np.int64)
-    np.add.at(classes, (cells.lo[used], cells.hi[used]), 1)  # cells are unique per (pair, outcome)
+    classes[design.lo, design.hi] = np.bincount(design.cell_pair[used], minlength=p)  # cells: one a (pair, outcome)
     # both_bad counted as a tie shares the tie class: merge it (y == 0.5 either way).
     tie_like = used & (design.cell_y == 0.5)
     both = np.zeros((n, n), dtype=np.int64)
-    np.add.at(both, (cells.lo[tie_like], cells.hi[tie_like]), 1)
+    both[design.lo, design.hi] = np.bincount(design.cell_pair[tie_like], minlength=p)
     distinct = classes - np.maximum(both - 1, 0)
     sym = distinct + distinct.T
     sub = sym[np.ix_(idx, idx)]

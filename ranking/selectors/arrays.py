@@ -128,37 +128,51 @@ _SEND = {
 _DTYPE = {"timestamptz": ">i8"}
 
 
+# Vote ids per packed row: a row of a few columns of a million votes is a message of about 25 MB. libpq keeps
+# its input buffer as large as the largest message it has read, for as long as the connection lives: a row of
+# 2**24 ids (the whole of a ten-million-vote log in one message) held 250 MB after the read.
+_PACKED_ROW_BITS = 20
+
+
 def _packed_columns(sql: str, fields: list[tuple[str, str]], *, hashed: bool = False) -> dict[str, NDArray[Any]]:
     """The rows of ``sql`` (literals only), one array per field, each field a NOT NULL integer, boolean or uuid
     of the type named (``>i8``, ``>i4``, ``>i2``, ``?``, ``|V16``; ``timestamptz``: int8 microseconds since
     2000-01-01 UTC), the first the vote id. PostgreSQL packs each column into one ``bytea`` of its binary values
     (``string_agg`` of ``int8send`` ...: every aggregate of a group sees its rows in the same order, so the
-    columns stay aligned), a row per 2**24 vote ids (a value stays far under the 1 GB limit), and numpy reads
-    each as it lies: no per-row message, Python object or text parse for millions of rows (libpq hands COPY's
-    output over one row at a time; that alone cost 2 minutes at 10 million). ``hashed``: group by hashing, not
-    by sorting the rows first (the planner's choice at a million rows, and the larger half of the read's time:
-    there are only a few groups), for this read only."""
+    columns stay aligned), a row per 2**20 vote ids (``_PACKED_ROW_BITS``), and numpy reads each as it lies: no
+    per-row message, Python object or text parse for millions of rows (libpq hands COPY's output over one row
+    at a time; that alone cost 2 minutes at 10 million). The packed rows are streamed, each appended to its
+    columns as it comes and let go: the strings of the whole log, and libpq's copy of them, are never held.
+    ``hashed``: group by hashing, not by sorting the rows first (the planner's choice at a million rows, and
+    the larger half of the read's time: there are only a few groups), for this read only."""
     names = [f"c{k}" for k in range(len(fields))]
     packed = ", ".join(
         f"string_agg({_SEND[kind]}(x.{name}), ''::bytea)" for name, (_, kind) in zip(names, fields, strict=True)
     )
-    query = f"SELECT {packed} FROM (SELECT * FROM ({sql}) s({', '.join(names)})) x GROUP BY x.c0 >> 24"
+    query = f"SELECT {packed} FROM (SELECT * FROM ({sql}) s({', '.join(names)})) x GROUP BY x.c0 >> {_PACKED_ROW_BITS}"
+    kinds = [np.dtype(_DTYPE.get(field, field)) for _, field in fields]
+    # Each column's bytes appended to one growing buffer (a large block, grown in place), turned around in place
+    # into native byte order and read by numpy as it lies: the column is never held twice, nor in pieces.
+    buffers = [bytearray() for _ in fields]
     connection.ensure_connection()
     # A plain psycopg cursor: Django's binds parameters client-side, which gives no binary results.
     with transaction.atomic(), psycopg.Cursor(connection.connection) as cursor:
         if hashed:
             cursor.execute("SET LOCAL enable_sort = off")
-        try:
-            rows = cursor.execute(query, binary=True).fetchall()
-        finally:
-            if hashed:
-                cursor.execute("SET LOCAL enable_sort TO DEFAULT")
+        for row in cursor.stream(query, binary=True):
+            for k, buffer in enumerate(buffers):
+                buffer += row[k]
+            del row
+        if hashed:  # (on an error the transaction, or its savepoint, is rolled back, and the setting with it)
+            cursor.execute("SET LOCAL enable_sort TO DEFAULT")
     out = {}
-    for k, (name, field) in enumerate(fields):
-        kind = _DTYPE.get(field, field)
-        parts = [np.frombuffer(row[k], dtype=kind) for row in rows]
-        native = np.dtype(kind).newbyteorder("=")
-        out[name] = np.concatenate(parts).astype(native) if parts else np.zeros(0, dtype=native)
+    for k, ((name, _), kind) in enumerate(zip(fields, kinds, strict=True)):
+        column = np.frombuffer(buffers[k], dtype=kind)
+        buffers[k] = bytearray()
+        if not kind.isnative:
+            column.byteswap(inplace=True)
+            column = column.view(kind.newbyteorder("="))
+        out[name] = column
     return out
 
 
@@ -197,6 +211,44 @@ def _rules_sql(policy: ExclusionPolicy) -> tuple[str, str]:
     return rules, windows
 
 
+def _narrow(values: NDArray[np.int64]) -> NDArray[Any]:
+    """``values`` (non-negative, or none) in the smallest signed integer type that holds them."""
+    top = int(values.max()) if values.size else 0
+    for kind in (np.int8, np.int16, np.int32):
+        if top <= np.iinfo(kind).max:
+            return values.astype(kind)
+    return values
+
+
+# Up to this many possible ids between a campaign's smallest and largest key, a vote's key is found through a
+# table indexed by the id (one gather a vote); above it by binary search.
+_KEY_TABLE_SPAN = 1 << 24
+
+
+def _positions(ids: NDArray[np.int64], values: NDArray[Any]) -> NDArray[Any]:
+    """The position of each of ``values`` in ``ids`` (sorted, unique), as int32 where that holds them; a value
+    that is not there raises (a vote naming a key of another campaign would be a broken copy)."""
+    n = int(ids.shape[0])
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    missing = LookupError("a vote of the log's copy names a prompt key the campaign does not have")
+    if n == 0:
+        raise missing
+    first, span = int(ids[0]), int(ids[-1]) - int(ids[0]) + 1
+    dtype = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    if span <= max(_KEY_TABLE_SPAN, 4 * n) and int(values.min()) >= first and int(values.max()) < first + span:
+        table = np.full(span, -1, dtype=dtype)
+        table[ids - first] = np.arange(n, dtype=dtype)
+        out: NDArray[Any] = table[values - np.asarray(first, dtype=values.dtype)]
+        if int(out.min()) < 0:
+            raise missing
+        return out
+    out = np.searchsorted(ids, values)
+    if int(out.max()) >= n or not bool(np.all(ids[out] == values)):
+        raise missing
+    return out.astype(dtype)
+
+
 def vote_log(
     *, campaign_id: int, policy: ExclusionPolicy, by_prompt: bool, per_vote_max: int = PER_VOTE_MAX
 ) -> VoteLog:
@@ -226,28 +278,36 @@ def vote_log(
         counts_sql,
         [("id", ">i8"), ("key", ">i4"), ("left", ">i4"), ("right", ">i4"), ("outcome", ">i2"), ("rules", ">i2")],
     )
-    key = np.searchsorted(key_ids, columns.pop("key"))
+    # The votes' keys as positions among the campaign's keys, and through them category and prompt code
+    # (small integers: a million votes take 7 MB of them, not the 24 MB of three int64 columns).
+    key = _positions(key_ids, columns.pop("key"))
     # Prompt codes by first appearance in the log (the smallest vote id of each hash), as ``vote_arrays``
-    # factorises the hashes in log order.
-    hash_of_vote = key_hash[key]
-    first = np.full(int(key_hash.max()) + 1 if key_hash.size else 0, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, hash_of_vote, columns["id"])
+    # factorises the hashes in log order: the first vote of each key, then of each hash over its keys.
+    never = np.iinfo(np.int64).max
+    first_of_key = np.full(key_ids.shape[0], never, dtype=np.int64)
+    np.minimum.at(first_of_key, key, columns["id"])
+    first = np.full(int(key_hash.max()) + 1 if key_hash.size else 0, never, dtype=np.int64)
+    np.minimum.at(first, key_hash, first_of_key)
     prompt_code = np.argsort(np.argsort(first, kind="stable"), kind="stable").astype(np.int64)
+    key_prompt = prompt_code[key_hash]
     counts = log_counts(
-        category=key_category[key],
+        category=_narrow(key_category)[key],
         categories=categories,
-        prompt=prompt_code[hash_of_vote],
-        left=columns["left"].astype(np.int64),
-        right=columns["right"].astype(np.int64),
-        outcome=columns["outcome"].astype(np.int64),
-        rules=columns["rules"].astype(np.int64),
+        prompt=_narrow(key_prompt)[key],
+        left=columns["left"],
+        right=columns["right"],
+        outcome=columns["outcome"],
+        rules=columns["rules"],
         vote_id=columns["id"],
         by_prompt=by_prompt,
     )
+    del key
     rate = sample_rate(counts.kept, per_vote_max)
-    kept_ids = np.sort(columns["id"][columns["rules"] == 0])
-    del columns, hash_of_vote
-    sample = _vote_sample(c, kept_ids, rate, key_ids, prompt_code[key_hash], key_category, categories)
+    kept_ids = columns["id"][columns["rules"] == 0]
+    del columns
+    if kept_ids.size and not bool(np.all(kept_ids[1:] > kept_ids[:-1])):
+        kept_ids.sort()
+    sample = _vote_sample(c, kept_ids, rate, key_ids, key_prompt, key_category, categories)
     return VoteLog(sample=sample, sample_rate=rate, categories=categories, by_prompt=by_prompt, **counts.__dict__)
 
 
