@@ -20,9 +20,10 @@ interchangeable, so "drop 3 votes of cell c" is the whole description of a remov
    vote, as many as a cell holds, until the summed ``delta`` exceeds the gap; the pair needing the
    fewest votes wins (the "approximate maximum influence perturbation"). Candidate pairs: the
    ``max_candidates`` insider/outsider pairs with the smallest gap in standard errors (``H^-1``).
-3. **Exact refits (the verification).** The model is refitted without the chosen votes (Newton,
-   warm-started). The linear step is only a first-order guess (a removed vote changes the others'
-   influence; the votes left in a cell weigh more as it empties), so while the refit has not flipped,
+3. **Exact refits (the verification).** The model is refitted without the chosen votes (warm-started,
+   by the chord method with a nearby fit's Hessian factor, Newton where that does not contract:
+   ``_chord``). The linear step is only a first-order guess (a removed vote changes the others' influence;
+   the votes left in a cell weigh more as it empties), so while the refit has not flipped,
    the influence is recomputed at the new fit and more votes are added. Once a refit flips, the
    shortest prefix of that removal order that still flips is found by bisection between the last
    refit that did not flip and the first that did. Then every removal one vote smaller is refitted:
