@@ -20,9 +20,10 @@ interchangeable, so "drop 3 votes of cell c" is the whole description of a remov
    vote, as many as a cell holds, until the summed ``delta`` exceeds the gap; the pair needing the
    fewest votes wins (the "approximate maximum influence perturbation"). Candidate pairs: the
    ``max_candidates`` insider/outsider pairs with the smallest gap in standard errors (``H^-1``).
-3. **Exact refits (the verification).** The model is refitted without the chosen votes (Newton,
-   warm-started). The linear step is only a first-order guess (a removed vote changes the others'
-   influence; the votes left in a cell weigh more as it empties), so while the refit has not flipped,
+3. **Exact refits (the verification).** The model is refitted without the chosen votes (warm-started,
+   by the chord method with a nearby fit's Hessian factor, Newton where that does not contract:
+   ``_chord``). The linear step is only a first-order guess (a removed vote changes the others' influence;
+   the votes left in a cell weigh more as it empties), so while the refit has not flipped,
    the influence is recomputed at the new fit and more votes are added. Once a refit flips, the
    shortest prefix of that removal order that still flips is found by bisection between the last
    refit that did not flip and the first that did. Then every removal one vote smaller is refitted:
@@ -79,6 +80,9 @@ Step = tuple[Greedy, NDArray[np.float64]]
 # A flip needs a strict reversal beyond Newton's error (steps stop at 1e-10; the error is its square).
 _MARGIN = 1e-7
 _NEWTON_TOL = 1e-10
+# Steps of the chord method (``_chord``) before a refit falls back to Newton: contracting at least twofold
+# a step, 40 steps take any start within 1e2 of the optimum to the tolerance.
+_CHORD_STEPS = 40
 
 
 @dataclass(frozen=True)
@@ -139,9 +143,22 @@ class _Problem:
     prior: float
     unit: NDArray[np.float64]  # weight of one vote of the cell
     usable: NDArray[np.bool_]  # cells whose votes enter the fit
+    full: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None  # pair weights on all votes
 
     def pair_weights(self, dropped: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        return self.design.pair_wins(self.cells.weight - dropped * self.unit)
+        """Per-pair (lo wins, hi wins) without ``dropped``: those on all votes (one pass over the cells,
+        once) less the dropped votes' share, pair by pair (a pass over the few cells with drops)."""
+        if self.full is None:
+            self.full = self.design.pair_wins(self.cells.weight)
+        w_lo, w_hi = self.full[0].copy(), self.full[1].copy()
+        gone = np.flatnonzero(dropped)
+        if gone.size:
+            d = self.design
+            weight = np.where(d.cell_used[gone], dropped[gone] * self.unit[gone], 0.0)
+            lo_share = weight * d.cell_y[gone]
+            np.subtract.at(w_lo, d.cell_pair[gone], lo_share)
+            np.subtract.at(w_hi, d.cell_pair[gone], weight - lo_share)
+        return w_lo, w_hi
 
     def likelihood(self, dropped: NDArray[np.int64]) -> BTLikelihood:
         w_lo, w_hi = self.pair_weights(dropped)
@@ -174,11 +191,44 @@ def refit_theta(
     return _refit(problem, drop, start)
 
 
-def _refit(problem: _Problem, dropped: NDArray[np.int64], start: NDArray[np.float64] | None) -> NDArray[np.float64]:
+def _refit(
+    problem: _Problem,
+    dropped: NDArray[np.int64],
+    start: NDArray[np.float64] | None,
+    factor: Factor | None = None,
+) -> NDArray[np.float64]:
+    """The fit without ``dropped``: from ``start`` by the chord method with ``factor`` (a Hessian factor of
+    a nearby fit) when given and it converges, else by damped Newton from ``start``."""
     lik = problem.likelihood(dropped)
+    if factor is not None and start is not None:
+        theta = _chord(lik, factor, start)
+        if theta is not None:
+            return theta
     x0 = np.zeros(problem.design.n_competitors) if start is None else start
     theta, _, _ = damped_newton(x0, lik.objective, lik.value, tol=_NEWTON_TOL, line_search_above=1e-2)
     return theta
+
+
+def _chord(lik: BTLikelihood, factor: Factor, start: NDArray[np.float64]) -> NDArray[np.float64] | None:
+    """Newton's iteration with a fixed Hessian (the chord method): ``x += H0^-1 g(x)``, with ``H0`` the
+    negative Hessian of a nearby fit, already factored. A removal of a few votes among many changes the
+    Hessian little, so the iteration contracts fast (by the size of ``H0^-1 H - I``) and each step costs
+    one gradient (a pass over the pairs) and one triangular solve pair, not a Hessian and its factor. It
+    converges to the same maximum as Newton (the gradient is zero there) and stops at the same step
+    size; while it contracts at least twofold a step, the error left is at most the last step. None when
+    a step does not halve (the removal changed the Hessian too much): the caller falls back to Newton."""
+    x = start.copy()
+    previous = math.inf
+    for _ in range(_CHORD_STEPS):
+        step: NDArray[np.float64] = la.cho_solve(factor, lik.gradient(x), check_finite=False)
+        size = float(np.abs(step).max()) if step.size else 0.0
+        if not math.isfinite(size) or size > 0.5 * previous:
+            return None
+        x = x + step
+        if size <= _NEWTON_TOL:
+            return x
+        previous = size
+    return None
 
 
 def _hessian_factor(problem: _Problem, dropped: NDArray[np.int64], theta: NDArray[np.float64]) -> Factor:
@@ -232,9 +282,7 @@ def _greedy(delta: NDArray[np.float64], available: NDArray[np.int64], gap: float
     candidates = np.flatnonzero((delta < 0) & (available > 0))
     if candidates.size == 0:
         return None
-    order = candidates[np.argsort(delta[candidates], kind="stable")]
-    cumulative = np.cumsum(-delta[order] * available[order])
-    last = int(np.searchsorted(cumulative, need))
+    order, cumulative, last = _leading(delta, available, candidates, need)
     if last >= order.shape[0]:
         take[order] = available[order]
         return int(take.sum()), take, float(cumulative[-1]) / need
@@ -243,6 +291,32 @@ def _greedy(delta: NDArray[np.float64], available: NDArray[np.int64], gap: float
     cell = int(order[last])
     take[cell] = min(int(available[cell]), max(1, math.ceil((need - before) / -float(delta[cell]))))
     return int(take.sum()), take, 1.0
+
+
+def _leading(
+    delta: NDArray[np.float64], available: NDArray[np.int64], candidates: NDArray[np.int64], need: float
+) -> tuple[NDArray[np.int64], NDArray[np.float64], int]:
+    """The candidate cells by ``delta`` (most negative first, ties by index), the cumulative first-order
+    effect of all their votes in that order, and the position where it first reaches ``need``: the first
+    ``last + 1`` of the full stable order, exactly. A greedy removal holds a few hundred of a board's
+    hundreds of thousands of cells, so the cells up to the ``size``-th smallest ``delta`` (and every tie
+    of it) are sorted first; only when they fall short is the selection doubled, up to the full sort."""
+    size = 1024
+    while size < candidates.shape[0]:
+        values = delta[candidates]
+        threshold = np.partition(values, size - 1)[size - 1]
+        # Every candidate at or below the threshold, in index order, then stably by delta: the full stable
+        # order's first cells, as every candidate left out has a strictly larger delta.
+        head = candidates[values <= threshold]
+        order = head[np.argsort(delta[head], kind="stable")]
+        cumulative = np.cumsum(-delta[order] * available[order])
+        last = int(np.searchsorted(cumulative, need))
+        if last < order.shape[0]:
+            return order, cumulative, last
+        size *= 4
+    order = candidates[np.argsort(delta[candidates], kind="stable")]
+    cumulative = np.cumsum(-delta[order] * available[order])
+    return order, cumulative, int(np.searchsorted(cumulative, need))
 
 
 def _better(found: Greedy, than: Greedy | None) -> bool:
@@ -398,7 +472,7 @@ def _audit_target(
         if first[0][0] > cap:
             continue
         result, used, reached = _search(
-            problem, theta0, first, insiders, outsiders, available0, cap, max_refits, max_candidates
+            problem, theta0, factor, first, insiders, outsiders, available0, cap, max_refits, max_candidates
         )
         refits += used
         deepest = max(deepest, reached)
@@ -454,6 +528,7 @@ def _audit_target(
 def _search(
     problem: _Problem,
     theta0: NDArray[np.float64],
+    factor0: Factor,
     first: Step,
     insiders: NDArray[np.int64],
     outsiders: NDArray[np.int64],
@@ -472,16 +547,17 @@ def _search(
     last_unflipped = 0  # votes in the longest prefix verified not to flip
     refits = 0
     step: Step | None = first
+    factor = factor0  # the Hessian factor at the last refit that did not flip (refits start from it)
     while step is not None and refits < max_refits and last_unflipped + step[0][0] <= cap:
         (_, take, _), delta = step
         chosen = np.flatnonzero(take)
         for c in chosen[np.argsort(delta[chosen], kind="stable")]:
             sequence.append((int(c), int(take[c])))
         dropped = dropped + take
-        theta = _refit(problem, dropped, theta)
+        theta = _refit(problem, dropped, theta, factor)
         refits += 1
         if _flipped(theta, insiders, outsiders):
-            found, used = _bisect(problem, theta, sequence, last_unflipped, insiders, outsiders)
+            found, used = _bisect(problem, theta, factor, sequence, last_unflipped, insiders, outsiders)
             return found, refits + used, int(dropped.sum())
         last_unflipped = int(dropped.sum())
         factor = _hessian_factor(problem, dropped, theta)
@@ -521,6 +597,7 @@ class _Found:
 def _bisect(
     problem: _Problem,
     theta_high: NDArray[np.float64],
+    factor: Factor,
     sequence: list[tuple[int, int]],
     low: int,
     insiders: NDArray[np.int64],
@@ -534,7 +611,7 @@ def _bisect(
     high = sum(votes for _, votes in sequence)
     while high - low > 1:
         mid = (low + high) // 2
-        theta_mid = _refit(problem, _prefix(sequence, mid, n_cells), theta_high)
+        theta_mid = _refit(problem, _prefix(sequence, mid, n_cells), theta_high, factor)
         refits += 1
         if _flipped(theta_mid, insiders, outsiders):
             high, theta_high = mid, theta_mid
@@ -567,12 +644,18 @@ def _prune(
     removal, theta = found.removal.copy(), found.theta
     ring = list(reversed(found.cells))
     refits = 0
+    # Every removal tried here is within a few votes of ``found``: its Hessian factor serves all their refits.
+    factor = _hessian_factor(problem, removal, theta)
     while True:
-        removal, theta, minimal, used = _one_out(problem, removal, theta, ring, insiders, outsiders, budget - refits)
+        removal, theta, minimal, used = _one_out(
+            problem, removal, theta, factor, ring, insiders, outsiders, budget - refits
+        )
         refits += used
         if not minimal or refits >= budget:
             return removal, theta, minimal, refits
-        better, used = _exchange(problem, removal, theta, ring, insiders, outsiders, budget - refits, max_candidates)
+        better, used = _exchange(
+            problem, removal, theta, factor, ring, insiders, outsiders, budget - refits, max_candidates
+        )
         refits += used
         if better is None:
             return removal, theta, True, refits
@@ -583,6 +666,7 @@ def _one_out(
     problem: _Problem,
     removal: NDArray[np.int64],
     theta: NDArray[np.float64],
+    near: Factor,
     ring: list[int],
     insiders: NDArray[np.int64],
     outsiders: NDArray[np.int64],
@@ -597,7 +681,7 @@ def _one_out(
         c = live[position % len(live)]
         trial = removal.copy()
         trial[c] -= 1
-        theta_trial = _refit(problem, trial, theta)
+        theta_trial = _refit(problem, trial, theta, near)
         refits += 1
         if _flipped(theta_trial, insiders, outsiders):
             removal, theta, failures = trial, theta_trial, 0
@@ -614,6 +698,7 @@ def _exchange(
     problem: _Problem,
     removal: NDArray[np.int64],
     theta: NDArray[np.float64],
+    near: Factor,
     ring: list[int],
     insiders: NDArray[np.int64],
     outsiders: NDArray[np.int64],
@@ -633,7 +718,7 @@ def _exchange(
         smaller = removal.copy()
         smaller[c] -= 1
         smaller[d] -= 1
-        theta_small = _refit(problem, smaller, theta)
+        theta_small = _refit(problem, smaller, theta, near)
         refits += 1
         factor = _hessian_factor(problem, smaller, theta_small)
         residual = _cell_residual(problem, theta_small)
@@ -651,7 +736,7 @@ def _exchange(
             continue
         trial = smaller.copy()
         trial[best[1]] += 1
-        theta_trial = _refit(problem, trial, theta_small)
+        theta_trial = _refit(problem, trial, theta_small, factor)
         refits += 1
         if _flipped(theta_trial, insiders, outsiders):
             if best[1] not in ring:

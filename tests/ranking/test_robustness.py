@@ -219,3 +219,60 @@ def test_top_k_of_everyone_is_not_computed():
     cells = board([(0, 1, LEFT_WINS, 5), (1, 2, LEFT_WINS, 5), (0, 2, RIGHT_WINS, 2)], 3)
     audit = robustness_audit(cells, ks=(1, 3), max_share=1.0)
     assert audit.targets[1].status == "not_computed" and "only 3 competitors" in audit.targets[1].reason
+
+
+def random_board(seed: int, n: int = 12, votes: int = 4000) -> Cells:
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0.0, 1.0, n)
+    a = rng.integers(0, n, votes)
+    b = (a + rng.integers(1, n, votes)) % n
+    p = 1.0 / (1.0 + np.exp(-(theta[a] - theta[b])))
+    u = rng.random(votes)
+    outcome = np.where(
+        u < 0.1, TIE, np.where(u < 0.12, BOTH_BAD, np.where(rng.random(votes) < p, LEFT_WINS, RIGHT_WINS))
+    )
+    return aggregate_cells(a, b, outcome, n_competitors=n)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_chord_refit_is_newtons_fit(seed):
+    # A refit warm-started with a nearby fit's Hessian factor (the chord method) reaches Newton's maximum; a
+    # removal that changes the Hessian too much for it falls back to Newton and still does.
+    from ranking.estimators import robustness as rb
+
+    cells = random_board(seed)
+    problem = rb._problem(cells, "tie", 1.0)
+    none = np.zeros(cells.n_cells, dtype=np.int64)
+    theta0 = rb._refit(problem, none, None)
+    factor = rb._hessian_factor(problem, none, theta0)
+    rng = np.random.default_rng(seed)
+    usable = np.flatnonzero(problem.usable)
+    for share in (0.001, 0.01, 0.3, 0.9):
+        dropped = none.copy()
+        chosen = rng.choice(usable, size=max(1, int(share * usable.shape[0])), replace=False)
+        dropped[chosen] = rng.integers(0, cells.count[chosen] + 1)
+        newton = rb._refit(problem, dropped, theta0)
+        chord = rb._refit(problem, dropped, theta0, factor)
+        assert np.abs(chord - newton).max() < 1e-8
+        direct = refit_theta(without(cells, {int(c): int(dropped[c]) for c in chosen}))
+        assert np.abs(chord - direct).max() < 1e-8
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_partial_sort_is_the_full_sort(seed):
+    # The greedy removal sorts only the most influential cells (doubling while they fall short): the same
+    # order, sums and cut as sorting them all, ties in delta included.
+    from ranking.estimators import robustness as rb
+
+    rng = np.random.default_rng(seed)
+    m = 20_000
+    delta = np.round(rng.normal(0.0, 1.0, m), 2)  # many exact ties
+    available = rng.integers(0, 5, m)
+    candidates = np.flatnonzero((delta < 0) & (available > 0))
+    full = candidates[np.argsort(delta[candidates], kind="stable")]
+    cumulative = np.cumsum(-delta[full] * available[full])
+    for need in (0.5, 50.0, 3000.0, float(cumulative[-1]) * 0.999, float(cumulative[-1]) * 2):
+        order, partial, last = rb._leading(delta, available, candidates, need)
+        assert last == int(np.searchsorted(cumulative, need))
+        assert np.array_equal(order[: last + 1], full[: last + 1])
+        assert np.array_equal(partial[: last + 1], cumulative[: last + 1])
