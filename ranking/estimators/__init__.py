@@ -84,7 +84,6 @@ from .style import (
     StyleIntervals,
     StyleResult,
     fit_style,
-    style_bootstrap_intervals,
     style_checks,
     style_covariance,
     style_design,
@@ -92,6 +91,7 @@ from .style import (
     style_sandwich_intervals,
     style_subset,
 )
+from .style_bootstrap import style_bootstrap_intervals
 from .validation import ValidationReport, validate_models
 
 __all__ = [

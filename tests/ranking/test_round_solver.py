@@ -181,7 +181,7 @@ def test_style_rounds_solved_together_match_rounds_solved_alone() -> None:
     """The style bootstrap's rounds in batches (one array operation a pass over all of a batch's rounds) reach
     the maxima each round reaches alone, at the same passes; the rows' order (sorted by pair, or shuffled in a
     design built by hand) does not matter either."""
-    from ranking.estimators.style import _StyleRoundSolver
+    from ranking.estimators.style_bootstrap import _StyleRoundSolver
 
     rng = np.random.default_rng(5)
     n, m = 12, 5000

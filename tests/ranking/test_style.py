@@ -131,7 +131,7 @@ def test_fixed_hessian_rounds_match_newton_rounds(scheme: str, prior: float) -> 
 def test_a_round_whose_fixed_hessian_steps_stall_falls_back_to_newton(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rounds the shortcut cannot finish (here: every one) are solved by damped Newton on the rows drawn,
     so the intervals are those of the Newton rounds."""
-    from ranking.estimators import style
+    from ranking.estimators import style_bootstrap as style
 
     _, a, b, o, left, right = synthetic(3000, n_competitors=6, seed=5, tie_prob=0.1)
     sd = style_design(a, b, o, left, right)
