@@ -7,16 +7,17 @@ sync, and Django's ASGI handler runs a sync view through several thread hops a r
 signals, the middleware chain, the view, each through asgiref's ``sync_to_async``/``async_to_sync``).
 Measured on the load benchmark's vote path (``benchmarks/load.py``, the same 2-core machine, the same hour):
 63 ms of web CPU a rater's cycle under the ASGI handler against 45 ms under gunicorn's sync WSGI workers,
-and the vote's p99 at half of peak 124 ms against 29 ms. WSGI workers alone cannot hold the streams open,
+and the vote's p99 at half of peak 124 ms against 29 ms; this router, in process, serves the sign-in page in
+6.2-6.7 ms of CPU against 9.8-11.0 ms (``benchmarks/vote_cost.py``). WSGI workers alone cannot hold the streams open,
 so this router keeps both: a request whose URL resolves to a coroutine view goes to the ASGI handler, and
 every other one to the WSGI handler through a2wsgi (one hop into a worker thread, the body streamed from
 the event loop, the response streamed back). The same Django, settings, middleware and URLs serve both;
 only the handler differs. A request that resolves to nothing goes to the WSGI handler, which answers it
 as before (the 404 page, or ``APPEND_SLASH``'s redirect).
 
-``ARENA_WEB_THREADS`` (default 10, the connection pool's default size) bounds the sync requests a worker
-process runs at once; more wait for a thread. Each holds at most one database connection, so it matches
-``DB_POOL_MAX_SIZE``. ``ARENA_ASGI_SYNC_VIEWS=asgi`` serves everything through Django's ASGI handler as
+``ARENA_WEB_THREADS`` (default: ``DB_POOL_MAX_SIZE``, 10 without a pool) bounds the sync requests a worker
+process runs at once; more wait for a thread. Each holds at most one database connection, so a thread never
+waits for the pool. ``ARENA_ASGI_SYNC_VIEWS=asgi`` serves everything through Django's ASGI handler as
 before (a way back, should a deployment need it).
 """
 

@@ -301,3 +301,23 @@ def test_blas_runs_one_thread_a_process_unless_the_operator_says():
     assert threads() == "1 1"
     assert threads(ARENA_BLAS_THREADS="2") == "2 2"
     assert threads(ARENA_BLAS_THREADS="2", OPENBLAS_NUM_THREADS="4") == "4 2"
+
+
+@pytest.mark.server
+def test_the_web_threads_follow_the_connection_pool_unless_set():
+    """A web thread holds at most one pooled connection: by default there are as many threads as connections."""
+
+    def threads(**env: str) -> str:
+        environment = {k: v for k, v in os.environ.items() if k not in {"DB_POOL_MAX_SIZE", "ARENA_WEB_THREADS"}}
+        environment.update(env, DJANGO_SETTINGS_MODULE="arena.settings.local")
+        code = "from django.conf import settings as s; print(s.ARENA_WEB_THREADS)"
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    postgres = "postgres://postgres@127.0.0.1:5432/unused"
+    assert threads(DATABASE_URL=postgres, DB_POOL_MAX_SIZE="4") == "4"
+    assert threads(DATABASE_URL=postgres, DB_POOL_MAX_SIZE="0") == "10"
+    assert threads(DATABASE_URL=postgres, DB_POOL_MAX_SIZE="4", ARENA_WEB_THREADS="3") == "3"

@@ -127,11 +127,11 @@ if DB_POOL_MAX_SIZE and _POSTGRESQL:
     }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # The web's handlers (arena/asgi.py, core/asgi.py): async views (the live battle's event stream) on Django's
-# ASGI handler, every sync view on its WSGI handler in ARENA_WEB_THREADS threads a worker process (default
-# 10, the pool's default size: a thread holds at most one connection). The ASGI handler's thread hops cost a
-# rater's cycle 18 ms of web CPU (docs/reliability/load.md). ARENA_ASGI_SYNC_VIEWS=asgi serves every view
-# through the ASGI handler as before.
-ARENA_WEB_THREADS = env_int("ARENA_WEB_THREADS", 10, minimum=1)
+# ASGI handler, every sync view on its WSGI handler in ARENA_WEB_THREADS threads a worker process (default:
+# the pool's size, 10 without a pool: a thread holds at most one connection). The ASGI handler's thread hops
+# cost 3.5-4.5 ms of CPU on the sign-in page (docs/reliability/load.md). ARENA_ASGI_SYNC_VIEWS=asgi serves
+# every view through the ASGI handler as before.
+ARENA_WEB_THREADS = env_int("ARENA_WEB_THREADS", DB_POOL_MAX_SIZE or 10, minimum=1)
 ARENA_ASGI_SYNC_VIEWS = env_str("ARENA_ASGI_SYNC_VIEWS", "wsgi")
 if ARENA_ASGI_SYNC_VIEWS not in ("wsgi", "asgi"):
     raise ImproperEnvironment(f"ARENA_ASGI_SYNC_VIEWS={ARENA_ASGI_SYNC_VIEWS!r}: wsgi (the default) or asgi")
