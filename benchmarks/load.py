@@ -16,7 +16,11 @@ the Celery workers as the compose file runs them, one per queue), then in one ru
              nothing but one INSERT a vote (no session, CSRF, ORM, template). Votes/s, and the CPU a vote
              costs the web server, PostgreSQL and the client: what any Python web stack could reach here
              with this client, and (its web CPU per vote over the cores) a bound that holds even for a
-             client and a database that cost nothing; ``--skip-ceiling`` leaves it out
+             client and a database that cost nothing; ``--skip-ceiling`` leaves it out (and the floor)
+  floor      the same client and gunicorn serving Arena's own settings, middleware and sign-in page with
+             ``benchmarks/floor_app.py``'s do-nothing views at the cycle's URLs (the ceiling's work behind the
+             platform's sessions, CSRF, signed-in user and tenant scope): what Django with this middleware
+             leaves of the ceiling, and so what CPU a vote the goal leaves Arena's own work
   the vote path, from a warm buffer (generation off the clock):
     fill     the campaign's buffer is set to ``--buffer`` battles and the Celery worker generates them
              (battles/s printed: the generation figure); then the worker is stopped, so nothing but the
@@ -54,6 +58,8 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+
+import requests
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -317,6 +323,51 @@ def ceiling(stack: Stack, raters: int, seconds: float, web: str, workers: int, f
         child.stop()
 
 
+def floor(stack: Stack, raters: int, seconds: float, web: str, workers: int, folder: Path) -> dict[str, object]:
+    """The same raters' client and the same gunicorn against Arena's own settings and middleware with
+    ``benchmarks.floor_app``'s do-nothing views at the cycle's URLs (the ceiling's work, one INSERT a vote,
+    behind the platform's sessions, CSRF, signed-in user and tenant scope): what the platform's framework
+    and middleware alone leave of the ceiling."""
+    assert stack.pg is not None
+    stack.pg.query(CEILING_TABLE)
+    stack.pg.query("TRUNCATE ceiling_vote")
+    if web == "wsgi":
+        app = ["arena.wsgi:application", "--worker-class", "sync"]
+    else:
+        app = ["arena.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker"]
+    port = free_port()
+    env = {**stack.env(), "DJANGO_SETTINGS_MODULE": "benchmarks.floor_settings"}
+    child = Child([sys.executable, "-m", "gunicorn", *app, "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
+                   "--timeout", "60", "--log-level", "warning"], env, folder / "floor.log")  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def up() -> bool:
+            if not child.alive():
+                raise RuntimeError(f"the floor's gunicorn exited:\n{child.tail()}")
+            try:
+                return requests.get(url + "/accounts/login/", timeout=5).status_code == 200
+            except requests.RequestException:
+                return False
+
+        wait_until(up, 90, "the floor's gunicorn", 0.25)
+        clients = []
+        for index in range(raters):
+            client = Rater(url, int(stack.seed["campaign_id"]))
+            client.log_in(stack.seed["raters"][index], stack.seed["password"])
+            clients.append(client)
+        drive(clients, 2.0, None, warm=True)  # warm-up: the workers' connections and cached facts
+        cpu = CpuMeter(child.pid, postmaster_pid(stack))
+        ledger, elapsed = drive(clients, seconds, None, warm=True)
+        stored: Counter[str] = Counter(
+            {str(battle): int(n) for battle, n in stack.pg.query(
+                "SELECT battle, count(*) FROM ceiling_vote GROUP BY battle")}
+        )  # fmt: skip
+        return summary("floor", ledger, elapsed, stack, stored=stored, cpu=cpu)
+    finally:
+        child.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--raters", type=int, default=8)
@@ -332,7 +383,7 @@ def main() -> int:
     parser.add_argument("--pgbench-clients", type=int, default=8)
     parser.add_argument("--pgbench-seconds", type=int, default=5)
     parser.add_argument("--skip-e2e", action="store_true", help="the vote path only (no end-to-end phases)")
-    parser.add_argument("--skip-ceiling", action="store_true", help="without the ceiling phase")
+    parser.add_argument("--skip-ceiling", action="store_true", help="without the ceiling and floor phases")
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for the stack's processes"
     )
@@ -363,6 +414,7 @@ def main() -> int:
                   f"{insert_cpu_ms:.3f} ms of CPU an insert (pgbench and PostgreSQL)", flush=True)  # fmt: skip
             if not args.skip_ceiling:
                 phases["ceiling"] = ceiling(stack, args.raters, args.seconds, args.web, args.web_workers, folder)
+                phases["floor"] = floor(stack, args.raters, args.seconds, args.web, args.web_workers, folder)
 
             # The vote path: battles generated before the clock starts, the worker stopped meanwhile.
             generated = buffer_fill(stack, campaign_id, args.buffer)
@@ -424,6 +476,24 @@ def main() -> int:
         phases["ceiling"]["platform_share_by_cpu"] = round(spent["ceiling"] / max(spent["peak"], 1e-6), 4)
         print(f"ceiling: by CPU a vote ({spent['ceiling']:.2f} ms against the platform's {spent['peak']:.2f} ms), the "
               f"platform's share is {phases['ceiling']['platform_share_by_cpu']} (goal >= 0.35)")  # fmt: skip
+        if "floor" in phases:
+            # The framework's share: Arena's settings and middleware with do-nothing views. What is left of the
+            # CPU a vote at the goal once the floor is paid is what the platform's own work may cost.
+            low = float(phases["floor"]["votes_per_s"])  # type: ignore[arg-type]
+            for key in ("web_cpu_ms_per_vote", "pg_cpu_ms_per_vote", "client_cpu_ms_per_vote"):
+                spent["floor"] = spent.get("floor", 0.0) + float(phases["floor"][key])  # type: ignore[arg-type]
+            phases["floor"]["share_of_ceiling"] = round(low / max(top, 0.01), 4)
+            phases["floor"]["share_of_ceiling_by_cpu"] = round(spent["ceiling"] / max(spent["floor"], 1e-6), 4)
+            phases["floor"]["platform_share_of_floor"] = round(rate / max(low, 0.01), 4)
+            budget = spent["ceiling"] / 0.35 - spent["floor"]
+            phases["floor"]["work_budget_ms_at_goal"] = round(budget, 2)
+            print(f"   floor: Arena's settings and middleware with do-nothing views reach {low} votes/s = "
+                  f"{phases['floor']['share_of_ceiling']} x the ceiling (by CPU a vote, {spent['floor']:.2f} ms: "
+                  f"{phases['floor']['share_of_ceiling_by_cpu']} x); the platform reaches "
+                  f"{phases['floor']['platform_share_of_floor']} x the floor")  # fmt: skip
+            print(f"   floor: at the goal (0.35 x the ceiling by CPU: {spent['ceiling'] / 0.35:.2f} ms a vote in all) "
+                  f"the platform's own work (the claim, the page, the vote, above the floor) may cost {budget:.2f} ms "
+                  f"of CPU a vote; it costs {spent['peak'] - spent['floor']:.2f} ms")  # fmt: skip
         # Where every process is CPU-bound on the same cores, rates go as the inverse of CPU per unit of work:
         # votes/s / inserts/s <= (CPU an insert) / (CPU a vote), whatever the machine's load.
         for name in ("ceiling", "peak"):
