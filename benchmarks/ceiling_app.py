@@ -28,6 +28,10 @@ from urllib.parse import parse_qs
 
 import psycopg
 
+TABLE = (
+    "CREATE TABLE IF NOT EXISTS ceiling_vote (id bigserial PRIMARY KEY, battle bigint NOT NULL, "
+    "choice varchar(16) NOT NULL, decision_ms integer NOT NULL, created_at timestamptz NOT NULL)"
+)
 INSERT = "INSERT INTO ceiling_vote (battle, choice, decision_ms, created_at) VALUES (%s, %s, 1200, now())"
 
 

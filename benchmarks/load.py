@@ -64,6 +64,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.ceiling_app import TABLE  # noqa: E402
 from tests.reliability.stack import (  # noqa: E402
     PG_BIN,
     BufferDry,
@@ -277,10 +278,7 @@ def summary(
     return result
 
 
-CEILING_TABLE = (
-    "CREATE TABLE IF NOT EXISTS ceiling_vote (id bigserial PRIMARY KEY, battle bigint NOT NULL, "
-    "choice varchar(16) NOT NULL, decision_ms integer NOT NULL, created_at timestamptz NOT NULL)"
-)
+CEILING_TABLE = TABLE  # the ceiling's and the floor's votes
 
 
 def ceiling(stack: Stack, raters: int, seconds: float, web: str, workers: int, folder: Path) -> dict[str, object]:
