@@ -17,7 +17,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
@@ -47,7 +48,7 @@ class SharedClientRedisCacheClient(RedisCacheClient):
         super().__init__(*args, **kwargs)
         self._clients: dict[int, Any] = {}
         self._clients_lock = threading.Lock()
-        self._incr_scripts: dict[int, Any] = {}
+        self._scripts: dict[tuple[int, str], Any] = {}  # (client, source) -> its registered Lua script
 
     def get_client(self, key: Any = None, *, write: bool = False) -> Any:
         pool = self._get_connection_pool(write)  # type: ignore[attr-defined]  # Django's own, not in its stubs
@@ -68,16 +69,34 @@ class SharedClientRedisCacheClient(RedisCacheClient):
         Redis keeps it for good, one for each time the race is lost. Here one Lua script checks and adds inside
         Redis (a script runs atomically), so the counter keeps its expiry or is not there; and a rater's cycle,
         which makes four rate-limit increments, saves four round trips."""
-        client = self.get_client(key, write=True)
-        script = self._incr_scripts.get(id(client))
-        if script is None:
-            script = self._incr_scripts[id(client)] = client.register_script(_INCR_EXISTING)
-        value = script(keys=[key], args=[delta], client=client)
+        value = self._run(_INCR_EXISTING, key, delta)
         if value is None:
             raise ValueError(f"Key '{key}' not found.")
         return int(value)
 
+    def delete_if_value(self, key: Any, value: Any) -> bool:
+        """Delete ``key`` only while it holds ``value`` (compared inside Redis: no other holder can take the key
+        between the comparison and the deletion)."""
+        return bool(self._run(_DELETE_IF_VALUE, key, self._serializer.dumps(value)))  # type: ignore[attr-defined]
 
+    def touch_if_value(self, key: Any, value: Any, timeout: float) -> bool:
+        """Give ``key`` a new expiry of ``timeout`` seconds only while it holds ``value`` (compared inside Redis)."""
+        milliseconds = max(1, int(timeout * 1000))
+        return bool(self._run(_TOUCH_IF_VALUE, key, self._serializer.dumps(value), milliseconds))  # type: ignore[attr-defined]
+
+    def _run(self, source: str, key: Any, *args: Any) -> Any:
+        client = self.get_client(key, write=True)
+        script = self._scripts.get((id(client), source))
+        if script is None:
+            script = self._scripts[(id(client), source)] = client.register_script(source)
+        return script(keys=[key], args=list(args), client=client)
+
+
+# A lease released or renewed only by its holder (the token it stored), compared inside Redis.
+_DELETE_IF_VALUE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+_TOUCH_IF_VALUE = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
+)
 # INCRBY only where the key exists (nil otherwise): a counter is never created without its expiry.
 _INCR_EXISTING = (
     "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBY', KEYS[1], ARGV[1]) end return false"
@@ -96,6 +115,7 @@ class FailoverRedisCache(RedisCache):
         self._down_until = 0.0
         self._down = False
         self._state = threading.Lock()
+        self._local_lock = threading.Lock()
 
     @property
     def degraded(self) -> bool:
@@ -103,13 +123,20 @@ class FailoverRedisCache(RedisCache):
         return self._down
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Django's cache operation ``name`` on Redis, or on the local stand-in while Redis is unreachable."""
+        return self._call_with(
+            lambda: getattr(super(FailoverRedisCache, self), name)(*args, **kwargs),
+            lambda: getattr(self._local, name)(*args, **kwargs),
+        )
+
+    def _call_with(self, on_redis: Callable[[], Any], on_local: Callable[[], Any]) -> Any:
         if time.monotonic() >= self._down_until:
             try:
                 if self._down:
                     # Back after an outage, in which this process's drops of core.cached's facts went to the
                     # local cache: before anything is read from Redis again, a new epoch retires them all.
                     super().set(EPOCH_KEY, uuid.uuid4().hex, timeout=None)
-                result = getattr(super(), name)(*args, **kwargs)
+                result = on_redis()
             except _UNREACHABLE as exc:
                 with self._state:
                     self._down_until = time.monotonic() + self.RETRY_S
@@ -129,7 +156,7 @@ class FailoverRedisCache(RedisCache):
                     if was_down:
                         logger.warning("Redis cache reachable again: rate limits are shared again")
                 return result
-        return getattr(self._local, name)(*args, **kwargs)
+        return on_local()
 
     def add(self, *args: Any, **kwargs: Any) -> Any:
         return self._call("add", *args, **kwargs)
@@ -163,3 +190,36 @@ class FailoverRedisCache(RedisCache):
 
     def clear(self) -> Any:
         return self._call("clear")
+
+    def delete_if_value(self, key: Any, value: Any, version: int | None = None) -> bool:
+        """Delete ``key`` only while it holds ``value``, atomically: what a lease's holder releases with (one who
+        compared and then deleted could delete the lease another holder took in between)."""
+        return bool(
+            self._call_with(
+                lambda: self._shared.delete_if_value(self.make_and_validate_key(key, version=version), value),
+                lambda: self._local_if_value(key, version, value, lambda: self._local.delete(key, version=version)),
+            )
+        )
+
+    def touch_if_value(self, key: Any, value: Any, timeout: float, version: int | None = None) -> bool:
+        """Renew ``key``'s expiry only while it holds ``value``, atomically."""
+        return bool(
+            self._call_with(
+                lambda: self._shared.touch_if_value(self.make_and_validate_key(key, version=version), value, timeout),
+                lambda: self._local_if_value(
+                    key, version, value, lambda: self._local.touch(key, timeout=timeout, version=version)
+                ),
+            )
+        )
+
+    @property
+    def _shared(self) -> SharedClientRedisCacheClient:
+        """Django's client of this cache, which ``__init__`` made this module's own."""
+        return cast(SharedClientRedisCacheClient, self._cache)
+
+    def _local_if_value(self, key: Any, version: int | None, value: Any, act: Callable[[], Any]) -> bool:
+        """The stand-in's compare-and-act: the comparison and the act under one lock (one process, threads)."""
+        with self._local_lock:
+            if self._local.get(key, version=version) != value:
+                return False
+            return bool(act())

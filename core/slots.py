@@ -48,15 +48,31 @@ def organization_slot(
         stop.set()
         if renewer is not None:
             renewer.join(timeout=5)
-        if taken and cache.get(taken) == token:
-            cache.delete(taken)
+        if taken:
+            _release(taken, token)
+
+
+def _release(key: str, token: str) -> None:
+    """Free the slot if this holder still has it. On the platform's Redis cache (``arena.cache``) the token is
+    compared and the key deleted in one step inside Redis: a holder whose lease ran out cannot delete the slot
+    another worker took in the moment between a read and a delete. Another cache backend (one process: the
+    demo's local memory) compares, then deletes."""
+    delete_if_value = getattr(cache, "delete_if_value", None)
+    if delete_if_value is not None:
+        delete_if_value(key, token)
+    elif cache.get(key) == token:
+        cache.delete(key)
 
 
 def _renew(key: str, token: str, lease_s: float, stop: threading.Event) -> None:
+    touch_if_value = getattr(cache, "touch_if_value", None)
     while not stop.wait(lease_s / 3):
         try:
-            if cache.get(key) != token:
+            if touch_if_value is not None:
+                renewed = bool(touch_if_value(key, token, lease_s))  # compared and renewed in one step
+            else:
+                renewed = cache.get(key) == token and bool(cache.touch(key, timeout=lease_s))
+            if not renewed:
                 return  # the lease ran out and another holder has the slot: never take it back
-            cache.touch(key, timeout=lease_s)
         except Exception:  # noqa: BLE001  # the cache briefly unreachable: the next tick tries again
             logger.warning("slot %s: its lease could not be renewed", key, exc_info=True)

@@ -122,3 +122,40 @@ def test_rate_limit_counters_keep_their_window(redis_cache):
     assert redis_cache.incr(key) == 2
     _, ttl = _raw(redis_cache, key)
     assert 0 < ttl <= 65
+
+
+def test_delete_and_touch_if_value_act_only_for_the_holder_in_one_command(redis_cache, monkeypatch):
+    """A lease's release and renewal (core.slots): compared with the holder's token and acted on inside Redis,
+    one command on the wire, so no other holder can take the key between the comparison and the act."""
+    key = f"lease-{uuid.uuid4().hex}"
+    redis_cache.add(key, "mine", timeout=30)
+    sent: list[str] = []
+    original = redis.Redis.execute_command
+
+    def counting(self, *args, **kwargs):
+        sent.append(str(args[0]))
+        return original(self, *args, **kwargs)
+
+    redis_cache.touch_if_value(key, "mine", 5)  # load the scripts once
+    redis_cache.delete_if_value(key + "-other", "mine")
+    monkeypatch.setattr(redis.Redis, "execute_command", counting)
+    assert redis_cache.touch_if_value(key, "someone else", 300) is False
+    assert redis_cache.delete_if_value(key, "someone else") is False
+    assert redis_cache.get(key) == "mine" and 0 < _raw(redis_cache, key)[1] <= 5
+    assert redis_cache.touch_if_value(key, "mine", 120) is True
+    assert 60 < _raw(redis_cache, key)[1] <= 120
+    assert redis_cache.delete_if_value(key, "mine") is True
+    assert redis_cache.get(key) is None
+    assert redis_cache.delete_if_value(key, "mine") is False  # nothing left to release
+    assert [command for command in sent if command not in ("GET", "TTL")] == ["EVALSHA"] * 5
+
+
+def test_delete_and_touch_if_value_on_the_local_stand_in(redis_cache, monkeypatch):
+    """While Redis is unreachable the same compare-and-act runs on the process's stand-in."""
+    monkeypatch.setattr(redis_cache, "_down_until", float("inf"))
+    key = f"lease-local-{uuid.uuid4().hex}"
+    assert redis_cache.add(key, "mine", timeout=30) is True
+    assert redis_cache.delete_if_value(key, "someone else") is False
+    assert redis_cache.touch_if_value(key, "mine", 60) is True
+    assert redis_cache.delete_if_value(key, "mine") is True
+    assert redis_cache.get(key) is None

@@ -92,3 +92,39 @@ def test_a_renewed_slot_outlives_its_lease_while_held_and_frees_when_released() 
         time.sleep(1.5)
         with organization_slot("generation", organization, limit=1, lease_s=1) as other:
             assert other
+
+
+def test_a_holder_whose_lease_ran_out_leaves_the_next_holders_slot(monkeypatch) -> None:
+    """A holder that outlived its lease must not free the slot another worker took since. Simulated at the worst
+    moment: the slot changes hands right after any read of it by the releasing holder (a release that read,
+    then deleted, would delete the new holder's slot; the release compares and deletes in one step instead)."""
+    from django.core.cache import cache
+
+    organization = 987653
+    key = f"arena:slot:generation:{organization}:0"
+    original_get = cache.get
+    handed_over: list[bool] = []
+
+    def get_then_hand_over(name, *args, **kwargs):  # type: ignore[no-untyped-def]
+        value = original_get(name, *args, **kwargs)
+        if name == key and releasing:
+            cache.set(key, "the next holder", timeout=60)
+            handed_over.append(True)
+        return value
+
+    releasing = False
+    monkeypatch.setattr(cache, "get", get_then_hand_over)
+    with organization_slot("generation", organization, limit=1, lease_s=60) as held:
+        assert held
+        releasing = True
+    if handed_over:  # a release that read the slot: the next holder, who took it after the read, keeps it
+        assert original_get(key) == "the next holder"
+        cache.delete(key)
+    assert original_get(key) is None  # else the holder's own slot is free again
+    # And when the slot was handed over while the work ran, the release leaves it with the next holder.
+    releasing = False
+    with organization_slot("generation", organization, limit=1, lease_s=60) as held:
+        assert held
+        cache.set(key, "the next holder", timeout=60)  # our lease ran out; another worker took the slot
+    assert original_get(key) == "the next holder"
+    cache.delete(key)
