@@ -4,7 +4,10 @@ across every worker of the deployment (the shared cache, Redis in production, ho
 Each slot is a cache key taken with an atomic ``add`` and a lease (its timeout): a worker killed while it
 holds one frees it when the lease ends, never later. The work that finds every slot taken does not wait
 (a worker thread must never block on one tenant): its caller says what happens to it instead
-(``raters.services.webhooks``: the slot holders of that organisation send it)."""
+(``raters.services.webhooks``: the slot holders of that organisation send it).
+
+``lease_release`` frees any such lease by its holder only (the slots', and the per-rater figures' refresh
+lock's)."""
 
 from __future__ import annotations
 
@@ -49,14 +52,15 @@ def organization_slot(
         if renewer is not None:
             renewer.join(timeout=5)
         if taken:
-            _release(taken, token)
+            lease_release(taken, token)
 
 
-def _release(key: str, token: str) -> None:
-    """Free the slot if this holder still has it. On the platform's Redis cache (``arena.cache``) the token is
-    compared and the key deleted in one step inside Redis: a holder whose lease ran out cannot delete the slot
-    another worker took in the moment between a read and a delete. Another cache backend (one process: the
-    demo's local memory) compares, then deletes."""
+def lease_release(key: str, token: str) -> None:
+    """Free a lease (a cache key taken with ``cache.add(key, token, timeout)``) if its holder, the one who
+    stored ``token``, still has it. On the platform's Redis cache (``arena.cache``) the token is compared and
+    the key deleted in one step inside Redis: a holder whose lease ran out cannot delete the lease another
+    worker took in the moment between a read and a delete. Another cache backend (one process: the demo's
+    local memory) compares, then deletes."""
     delete_if_value = getattr(cache, "delete_if_value", None)
     if delete_if_value is not None:
         delete_if_value(key, token)

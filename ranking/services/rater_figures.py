@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any
 
 from celery import shared_task
@@ -19,6 +20,7 @@ from redis.exceptions import RedisError
 
 from battles.models import Campaign
 from battles.selectors import campaign_organization_id
+from core.slots import lease_release
 from raters.tenancy import TenantTask
 
 from .. import selectors
@@ -38,22 +40,27 @@ def rater_figures_refresh_schedule(*, campaign_id: int, organization_id: int | N
     """Queue one refresh of the campaign's per-rater figures unless one is queued or running already (the
     lock, taken with ``cache.add``). Returns whether this call queued it. Raises if the broker refuses the
     task, after releasing the lock so that the next view tries again."""
-    if not cache.add(_rater_refresh_key(campaign_id), time.time(), timeout=RATER_REFRESH_LOCK_S):
+    token = uuid.uuid4().hex
+    if not cache.add(_rater_refresh_key(campaign_id), token, timeout=RATER_REFRESH_LOCK_S):
         return False
     try:
         rater_figures_refresh_task.delay(
-            campaign_id, organization_id=organization_id or campaign_organization_id(campaign_id)
+            campaign_id, organization_id=organization_id or campaign_organization_id(campaign_id), lock=token
         )
     except Exception:
-        cache.delete(_rater_refresh_key(campaign_id))
+        lease_release(_rater_refresh_key(campaign_id), token)
         raise
     return True
 
 
-def rater_figures_refresh(*, campaign_id: int) -> int | None:
+def rater_figures_refresh(*, campaign_id: int, lock: str | None = None) -> int | None:
     """What the refresh task runs: the campaign's per-rater figures for the log as it stands, stored under
     its state and as the latest (nothing to do when they are cached already); then the lock is released.
-    Returns the votes they stand on, or None for a campaign that is gone."""
+    Returns the votes they stand on, or None for a campaign that is gone.
+
+    ``lock``: the token the scheduling stored in the lock; only that lock is released, so a refresh that
+    outlived it leaves alone the lock of the refresh queued since (else a third would run beside that one).
+    Without it (a task queued by an earlier version) the lock is released whatever it holds."""
     try:
         campaign = Campaign.objects.filter(pk=campaign_id).first()
         if campaign is None:
@@ -70,14 +77,17 @@ def rater_figures_refresh(*, campaign_id: int) -> int | None:
             )
         return figures.votes
     finally:
-        cache.delete(_rater_refresh_key(campaign_id))
+        if lock is not None:
+            lease_release(_rater_refresh_key(campaign_id), lock)
+        else:
+            cache.delete(_rater_refresh_key(campaign_id))
 
 
 @shared_task(base=TenantTask, acks_late=True, name="ranking.tasks.rater_figures_refresh_task")
-def rater_figures_refresh_task(campaign_id: int, *, organization_id: int) -> int | None:
+def rater_figures_refresh_task(campaign_id: int, *, organization_id: int, lock: str | None = None) -> int | None:
     """The per-rater figures for the log as it stands (queued by a view that served older ones, and after
-    each recompute); returns the votes they stand on."""
-    return rater_figures_refresh(campaign_id=campaign_id)
+    each recompute); returns the votes they stand on. ``lock``: the refresh lock's token (released by it only)."""
+    return rater_figures_refresh(campaign_id=campaign_id, lock=lock)
 
 
 def _rater_figures_warm(campaign_id: int) -> None:

@@ -46,7 +46,7 @@ def queued(acme: Tenant, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple
     monkeypatch.setattr(
         tasks.rater_figures_refresh_task,
         "delay",
-        lambda campaign_id, *, organization_id: calls.append((campaign_id, organization_id)),
+        lambda campaign_id, *, organization_id, lock=None: calls.append((campaign_id, organization_id)),
     )
     yield calls
     _forget(acme)
@@ -189,8 +189,8 @@ def test_where_tasks_run_eagerly_the_view_gets_the_refreshed_figures(
     monkeypatch.setattr(
         tasks.rater_figures_refresh_task,
         "delay",
-        lambda campaign_id, *, organization_id: tasks.rater_figures_refresh_task(
-            campaign_id, organization_id=organization_id
+        lambda campaign_id, *, organization_id, lock=None: tasks.rater_figures_refresh_task(
+            campaign_id, organization_id=organization_id, lock=lock
         ),
     )
     url = reverse("ranking:campaign-dashboard", args=[acme.campaign.pk])
@@ -242,4 +242,33 @@ def test_the_refresh_reads_the_mark_and_the_figures_from_one_snapshot(
     assert seen == (["repeatable read"] if connection.vendor == "postgresql" else [])
     figures, mark = selectors.rater_figures_cached(campaign=acme.campaign)
     assert figures is not None and figures.mark == mark and figures.value == _direct(acme)
+    _forget(acme)
+
+
+def test_a_refresh_that_outlived_its_lock_leaves_the_next_refreshs_lock(
+    acme: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock is released by the refresh it was taken for only: one that ran longer than the lock (which then
+    expired, and a view queued another refresh under a new lock) must not free the new one, or a third refresh
+    would be queued beside it."""
+    _forget(acme)
+    locks: list[str | None] = []
+    monkeypatch.setattr(
+        tasks.rater_figures_refresh_task,
+        "delay",
+        lambda campaign_id, *, organization_id, lock=None: locks.append(lock),
+    )
+    key = rater_figures_services._rater_refresh_key(acme.campaign.pk)
+    assert services.rater_figures_refresh_schedule(campaign_id=acme.campaign.pk, organization_id=acme.organization.pk)
+    assert not services.rater_figures_refresh_schedule(campaign_id=acme.campaign.pk)  # queued already
+    [first] = locks
+    assert first is not None and cache.get(key) == first
+    cache.set(key, "the next refresh's lock", timeout=60)  # the first one's lock expired; a view queued another
+    services.rater_figures_refresh(campaign_id=acme.campaign.pk, lock=first)
+    assert cache.get(key) == "the next refresh's lock"
+    cache.delete(key)
+    # A refresh that finishes within its lock frees it, and the next stale view can queue again.
+    assert services.rater_figures_refresh_schedule(campaign_id=acme.campaign.pk, organization_id=acme.organization.pk)
+    services.rater_figures_refresh(campaign_id=acme.campaign.pk, lock=locks[-1])
+    assert cache.get(key) is None
     _forget(acme)
