@@ -34,7 +34,15 @@ from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
 
-__all__ = ["ALLOWED_TAGS", "ALLOWED_URL_SCHEMES", "HEADING_CLASSES", "LINK_REL", "markdown_to_safe_html"]
+__all__ = [
+    "ALLOWED_TAGS",
+    "ALLOWED_URL_SCHEMES",
+    "BLANK_ANSWER_HTML",
+    "HEADING_CLASSES",
+    "LINK_REL",
+    "answer_to_safe_html",
+    "markdown_to_safe_html",
+]
 
 ALLOWED_TAGS: frozenset[str] = frozenset(
     {
@@ -108,3 +116,16 @@ _CLEANER = nh3.Cleaner(
 def markdown_to_safe_html(text: str) -> str:
     """Render untrusted markdown ``text`` to an HTML fragment that is safe to insert into a page."""
     return _CLEANER.clean(_PARSER.render(text))
+
+
+# What a pane shows for an answer with no visible text (empty, or blank lines and spaces only, which a sampled
+# model does send): said in words, the same for either side, so an empty pane is not taken for a page that
+# failed to load. It names no model and no reason, only what the answer is.
+BLANK_ANSWER_HTML = '<p class="md-blank">This answer is empty: the model sent no visible text.</p>'
+
+
+def answer_to_safe_html(text: str) -> str:
+    """A model's answer as a pane shows it: ``markdown_to_safe_html``, or ``BLANK_ANSWER_HTML`` for an answer
+    that has no visible text (the rater judges it as what it is, an empty answer)."""
+    html = markdown_to_safe_html(text)
+    return html if text.strip() and html.strip() else BLANK_ANSWER_HTML

@@ -27,7 +27,7 @@ from . import selectors, services
 from .live import Complete, Heartbeat, Paced, Void, live_channel, live_frames
 from .models import Battle, Campaign, Choice, Generation, Participant, Side, Study, consent_hash
 from .prompting import PROMPT_MAX_CHARS
-from .rendering import markdown_to_safe_html
+from .rendering import answer_to_safe_html, markdown_to_safe_html
 
 
 def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -243,7 +243,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
             "number": index + 1,
             "prompt_html": markdown_to_safe_html(messages[index]),
             "panes": [
-                {"label": label, "html": markdown_to_safe_html(by_turn.get(index, {}).get(side, Generation()).text)}
+                {"label": label, "html": answer_to_safe_html(by_turn.get(index, {}).get(side, Generation()).text)}
                 for side, label in ((Side.LEFT, "A"), (Side.RIGHT, "B"))
             ],
         }
@@ -254,7 +254,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         shown = generations.get(side)
         pane: dict[str, object] = {
             "label": label,
-            "html": markdown_to_safe_html(shown.text)
+            "html": answer_to_safe_html(shown.text)
             if shown and battle.status != Battle.Status.VOID and not streaming
             else "",
         }
@@ -408,8 +408,8 @@ def _battle_complete(battle_id: UUID) -> dict[str, object]:
     turn = battle.turns.count()
     generations = {g.side: g.text for g in battle.generations.filter(turn=turn)}
     return {
-        "a": markdown_to_safe_html(generations.get(Side.LEFT, "")),
-        "b": markdown_to_safe_html(generations.get(Side.RIGHT, "")),
+        "a": answer_to_safe_html(generations.get(Side.LEFT, "")),
+        "b": answer_to_safe_html(generations.get(Side.RIGHT, "")),
     }
 
 

@@ -22,9 +22,10 @@ def test_a_real_battle_between_real_models(alice, bob, bob_client, llm_triton_se
     assert "smollm" not in html.lower() and "gemma" not in html.lower()  # blind until the vote
     generations = {g.side: g for g in Generation.objects.filter(battle=battle)}
     for generation in generations.values():
-        # Sampled text: a short answer ("18000000000000000000000") is as real as a sentence, so the
-        # test asks for text and tokens, not for a number of words.
-        assert generation.text.strip() and generation.error == ""
+        # Sampled text: a short answer ("18000000000000000000000") is as real as a sentence, and so is one of
+        # blank lines (Gemma 3 sampled twelve "\n " in CI once): the test asks for the text the model sent and
+        # its tokens, not for words. What a blank answer shows the rater is tested in test_blank_answer.py.
+        assert generation.text and generation.error == ""
         assert generation.finish_reason in {"stop", "length"} and 0 < generation.output_tokens <= 24
         # Asked for in one piece (a battle generated ahead): no first token timed, so none stored.
         assert generation.ttft_s is None and generation.latency_s > 0
