@@ -57,6 +57,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
@@ -278,7 +279,50 @@ def summary(
     return result
 
 
-CEILING_TABLE = TABLE  # the ceiling's and the floor's votes
+def _gunicorn(wsgi_app: str, asgi_app: str, web: str, workers: int, port: int) -> list[str]:
+    """The command of a gunicorn like the stack's: ``wsgi_app`` with sync workers, or ``asgi_app`` with uvicorn
+    workers."""
+    if web == "wsgi":
+        served = [wsgi_app, "--worker-class", "sync"]
+    else:
+        served = [asgi_app, "--worker-class", "uvicorn_worker.UvicornWorker"]
+    return [sys.executable, "-m", "gunicorn", *served, "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
+            "--timeout", "60", "--log-level", "warning"]  # fmt: skip
+
+
+def _reference_run(
+    name: str,
+    stack: Stack,
+    child: Child,
+    up: Callable[[], bool],
+    clients: Callable[[], list[Rater]],
+    seconds: float,
+) -> dict[str, object]:
+    """Wait for a reference server (the ceiling, the floor) to answer, warm it up, drive its raters for
+    ``seconds`` and count their votes against the rows of ``ceiling_vote`` (emptied first); the server is
+    stopped at the end."""
+    assert stack.pg is not None
+    stack.pg.query(TABLE)
+    try:
+
+        def alive_and_up() -> bool:
+            if not child.alive():
+                raise RuntimeError(f"the {name}'s gunicorn exited:\n{child.tail()}")
+            return up()
+
+        wait_until(alive_and_up, 90, f"the {name}'s gunicorn", 0.25)
+        raters = clients()
+        drive(raters, 2.0, None, warm=True)  # warm-up: the workers' connections (and the floor's cached facts)
+        stack.pg.query("TRUNCATE ceiling_vote")
+        cpu = CpuMeter(child.pid, postmaster_pid(stack))
+        ledger, elapsed = drive(raters, seconds, None, warm=True)
+        stored: Counter[str] = Counter(
+            {str(battle): int(n) for battle, n in stack.pg.query(
+                "SELECT battle, count(*) FROM ceiling_vote GROUP BY battle")}
+        )  # fmt: skip
+        return summary(name, ledger, elapsed, stack, stored=stored, cpu=cpu)
+    finally:
+        child.stop()
 
 
 def ceiling(stack: Stack, raters: int, seconds: float, web: str, workers: int, folder: Path) -> dict[str, object]:
@@ -286,39 +330,21 @@ def ceiling(stack: Stack, raters: int, seconds: float, web: str, workers: int, f
     ``benchmarks.ceiling_app``: the three requests of the cycle answered with nothing but one INSERT per
     vote. What any Python web stack could reach here with this client, before Arena's work is counted."""
     assert stack.pg is not None
-    stack.pg.query(CEILING_TABLE)
-    if web == "wsgi":
-        app = ["benchmarks.ceiling_app:application", "--worker-class", "sync"]
-    else:
-        app = ["benchmarks.ceiling_app:asgi_application", "--worker-class", "uvicorn_worker.UvicornWorker"]
     port = free_port()
-    env = {**os.environ, "CEILING_DSN": stack.pg.url()}
-    child = Child([sys.executable, "-m", "gunicorn", *app, "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
-                   "--log-level", "warning"], env, folder / "ceiling.log")  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    try:
+    command = _gunicorn(
+        "benchmarks.ceiling_app:application", "benchmarks.ceiling_app:asgi_application", web, workers, port
+    )
+    child = Child(command, {**os.environ, "CEILING_DSN": stack.pg.url()}, folder / "ceiling.log")
 
-        def up() -> bool:
-            if not child.alive():
-                raise RuntimeError(f"the ceiling's gunicorn exited:\n{child.tail()}")
-            try:
-                Rater(url, 0).page("1")
-                return True
-            except (OSError, Refused):
-                return False
+    def up() -> bool:
+        try:
+            Rater(url, 0).page("1")
+            return True
+        except (OSError, Refused):
+            return False
 
-        wait_until(up, 60, "the ceiling's gunicorn", 0.2)
-        clients = [Rater(url, 0) for _ in range(raters)]
-        drive(clients, 2.0, None, warm=True)  # warm-up: the workers' connections
-        cpu = CpuMeter(child.pid, postmaster_pid(stack))
-        ledger, elapsed = drive(clients, seconds, None, warm=True)
-        stored: Counter[str] = Counter(
-            {str(battle): int(n) for battle, n in stack.pg.query(
-                "SELECT battle, count(*) FROM ceiling_vote GROUP BY battle")}
-        )  # fmt: skip
-        return summary("ceiling", ledger, elapsed, stack, stored=stored, cpu=cpu)
-    finally:
-        child.stop()
+    return _reference_run("ceiling", stack, child, up, lambda: [Rater(url, 0) for _ in range(raters)], seconds)
 
 
 def floor(stack: Stack, raters: int, seconds: float, web: str, workers: int, folder: Path) -> dict[str, object]:
@@ -326,44 +352,27 @@ def floor(stack: Stack, raters: int, seconds: float, web: str, workers: int, fol
     ``benchmarks.floor_app``'s do-nothing views at the cycle's URLs (the ceiling's work, one INSERT a vote,
     behind the platform's sessions, CSRF, signed-in user and tenant scope): what the platform's framework
     and middleware alone leave of the ceiling."""
-    assert stack.pg is not None
-    stack.pg.query(CEILING_TABLE)
-    stack.pg.query("TRUNCATE ceiling_vote")
-    if web == "wsgi":
-        app = ["arena.wsgi:application", "--worker-class", "sync"]
-    else:
-        app = ["arena.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker"]
     port = free_port()
-    env = {**stack.env(), "DJANGO_SETTINGS_MODULE": "benchmarks.floor_settings"}
-    child = Child([sys.executable, "-m", "gunicorn", *app, "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
-                   "--timeout", "60", "--log-level", "warning"], env, folder / "floor.log")  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    try:
+    command = _gunicorn("arena.wsgi:application", "arena.asgi:application", web, workers, port)
+    env = {**stack.env(), "DJANGO_SETTINGS_MODULE": "benchmarks.floor_settings"}
+    child = Child(command, env, folder / "floor.log")
 
-        def up() -> bool:
-            if not child.alive():
-                raise RuntimeError(f"the floor's gunicorn exited:\n{child.tail()}")
-            try:
-                return requests.get(url + "/accounts/login/", timeout=5).status_code == 200
-            except requests.RequestException:
-                return False
+    def up() -> bool:
+        try:
+            return requests.get(url + "/accounts/login/", timeout=5).status_code == 200
+        except requests.RequestException:
+            return False
 
-        wait_until(up, 90, "the floor's gunicorn", 0.25)
+    def signed_in() -> list[Rater]:
         clients = []
         for index in range(raters):
             client = Rater(url, int(stack.seed["campaign_id"]))
             client.log_in(stack.seed["raters"][index], stack.seed["password"])
             clients.append(client)
-        drive(clients, 2.0, None, warm=True)  # warm-up: the workers' connections and cached facts
-        cpu = CpuMeter(child.pid, postmaster_pid(stack))
-        ledger, elapsed = drive(clients, seconds, None, warm=True)
-        stored: Counter[str] = Counter(
-            {str(battle): int(n) for battle, n in stack.pg.query(
-                "SELECT battle, count(*) FROM ceiling_vote GROUP BY battle")}
-        )  # fmt: skip
-        return summary("floor", ledger, elapsed, stack, stored=stored, cpu=cpu)
-    finally:
-        child.stop()
+        return clients
+
+    return _reference_run("floor", stack, child, up, signed_in, seconds)
 
 
 def main() -> int:
