@@ -8,40 +8,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
-from battles.models import Battle, Generation, Prompt, Turn
+from battles.models import Generation, Turn
 from battles.rendering import BLANK_ANSWER_HTML, answer_to_safe_html
 from battles.views import _battle_complete
+from tests.battles.test_identity_refuse import ready_battle
 from tests.conftest import Tenant
-from tests.factories import PromptFactory
 
 pytestmark = pytest.mark.django_db
-
-
-def _battle(tenant: Tenant, rater: User, left: str, right: str) -> Battle:
-    """A battle shown to ``rater`` with these two answers (answers are append-only: written once, here)."""
-    prompt = PromptFactory.create(campaign=tenant.campaign, source=Prompt.Source.RATER, author=rater, text="Rivers?")
-    now = timezone.now()
-    battle = Battle.objects.create(
-        organization=tenant.organization,
-        campaign=tenant.campaign,
-        rater=rater,
-        pool=tenant.pool,
-        prompt=prompt,
-        left=tenant.left,
-        right=tenant.right,
-        params={**tenant.campaign.sampling_params(), "seed": 3},
-        status=Battle.Status.READY,
-        ready_at=now,
-        shown_at=now,
-        claimed_at=now,
-    )
-    for side, competitor, answer in (("left", tenant.left, left), ("right", tenant.right, right)):
-        Generation.objects.create(
-            battle=battle, side=side, turn=0, competitor=competitor, text=answer, output_tokens=2, latency_s=0.1
-        )
-    return battle
 
 
 def _panes(page: str) -> dict[str, str]:
@@ -57,7 +31,7 @@ def _panes(page: str) -> dict[str, str]:
 def test_the_blank_answer_says_so_and_the_other_shows_its_text(
     acme: Tenant, bob: User, bob_client: Client, blank: str
 ) -> None:
-    battle = _battle(acme, bob, "Rivers flow.", blank)
+    battle = ready_battle(acme, bob, answers=("Rivers flow.", blank))
     panes = _panes(bob_client.get(reverse("battles:battle", args=[battle.pk])).content.decode())
     assert BLANK_ANSWER_HTML in panes["B"]
     assert BLANK_ANSWER_HTML not in panes["A"] and "Rivers flow." in panes["A"]
@@ -69,7 +43,7 @@ def test_the_blank_answer_says_so_and_the_other_shows_its_text(
 def test_the_notice_is_the_same_for_either_side_and_only_for_blank_answers(
     acme: Tenant, bob: User, bob_client: Client
 ) -> None:
-    battle = _battle(acme, bob, "\n\n", "Water runs.")
+    battle = ready_battle(acme, bob, answers=("\n\n", "Water runs."))
     panes = _panes(bob_client.get(reverse("battles:battle", args=[battle.pk])).content.decode())
     assert BLANK_ANSWER_HTML in panes["A"] and BLANK_ANSWER_HTML not in panes["B"]
     for text in ("0", "-", "`x`", "![a](http://x.test/a.png)", "---"):
@@ -77,7 +51,7 @@ def test_the_notice_is_the_same_for_either_side_and_only_for_blank_answers(
 
 
 def test_an_earlier_turns_blank_answer_says_so_in_the_history(acme: Tenant, bob: User, bob_client: Client) -> None:
-    battle = _battle(acme, bob, " \n ", "Water runs.")
+    battle = ready_battle(acme, bob, answers=(" \n ", "Water runs."))
     Turn.objects.create(battle=battle, index=1, text="Shorter, please.")
     for side, competitor in (("left", acme.left), ("right", acme.right)):
         Generation.objects.create(

@@ -56,7 +56,13 @@ def no_model_call(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def ready_battle(tenant: Tenant, rater: User, text: str = "Tell me about rivers.") -> Battle:
+def ready_battle(
+    tenant: Tenant,
+    rater: User,
+    text: str = "Tell me about rivers.",
+    answers: tuple[str, str] = ("Rivers flow.", "Water runs."),
+) -> Battle:
+    """A battle shown to ``rater`` with these two answers, left and right (answers are append-only: written once)."""
     prompt = PromptFactory.create(campaign=tenant.campaign, source=Prompt.Source.RATER, author=rater, text=text)
     now = timezone.now()
     battle = Battle.objects.create(
@@ -73,7 +79,7 @@ def ready_battle(tenant: Tenant, rater: User, text: str = "Tell me about rivers.
         shown_at=now,
         claimed_at=now,
     )
-    for side, competitor, answer in (("left", tenant.left, "Rivers flow."), ("right", tenant.right, "Water runs.")):
+    for side, competitor, answer in (("left", tenant.left, answers[0]), ("right", tenant.right, answers[1])):
         Generation.objects.create(
             battle=battle, side=side, turn=0, competitor=competitor, text=answer, output_tokens=2, latency_s=0.1
         )
