@@ -5,6 +5,7 @@ benchmark and the reliability stack's tests run the same application under gunic
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from typing import Any
 
@@ -12,7 +13,8 @@ import pytest
 from django.core.asgi import get_asgi_application
 from django.core.wsgi import get_wsgi_application
 
-from core.asgi import SyncViewsOverWSGI, resolves_to_async_view, web_application
+from core.asgi import BODY_READ_AHEAD_MAX as WSGI_READ_AHEAD
+from core.asgi import SyncViewsOverWSGI, WSGIBridge, resolves_to_async_view, web_application
 
 
 def _scope(method: str, path: str, *, root_path: str = "", client: tuple[str, int] = ("203.0.113.9", 50000)) -> dict:
@@ -132,3 +134,171 @@ def test_the_served_application_is_the_router_unless_asked_for_asgi_alone(settin
     assert isinstance(app, SyncViewsOverWSGI) and app.threads == settings.ARENA_WEB_THREADS
     settings.ARENA_ASGI_SYNC_VIEWS = "asgi"
     assert not isinstance(web_application(), SyncViewsOverWSGI)
+
+
+def _serve_messages(app: Any, scope: dict, messages: list[dict]) -> tuple[list[dict], list[int]]:
+    """Everything the application sent, given the request's messages in order, and the threads it sent from."""
+
+    async def run() -> tuple[list[dict], list[int]]:
+        sent: list[dict] = []
+        senders: list[int] = []
+        done = asyncio.Event()
+        queue = list(messages)
+
+        async def receive() -> dict:
+            if queue:
+                return queue.pop(0)
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+            senders.append(threading.get_ident())
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                done.set()
+
+        await asyncio.wait_for(app(scope, receive, send), timeout=30)
+        return sent, senders
+
+    return asyncio.run(run())
+
+
+def _with_length(scope: dict, length: int) -> dict:
+    scope["headers"] = [*scope["headers"], (b"content-length", str(length).encode())]
+    return scope
+
+
+@pytest.mark.parametrize(
+    ("size", "sized"),
+    [(11, True), (WSGI_READ_AHEAD, True), (WSGI_READ_AHEAD + 1, True), (100_000, False)],
+    ids=["short", "at the read-ahead limit", "past it", "no length"],
+)
+def test_the_view_reads_the_whole_body_however_it_arrives(size: int, sized: bool):
+    """Read ahead on the event loop (a known length up to the limit) or as the view reads (longer, or no
+    length): the body arrives in five messages, and the view reads every byte of it, in order."""
+    spies = Spies()
+    app = WSGIBridge(spies.wsgi, threads=2)
+    body = bytes(i % 251 for i in range(size))
+    cuts = [0, size // 5, size // 2, size // 2, size - 1, size]  # an empty message among them
+    messages = [
+        {"type": "http.request", "body": body[a:b], "more_body": b < size or i < 4}
+        for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))
+    ]
+    scope = _scope("POST", "/c/3/next/")
+    sent, _ = _serve_messages(app, _with_length(scope, size) if sized else scope, messages)
+    assert sent[0]["status"] == 200
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == b"wsgi:" + body
+
+
+def test_a_client_gone_before_its_body_arrived_runs_no_view():
+    spies = Spies()
+    app = WSGIBridge(spies.wsgi, threads=2)
+    sent, _ = _serve_messages(
+        app,
+        _with_length(_scope("POST", "/c/3/vote/"), 20),
+        [{"type": "http.request", "body": b"choice=", "more_body": True}, {"type": "http.disconnect"}],
+    )
+    assert sent == [] and spies.environs == []
+
+
+class _Answer:
+    """A WSGI response iterable that records the threads it is produced and closed in, and what the client
+    had been sent when each chunk was produced."""
+
+    def __init__(self, chunks: list[bytes], *, streaming: bool, sent: list[dict]) -> None:
+        self.chunks, self.streaming, self.sent = chunks, streaming, sent
+        self.produced: list[tuple[int, int]] = []  # (thread, messages sent before this chunk)
+        self.closed_in: int | None = None
+
+    def __iter__(self) -> Any:
+        for chunk in self.chunks:
+            self.produced.append((threading.get_ident(), len(self.sent)))
+            yield chunk
+
+    def close(self) -> None:
+        self.closed_in = threading.get_ident()
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["a page", "a stream"])
+def test_the_answer_is_produced_and_closed_in_the_views_thread(streaming: bool):
+    """Django's request_finished (which gives the thread's database connection back to the pool) fires
+    when the answer is closed, so it must be closed in the thread that ran the view. A page is then sent
+    from the event loop in two messages; a stream from the view's thread, each chunk before the next is made."""
+    sent: list[dict] = []
+    answers: list[_Answer] = []
+    view_threads: list[int] = []
+
+    def view(environ: dict, start_response: Any) -> _Answer:
+        view_threads.append(threading.get_ident())
+        start_response("201 Created", [("X-Kind", "stream" if streaming else "page")])
+        answers.append(_Answer([b"one,", b"", b"two,", b"three"], streaming=streaming, sent=sent))
+        return answers[0]
+
+    async def run() -> list[int]:
+        loop_thread = threading.get_ident()
+
+        async def receive() -> dict:
+            await asyncio.sleep(30)
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        await asyncio.wait_for(WSGIBridge(view, threads=2)(_scope("GET", "/anything/"), receive, send), timeout=30)
+        return [loop_thread]
+
+    (loop_thread,) = asyncio.run(run())
+    answer = answers[0]
+    assert view_threads[0] != loop_thread
+    assert answer.closed_in == view_threads[0] and {t for t, _ in answer.produced} == {view_threads[0]}
+    assert sent[0] == {
+        "type": "http.response.start",
+        "status": 201,
+        "headers": [(b"x-kind", b"stream" if streaming else b"page")],
+    }
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == b"one,two,three"
+    assert not sent[-1].get("more_body")
+    if streaming:
+        # Each chunk went out before the next was produced (the start with the first; the empty one sends
+        # nothing): a long export is never held whole.
+        assert [before for _, before in answer.produced] == [0, 2, 2, 3]
+    else:
+        assert len(sent) == 2  # start and the whole body, in one hand-over from the view's thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_djangos_request_finished_fires_in_the_views_thread_for_pages_and_streams(settings):
+    """Through Django's own WSGI handler: a page (HttpResponse) and a stream (StreamingHttpResponse), each
+    whole, with request_finished (which returns the database connection) in the thread that ran the view."""
+    from django.core.signals import request_finished
+    from django.http import HttpResponse, StreamingHttpResponse
+    from django.urls import path
+
+    threads: dict[str, int] = {}
+
+    def page(request: Any) -> HttpResponse:
+        threads["view"] = threading.get_ident()
+        return HttpResponse(b"p" * 10_000)
+
+    def stream(request: Any) -> StreamingHttpResponse:
+        threads["view"] = threading.get_ident()
+        return StreamingHttpResponse(f"row {i}\n".encode() for i in range(1000))
+
+    def finished(**kwargs: Any) -> None:
+        threads["finished"] = threading.get_ident()
+
+    settings.ROOT_URLCONF = type("Urls", (), {"urlpatterns": [path("page/", page), path("stream/", stream)]})
+    request_finished.connect(finished)
+    try:
+        app = WSGIBridge(get_wsgi_application(), threads=2)
+        for url, expected in (
+            ("/page/", b"p" * 10_000),
+            ("/stream/", b"".join(f"row {i}\n".encode() for i in range(1000))),
+        ):
+            threads.clear()
+            sent, _ = _serve_messages(app, _scope("GET", url), [])
+            assert sent[0]["status"] == 200, url
+            assert b"".join(m.get("body", b"") for m in sent[1:]) == expected
+            assert threads["finished"] == threads["view"], url
+    finally:
+        request_finished.disconnect(finished)
