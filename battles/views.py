@@ -272,6 +272,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
             )
         panes.append(pane)
     campaign = battle.campaign
+    position, progress = selectors.battle_page_counts(battle=battle, user=request.user)
     return {
         "battle": battle,
         "streaming": streaming,
@@ -292,10 +293,10 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         if revealed and battle.source == Battle.Source.GOLD and campaign.gold_feedback
         else None,
         "choices": Choice.choices,
-        "position": selectors.battle_position_in_session(battle) if battle.status != Battle.Status.VOID else None,
+        "position": position if battle.status != Battle.Status.VOID else None,
         # A battle got before this session window (carried over from an earlier login): numbered in that one.
         "earlier_session": selectors.battle_taken_in_earlier_session(battle),
-        "progress": selectors.rater_progress(campaign=campaign, user=request.user),
+        "progress": progress,
         "study": _study_progress(request, campaign),
         "prompt_max_chars": PROMPT_MAX_CHARS,
         "prompt_draft": _prompt_draft(request, campaign.pk)

@@ -94,6 +94,33 @@ def battle_position_in_session(battle: Battle) -> int:
     )
 
 
+def battle_page_counts(*, battle: Battle, user: User, now: datetime | None = None) -> tuple[int, RaterProgress]:
+    """For the battle page: the battle's number in its session window (``battle_position_in_session``) and
+    the rater's progress against the caps (``rater_progress``), the two battle counts in one statement."""
+    campaign = battle.campaign
+    if battle.rater_id != user.pk:  # not the rater's own battle (or not yet anyone's): counted apart
+        return battle_position_in_session(battle), rater_progress(campaign=campaign, user=user)
+    window = timedelta(hours=campaign.session_window_h)
+    taken_at = battle.claimed_at or battle.created_at
+    session_since, position_since = (now or timezone.now()) - window, taken_at - window
+    counts = (
+        _rater_battles_counted(campaign_id=campaign.pk, rater_id=user.pk)
+        .filter(_taken_between(min(session_since, position_since)))
+        .aggregate(
+            in_session=Count("pk", filter=_taken_between(session_since)),
+            position=Count("pk", filter=_taken_between(position_since, taken_at)),
+        )
+    )
+    progress = RaterProgress(
+        in_session=counts["in_session"],
+        session_cap=campaign.session_cap,
+        votes=votes_by_rater(campaign=campaign, user=user),
+        vote_cap=campaign.rater_vote_cap,
+        window_h=campaign.session_window_h,
+    )
+    return counts["position"], progress
+
+
 def battle_taken_in_earlier_session(battle: Battle, now: datetime | None = None) -> datetime | None:
     """When the rater got the battle, if that was before their current session window began (a battle
     carried over from an earlier login, still pending, or opened again): its number belongs to that earlier

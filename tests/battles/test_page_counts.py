@@ -1,0 +1,50 @@
+"""The battle page's two battle counts in one statement (selectors.battle_page_counts) say exactly what the
+two selectors they replace say: the battle's number in its session window and the rater's progress."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from battles import selectors
+from battles.models import Battle
+from tests.battles.test_identity_refuse import ready_battle
+from tests.conftest import Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+def test_one_statement_counts_what_the_two_selectors_count(acme: Tenant, bob: User):
+    rng = random.Random(23)
+    now = timezone.now()
+    window_h = acme.campaign.session_window_h
+    battles = []
+    for i in range(40):
+        battle = ready_battle(acme, bob, f"Prompt {i}")
+        # Over three windows back, some on the window's edges; a quarter voided; a few from before claims
+        # were stamped (counted by their creation).
+        hours = rng.choice([rng.uniform(0, 3 * window_h), window_h, 2 * window_h, 0.001])
+        taken = now - timedelta(hours=hours)
+        status = Battle.Status.VOID if rng.random() < 0.25 else Battle.Status.VOTED
+        stamped = rng.random() < 0.8
+        Battle.objects.filter(pk=battle.pk).update(
+            status=status, created_at=taken, claimed_at=taken if stamped else None
+        )
+        battles.append(battle)
+    pending = ready_battle(acme, bob, "The open one")
+    for battle in [*battles, pending]:
+        battle = Battle.objects.select_related("campaign").get(pk=battle.pk)
+        expected = (
+            selectors.battle_position_in_session(battle),
+            selectors.rater_progress(campaign=battle.campaign, user=bob),
+        )
+        assert selectors.battle_page_counts(battle=battle, user=bob) == expected
+    with CaptureQueriesContext(connection) as captured:
+        selectors.battle_page_counts(battle=battle, user=bob)
+    assert len(captured.captured_queries) == 2  # the battles' two counts, and the votes
