@@ -19,6 +19,10 @@ on, at a rate they never reach), with production settings (DEBUG off). Printed:
   handlers  the sign-in page (every middleware, a template) served through the ASGI protocol in process by
             Django's ASGI handler alone and by the platform's application (core/asgi.py: sync views on
             Django's WSGI handler in threads), alternated three times: CPU and wall a request
+  bridges   the rater's whole cycle (next, page, vote: the session cookie, CSRF tokens, every middleware)
+            through the platform's router in process by the ASGI protocol, the sync views handed to Django's
+            WSGI handler by core.asgi.WSGIBridge and by a2wsgi's middleware (the bridge it replaced),
+            alternated eight times: this process's CPU a cycle
   baseline  on the same connection: one round trip (SELECT 1) and one single-row INSERT in autocommit,
             and opening a new connection (what every request pays with DB_CONN_MAX_AGE=0)
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import os
 import pstats
 import statistics
@@ -200,6 +205,103 @@ def label(sql: str) -> str:
         if needle in s:
             return name
     return s[:80]
+
+
+def bridges_compare(campaign: Any, user: Any, battle_make: Callable[..., Any], cycles: int = 40, runs: int = 8) -> None:
+    """The rater's cycle through the router by the ASGI protocol, with each WSGI bridge, alternated."""
+    import asyncio
+    import re
+
+    from a2wsgi import WSGIMiddleware
+    from django.core.asgi import get_asgi_application
+    from django.core.wsgi import get_wsgi_application
+    from django.test import Client
+
+    from core.asgi import SyncViewsOverWSGI
+
+    login = Client()
+    login.force_login(user)
+    cookies = {"sessionid": login.cookies["sessionid"].value}
+    django_asgi, django_wsgi = get_asgi_application(), get_wsgi_application()
+    bridge = SyncViewsOverWSGI(asgi_app=django_asgi, wsgi_app=django_wsgi, threads=10)
+    previous = SyncViewsOverWSGI(asgi_app=django_asgi, wsgi_app=django_wsgi, threads=10)
+    previous.wsgi_app = WSGIMiddleware(django_wsgi, workers=10)  # type: ignore[assignment,arg-type]
+    token_in = re.compile(rb'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+    async def request(app: Any, method: str, path: str, body: bytes = b"") -> tuple[int, dict[bytes, bytes], bytes]:
+        cookie = "; ".join(f"{name}={value}" for name, value in cookies.items()).encode()
+        headers = [(b"host", b"testserver"), (b"cookie", cookie)]
+        if method == "POST":
+            headers += [(b"content-type", b"application/x-www-form-urlencoded"), (b"content-length", b"%d" % len(body))]
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+            "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": headers,
+            "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+        }  # fmt: skip
+        sent: list[dict[str, Any]] = []
+        done = asyncio.Event()
+        asked = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal asked
+            if not asked:
+                asked = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                done.set()
+
+        await app(scope, receive, send)
+        for name, value in sent[0]["headers"]:
+            if name == b"set-cookie":
+                key, _, rest = value.decode().partition("=")
+                cookies[key] = rest.split(";", 1)[0]
+        return sent[0]["status"], dict(sent[0]["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
+
+    async def cycle(app: Any, token: str) -> str:
+        status, headers, _ = await request(
+            app, "POST", f"/c/{campaign.pk}/next/", f"csrfmiddlewaretoken={token}".encode()
+        )
+        assert status == 302, status
+        battle_url = headers[b"location"].decode()
+        status, _, page = await request(app, "GET", battle_url)
+        found = token_in.search(page)
+        assert status == 200 and found is not None, status
+        token = found.group(1).decode()
+        form = f"csrfmiddlewaretoken={token}&choice=left".encode()
+        status, _, _ = await request(app, "POST", battle_url + "vote/", form)
+        assert status == 302, status
+        return token
+
+    async def compare() -> dict[str, list[float]]:
+        loop = asyncio.get_running_loop()
+        _, _, page = await request(bridge, "GET", f"/c/{campaign.pk}/")
+        found = token_in.search(page)
+        assert found is not None
+        token = found.group(1).decode()
+        measured: dict[str, list[float]] = defaultdict(list)
+        made = 0
+        for _ in range(runs):
+            for name, app in (("a2wsgi's middleware (before)", previous), ("WSGIBridge (core/asgi.py)", bridge)):
+                spent = 0.0
+                for i in range(cycles + 5):
+                    await loop.run_in_executor(None, functools.partial(battle_make, 500_000 + made, buffered=True))
+                    made += 1
+                    c0 = time.process_time()
+                    token = await cycle(app, token)
+                    if i >= 5:  # the first few warm the bridge's threads
+                        spent += time.process_time() - c0
+                measured[name].append(spent / cycles * 1000)
+        return measured
+
+    measured = asyncio.run(compare())
+    print(f"\nbridges: the rater's cycle through the router in process (CPU ms a cycle, {cycles} a run, {runs} runs):")
+    for name, values in measured.items():
+        print(f"  {name:<48} CPU {', '.join(f'{v:.2f}' for v in values)}   median {statistics.median(values):.2f}")
 
 
 def handlers_compare(requests: int = 300) -> None:
@@ -419,6 +521,7 @@ def main() -> int:
           f"{cycle_cpu_ms / floor_cpu_ms:.1f} x")  # fmt: skip
 
     handlers_compare()
+    bridges_compare(campaign, rater, battle_make)
 
     # The baseline on the same connection: a round trip, a single-row insert, a fresh connection.
     with connection.cursor() as cursor:
