@@ -207,6 +207,39 @@ def label(sql: str) -> str:
     return s[:80]
 
 
+async def asgi_request(
+    app: Any, method: str, path: str, *, headers: list[tuple[bytes, bytes]], body: bytes = b""
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """One HTTP request through an ASGI application in process, as an ASGI server drives it: the status, the
+    headers and the body it answered."""
+    import asyncio
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+        "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": headers,
+        "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+    }  # fmt: skip
+    sent: list[dict[str, Any]] = []
+    done = asyncio.Event()
+    asked = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        if not asked:
+            asked = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            done.set()
+
+    await app(scope, receive, send)
+    return sent[0]["status"], sent[0]["headers"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
 def bridges_compare(campaign: Any, user: Any, battle_make: Callable[..., Any], cycles: int = 40, runs: int = 8) -> None:
     """The rater's cycle through the router by the ASGI protocol, with each WSGI bridge, alternated."""
     import asyncio
@@ -233,34 +266,12 @@ def bridges_compare(campaign: Any, user: Any, battle_make: Callable[..., Any], c
         headers = [(b"host", b"testserver"), (b"cookie", cookie)]
         if method == "POST":
             headers += [(b"content-type", b"application/x-www-form-urlencoded"), (b"content-length", b"%d" % len(body))]
-        scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-            "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": headers,
-            "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-        }  # fmt: skip
-        sent: list[dict[str, Any]] = []
-        done = asyncio.Event()
-        asked = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal asked
-            if not asked:
-                asked = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                done.set()
-
-        await app(scope, receive, send)
-        for name, value in sent[0]["headers"]:
+        status, answered, content = await asgi_request(app, method, path, headers=headers, body=body)
+        for name, value in answered:
             if name == b"set-cookie":
                 key, _, rest = value.decode().partition("=")
                 cookies[key] = rest.split(";", 1)[0]
-        return sent[0]["status"], dict(sent[0]["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
+        return status, dict(answered), content
 
     async def cycle(app: Any, token: str) -> str:
         status, headers, _ = await request(
@@ -315,31 +326,10 @@ def handlers_compare(requests: int = 300) -> None:
 
     django_asgi = get_asgi_application()
     router = SyncViewsOverWSGI(asgi_app=django_asgi, wsgi_app=get_wsgi_application(), threads=10)
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-        "path": "/accounts/login/", "raw_path": b"/accounts/login/", "root_path": "", "query_string": b"",
-        "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-    }  # fmt: skip
 
     async def one(app: Any) -> None:
-        done = asyncio.Event()
-        asked = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal asked
-            if not asked:
-                asked = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                assert message["status"] == 200, message
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                done.set()
-
-        await app(dict(scope), receive, send)
+        status, _, _ = await asgi_request(app, "GET", "/accounts/login/", headers=[(b"host", b"testserver")])
+        assert status == 200, status
 
     async def timed(app: Any) -> tuple[float, float]:
         for _ in range(20):

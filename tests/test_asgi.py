@@ -34,17 +34,18 @@ def _scope(method: str, path: str, *, root_path: str = "", client: tuple[str, in
     }
 
 
-def _serve(app: Any, scope: dict, body: bytes = b"") -> tuple[int, dict[bytes, bytes], bytes]:
-    async def run() -> tuple[int, dict[bytes, bytes], bytes]:
-        sent: list[dict] = []
+def _serve_messages(app: Any, scope: dict, messages: list[dict], sent: list[dict] | None = None) -> list[dict]:
+    """Everything the application sent (appended to ``sent`` as it goes, if given), given the request's
+    messages in order; then a disconnect once the response is complete."""
+    sent = [] if sent is None else sent
+
+    async def run() -> None:
         done = asyncio.Event()
-        first = True
+        queue = list(messages)
 
         async def receive() -> dict:
-            nonlocal first
-            if first:
-                first = False
-                return {"type": "http.request", "body": body, "more_body": False}
+            if queue:
+                return queue.pop(0)
             await done.wait()
             return {"type": "http.disconnect"}
 
@@ -54,11 +55,16 @@ def _serve(app: Any, scope: dict, body: bytes = b"") -> tuple[int, dict[bytes, b
                 done.set()
 
         await asyncio.wait_for(app(scope, receive, send), timeout=30)
-        start = next(m for m in sent if m["type"] == "http.response.start")
-        content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        return start["status"], {name.lower(): value for name, value in start["headers"]}, content
 
-    return asyncio.run(run())
+    asyncio.run(run())
+    return sent
+
+
+def _serve(app: Any, scope: dict, body: bytes = b"") -> tuple[int, dict[bytes, bytes], bytes]:
+    sent = _serve_messages(app, scope, [{"type": "http.request", "body": body, "more_body": False}])
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], {name.lower(): value for name, value in start["headers"]}, content
 
 
 class Spies:
@@ -136,33 +142,6 @@ def test_the_served_application_is_the_router_unless_asked_for_asgi_alone(settin
     assert not isinstance(web_application(), SyncViewsOverWSGI)
 
 
-def _serve_messages(app: Any, scope: dict, messages: list[dict]) -> tuple[list[dict], list[int]]:
-    """Everything the application sent, given the request's messages in order, and the threads it sent from."""
-
-    async def run() -> tuple[list[dict], list[int]]:
-        sent: list[dict] = []
-        senders: list[int] = []
-        done = asyncio.Event()
-        queue = list(messages)
-
-        async def receive() -> dict:
-            if queue:
-                return queue.pop(0)
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict) -> None:
-            sent.append(message)
-            senders.append(threading.get_ident())
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                done.set()
-
-        await asyncio.wait_for(app(scope, receive, send), timeout=30)
-        return sent, senders
-
-    return asyncio.run(run())
-
-
 def _with_length(scope: dict, length: int) -> dict:
     scope["headers"] = [*scope["headers"], (b"content-length", str(length).encode())]
     return scope
@@ -185,7 +164,7 @@ def test_the_view_reads_the_whole_body_however_it_arrives(size: int, sized: bool
         for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))
     ]
     scope = _scope("POST", "/c/3/next/")
-    sent, _ = _serve_messages(app, _with_length(scope, size) if sized else scope, messages)
+    sent = _serve_messages(app, _with_length(scope, size) if sized else scope, messages)
     assert sent[0]["status"] == 200
     assert b"".join(m.get("body", b"") for m in sent[1:]) == b"wsgi:" + body
 
@@ -193,7 +172,7 @@ def test_the_view_reads_the_whole_body_however_it_arrives(size: int, sized: bool
 def test_a_client_gone_before_its_body_arrived_runs_no_view():
     spies = Spies()
     app = WSGIBridge(spies.wsgi, threads=2)
-    sent, _ = _serve_messages(
+    sent = _serve_messages(
         app,
         _with_length(_scope("POST", "/c/3/vote/"), 20),
         [{"type": "http.request", "body": b"choice=", "more_body": True}, {"type": "http.disconnect"}],
@@ -234,20 +213,8 @@ def test_the_answer_is_produced_and_closed_in_the_views_thread(streaming: bool):
         answers.append(_Answer([b"one,", b"", b"two,", b"three"], streaming=streaming, sent=sent))
         return answers[0]
 
-    async def run() -> list[int]:
-        loop_thread = threading.get_ident()
-
-        async def receive() -> dict:
-            await asyncio.sleep(30)
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict) -> None:
-            sent.append(message)
-
-        await asyncio.wait_for(WSGIBridge(view, threads=2)(_scope("GET", "/anything/"), receive, send), timeout=30)
-        return [loop_thread]
-
-    (loop_thread,) = asyncio.run(run())
+    _serve_messages(WSGIBridge(view, threads=2), _scope("GET", "/anything/"), [], sent=sent)
+    loop_thread = threading.get_ident()  # asyncio.run's loop runs in this thread
     answer = answers[0]
     assert view_threads[0] != loop_thread
     assert answer.closed_in == view_threads[0] and {t for t, _ in answer.produced} == {view_threads[0]}
@@ -296,7 +263,7 @@ def test_djangos_request_finished_fires_in_the_views_thread_for_pages_and_stream
             ("/stream/", b"".join(f"row {i}\n".encode() for i in range(1000))),
         ):
             threads.clear()
-            sent, _ = _serve_messages(app, _scope("GET", url), [])
+            sent = _serve_messages(app, _scope("GET", url), [])
             assert sent[0]["status"] == 200, url
             assert b"".join(m.get("body", b"") for m in sent[1:]) == expected
             assert threads["finished"] == threads["view"], url

@@ -111,14 +111,7 @@ def battle_page_counts(*, battle: Battle, user: User, now: datetime | None = Non
             position=Count("pk", filter=_taken_between(position_since, taken_at)),
         )
     )
-    progress = RaterProgress(
-        in_session=counts["in_session"],
-        session_cap=campaign.session_cap,
-        votes=votes_by_rater(campaign=campaign, user=user),
-        vote_cap=campaign.rater_vote_cap,
-        window_h=campaign.session_window_h,
-    )
-    return counts["position"], progress
+    return counts["position"], rater_progress(campaign=campaign, user=user, in_session=counts["in_session"])
 
 
 def battle_taken_in_earlier_session(battle: Battle, now: datetime | None = None) -> datetime | None:
@@ -154,9 +147,10 @@ class RaterProgress:
         return self.session_full or self.campaign_full
 
 
-def rater_progress(*, campaign: Campaign, user: User) -> RaterProgress:
+def rater_progress(*, campaign: Campaign, user: User, in_session: int | None = None) -> RaterProgress:
+    """``in_session``: the rater's battles in the session window, where the caller has counted them already."""
     return RaterProgress(
-        in_session=battles_in_session_window(campaign=campaign, user=user),
+        in_session=battles_in_session_window(campaign=campaign, user=user) if in_session is None else in_session,
         session_cap=campaign.session_cap,
         votes=votes_by_rater(campaign=campaign, user=user),
         vote_cap=campaign.rater_vote_cap,
