@@ -228,10 +228,10 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
 
 
 def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[str, object]:
-    turns = list(battle.turns.order_by("index"))
+    turns = selectors.battle_turns(battle)
     current = len(turns)  # the turn shown in the panes (being generated, or the latest answered)
     by_turn: dict[int, dict[str, Generation]] = {}
-    for generation in battle.generations.all():
+    for generation in selectors.battle_generations(battle):
         by_turn.setdefault(generation.turn, {})[generation.side] = generation
     generations = by_turn.get(current, {})
     revealed = battle.status == Battle.Status.VOTED

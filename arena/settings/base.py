@@ -146,6 +146,10 @@ if ARENA_ASGI_SYNC_VIEWS not in ("wsgi", "asgi"):
 DB_SERVER_SIDE_BINDING = env_bool("DB_SERVER_SIDE_BINDING", bool(DB_POOL_MAX_SIZE and _POSTGRESQL))
 if DB_SERVER_SIDE_BINDING and _POSTGRESQL:
     DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
+# The rater's cycle's statements compiled once a process and run with each request's values (core.prepared):
+# 48 -> 26 ms of CPU a cycle in process (docs/reliability/load.md). PostgreSQL only; ARENA_PREPARED=0 builds
+# every statement anew through the ORM, as before 2026-12-05.
+ARENA_PREPARED = env_bool("ARENA_PREPARED", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Votes, battles and answers are written from concurrent requests and worker threads: wait for the lock

@@ -9,37 +9,68 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from core.prepared import Prepared
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
 from .. import hooks
-from ..models import Battle, Campaign, Competitor, Prompt, Vote
+from ..models import Battle, Campaign, Competitor, Generation, Prompt, Turn, Vote
 from ..sampling import active_pair_weights
+
+# The rater's cycle runs these on every request: compiled once (core.prepared), run with each call's values.
+_battle_of_rater: Prepared[Battle] = Prepared(
+    lambda battle_id, rater_id: (
+        Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint")
+        .filter(pk=battle_id, rater_id=rater_id)
+        .order_by()
+    ),
+    battle_id=UUID,
+    rater_id=int,
+)
+_battle_pending: Prepared[Battle] = Prepared(
+    lambda campaign_id, rater_id: Battle.objects.filter(
+        campaign_id=campaign_id, rater_id=rater_id, status__in=(Battle.Status.READY, Battle.Status.GENERATING)
+    ).order_by("created_at")[:1],
+    campaign_id=int,
+    rater_id=int,
+)
+_turns_of_battle: Prepared[Turn] = Prepared(
+    lambda battle_id: Turn.objects.filter(battle_id=battle_id).order_by("index"), battle_id=UUID
+)
+_generations_of_battle: Prepared[Generation] = Prepared(
+    lambda battle_id: Generation.objects.filter(battle_id=battle_id), battle_id=UUID
+)
 
 
 def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
     """A rater sees only their own battles; anything else is indistinguishable from a missing one."""
     try:
-        return Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint").get(
-            pk=battle_id, rater=user
-        )
-    except (Battle.DoesNotExist, ValueError, TypeError, ValidationError):
+        key = battle_id if isinstance(battle_id, UUID) else UUID(str(battle_id))
+    except (ValueError, TypeError, AttributeError):
         return None
+    if type(user.pk) is not int:  # an anonymous visitor (no pk): nobody's battle is theirs
+        return None
+    return _battle_of_rater.first(battle_id=key, rater_id=user.pk)
 
 
 def battle_pending_for_rater(*, campaign: Campaign, user: User) -> Battle | None:
     """A battle already assigned and not yet voted on is shown again rather than replaced, so reloading
     the page cannot be used to regenerate answers or to fish for a preferred pair."""
-    return (
-        Battle.objects.filter(campaign=campaign, rater=user, status__in=(Battle.Status.READY, Battle.Status.GENERATING))
-        .order_by("created_at")
-        .first()
-    )
+    return _battle_pending.first(campaign_id=campaign.pk, rater_id=user.pk)
+
+
+def battle_turns(battle: Battle) -> list[Turn]:
+    """The battle's turns after its first (the rater's follow-up prompts), in order."""
+    return _turns_of_battle.all(battle_id=battle.pk)
+
+
+def battle_generations(battle: Battle) -> list[Generation]:
+    """Every answer of the battle, both sides of every turn, in the model's order (turn, side)."""
+    return _generations_of_battle.all(battle_id=battle.pk)
 
 
 # When the rater got a battle: its claim (a battle from before claims were stamped: its creation).
@@ -310,6 +341,21 @@ def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
     it is shown and voted on as usual; one still generating voids if its model fails. External
     competitors (no endpoint, shadow battles only) are available while active."""
     return Competitor.objects.filter(campaign=campaign, active=True, gold=False).exclude(endpoint__health=Health.DOWN)
+
+
+_competitor_ids_available: Prepared[int] = Prepared(
+    lambda campaign_id: (
+        Competitor.objects.filter(campaign_id=campaign_id, active=True, gold=False)
+        .exclude(endpoint__health=Health.DOWN)
+        .values_list("pk", flat=True)
+    ),
+    campaign_id=int,
+)
+
+
+def competitor_ids_available(*, campaign: Campaign) -> set[int]:
+    """The ids of ``competitors_available``, as a set (what a claim checks each candidate's pair against)."""
+    return set(_competitor_ids_available.all(campaign_id=campaign.pk))
 
 
 def competitors_generating(*, campaign: Campaign) -> QuerySet[Competitor]:

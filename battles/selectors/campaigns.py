@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from core.prepared import Prepared
 from raters.authentication import ApiKeyPrincipal
 from raters.models import RaterPool
 from raters.selectors import organizations_managed_by, organizations_viewable_by, organizations_writable_by
@@ -21,12 +22,29 @@ from .studies import participant_of_user
 
 def campaigns_for_rater(user: User) -> QuerySet[Campaign]:
     """Open campaigns that name a pool the user belongs to."""
+    return _campaigns_for_rater_id(user.pk)
+
+
+def _campaigns_for_rater_id(user_id: int) -> QuerySet[Campaign]:
     return (
-        Campaign.objects.filter(status=Campaign.Status.OPEN, rater_pools__members=user)
+        Campaign.objects.filter(status=Campaign.Status.OPEN, rater_pools__members=user_id)
         .select_related("organization")
         .distinct()
         .order_by("organization__name", "name")
     )
+
+
+# Read on each of a rater's requests: compiled once (core.prepared), run with each call's values.
+_campaign_for_rater: Prepared[Campaign] = Prepared(
+    lambda campaign_id, user_id: _campaigns_for_rater_id(user_id).filter(pk=campaign_id)[:1],
+    campaign_id=int,
+    user_id=int,
+)
+_pools_of_rater: Prepared[RaterPool] = Prepared(
+    lambda campaign_id, user_id: RaterPool.objects.filter(campaigns=campaign_id, members=user_id).order_by("id")[:1],
+    campaign_id=int,
+    user_id=int,
+)
 
 
 def campaigns_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:
@@ -69,17 +87,19 @@ def campaigns_managed_by(user: User) -> QuerySet[Campaign]:
 
 
 def campaign_for_rater(*, user: User, campaign_id: int) -> Campaign | None:
-    return campaigns_for_rater(user).filter(pk=campaign_id).first()
+    if type(campaign_id) is not int or type(user.pk) is not int:
+        return campaigns_for_rater(user).filter(pk=campaign_id).first()
+    return _campaign_for_rater.first(campaign_id=campaign_id, user_id=user.pk)
 
 
 def pool_for_rater(*, campaign: Campaign, user: User) -> RaterPool | None:
     """The pool the rater votes through in this campaign (the oldest, if several qualify)."""
-    return campaign.rater_pools.filter(members=user).order_by("id").first()
+    return _pools_of_rater.first(campaign_id=campaign.pk, user_id=user.pk)
 
 
 def rater_in_campaign_pool(*, campaign: Campaign, user: User) -> bool:
     """Whether the rater is (still) in a pool the campaign names: what a vote checks."""
-    return campaign.rater_pools.filter(members=user).exists()
+    return pool_for_rater(campaign=campaign, user=user) is not None
 
 
 # --- The REST API's reads: campaigns, competitors, categories, prompts --------------------------------

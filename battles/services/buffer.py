@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import random
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
+from uuid import UUID
 
 from celery import shared_task
 from django.contrib.auth.models import User
 from django.db import models, transaction
 from django.utils import timezone
 
+from core.prepared import Prepared, PreparedUpdate
 from core.tasks import TransactionAwareTask
 from raters.models import RaterPool
 from raters.tenancy import TenantTask, scopes_disabled
@@ -85,6 +87,31 @@ def buffer_fill_task(campaign_id: int, *, organization_id: int) -> int:
     return len(buffer_fill(campaign_id=campaign_id))
 
 
+# A claim's two statements, compiled once (core.prepared) and run with each claim's values: the buffer's
+# oldest ready battles no rater has (within the age limit, or pushed in shadow mode), and the conditional update.
+_claim_candidates: Prepared[Battle] = Prepared(
+    lambda campaign_id, since: (
+        Battle.objects.filter(campaign_id=campaign_id, rater__isnull=True, status=Battle.Status.READY)
+        .filter(models.Q(created_at__gte=since) | models.Q(source=Battle.Source.SHADOW))
+        .select_related("prompt")
+        .order_by("created_at")[:CLAIM_CANDIDATES]
+    ),
+    campaign_id=int,
+    since=datetime,
+)
+_claim: PreparedUpdate = PreparedUpdate(
+    lambda battle_id, rater_id, pool_id, session_key, claimed_at: (
+        Battle.objects.filter(pk=battle_id, rater__isnull=True, status=Battle.Status.READY),
+        {"rater_id": rater_id, "pool_id": pool_id, "session_key": session_key, "claimed_at": claimed_at},
+    ),
+    battle_id=UUID,
+    rater_id=int,
+    pool_id=int,
+    session_key=str,
+    claimed_at=datetime,
+)
+
+
 def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key: str) -> Battle | None:
     """Hand the rater the oldest ready battle of the buffer that they may rate, or None.
 
@@ -96,18 +123,8 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
     other the next. A rater who already holds an open battle (a second tab) makes the database refuse
     (IntegrityError: one open battle per rater and campaign), which the caller turns into that battle."""
     now = timezone.now()
-    candidates = list(
-        Battle.objects.filter(
-            campaign=campaign,
-            rater__isnull=True,
-            status=Battle.Status.READY,
-        )
-        .filter(
-            models.Q(created_at__gte=now - timedelta(seconds=campaign.buffer_max_age_s))
-            | models.Q(source=Battle.Source.SHADOW)
-        )
-        .select_related("prompt")
-        .order_by("created_at")[:CLAIM_CANDIDATES]
+    candidates = _claim_candidates.all(
+        campaign_id=campaign.pk, since=now - timedelta(seconds=campaign.buffer_max_age_s)
     )
     if not candidates:
         return None
@@ -115,7 +132,7 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
     hashes = {candidate.prompt.text_hash for candidate in candidates}
     seen = selectors.hashes_rated_by(campaign=campaign, user=user, hashes=hashes)
     full = selectors.hashes_at_cap(campaign=campaign, hashes=hashes)
-    available = set(selectors.competitors_available(campaign=campaign).values_list("pk", flat=True))
+    available = selectors.competitor_ids_available(campaign=campaign)
     active = (
         set(Competitor.objects.filter(campaign=campaign, active=True).values_list("pk", flat=True))
         if any(candidate.source == Battle.Source.SHADOW for candidate in candidates)
@@ -135,8 +152,8 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
         if candidate.left_id not in usable or candidate.right_id not in usable:
             continue
         with transaction.atomic():  # a savepoint: the one-open-battle constraint may refuse the update
-            won = Battle.objects.filter(pk=candidate.pk, rater__isnull=True, status=Battle.Status.READY).update(
-                rater=user, pool=pool, session_key=session_key, claimed_at=now
+            won = _claim.run(
+                battle_id=candidate.pk, rater_id=user.pk, pool_id=pool.pk, session_key=session_key, claimed_at=now
             )
         if won:
             # What the conditional update wrote, set here rather than read back (nothing else of an unclaimed

@@ -4,13 +4,16 @@ flips the battle from READY to VOTED, with what the log records of the battle's 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import Invalid
+from core.prepared import Prepared, PreparedUpdate
 from raters.hooks import send_on_commit
 from raters.models import WebhookEvent
 from raters.services import webhook_event_emit
@@ -31,6 +34,45 @@ def _style_sum(styles: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
+# The vote's statements that every vote runs, compiled once (core.prepared) and run with each vote's values:
+# what the log takes of each answer (not its text), in turn order; the stamp of the first showing; the flip.
+_answers_logged: Prepared[Generation] = Prepared(
+    lambda battle_id: (
+        Generation.objects.filter(battle_id=battle_id)
+        .only(
+            "id",
+            "battle_id",
+            "side",
+            "turn",
+            "output_tokens",
+            "finish_reason",
+            "latency_s",
+            "ttft_s",
+            "model_mentions",
+            "style",
+        )
+        .order_by("turn", "side")
+    ),
+    battle_id=UUID,
+)
+_mark_shown: PreparedUpdate = PreparedUpdate(
+    lambda battle_id, shown_at: (
+        Battle.objects.filter(pk=battle_id, shown_at__isnull=True),
+        {"shown_at": shown_at},
+    ),
+    battle_id=UUID,
+    shown_at=datetime,
+)
+_mark_voted: PreparedUpdate = PreparedUpdate(
+    lambda battle_id, voted_at: (
+        Battle.objects.filter(pk=battle_id, status=Battle.Status.READY),
+        {"status": Battle.Status.VOTED, "voted_at": voted_at},
+    ),
+    battle_id=UUID,
+    voted_at=datetime,
+)
+
+
 def _conversation_log(battle: Battle) -> dict[str, Any]:
     """What the vote log records of the battle's answers: per side the tokens and latency summed over
     every turn, the last turn's finish reason, the style counts of the whole conversation, the identity
@@ -38,10 +80,9 @@ def _conversation_log(battle: Battle) -> dict[str, Any]:
     generations: dict[int, dict[str, Generation]] = {}
     # What the log takes of each answer (not its text), in turn order; turns are read only for a battle
     # that has more than one (a single-turn battle's only message is its prompt).
-    fields = ("id", "battle_id", "side", "turn", "output_tokens", "finish_reason", "latency_s", "ttft_s")
-    for generation in battle.generations.only(*fields, "model_mentions", "style").order_by("turn", "side"):
+    for generation in _answers_logged.all(battle_id=battle.pk):
         generations.setdefault(generation.turn, {})[generation.side] = generation
-    later = [turn.text for turn in battle.turns.order_by("index")] if max(generations, default=0) > 0 else []
+    later = [turn.text for turn in selectors.battle_turns(battle)] if max(generations, default=0) > 0 else []
     texts = [battle.prompt.text, *later]
     turns: list[dict[str, Any]] = []
     for index in sorted(generations):
@@ -84,7 +125,7 @@ def battle_mark_shown(*, battle: Battle) -> Battle:
     """Stamp the first time both answers were sent to the rater; decision time counts from here."""
     if battle.shown_at is None and battle.status == Battle.Status.READY:
         now = timezone.now()
-        if Battle.objects.filter(pk=battle.pk, shown_at__isnull=True).update(shown_at=now):
+        if _mark_shown.run(battle_id=battle.pk, shown_at=now):
             battle.shown_at = now  # this request's stamp: no read back
         else:
             battle.refresh_from_db(fields=["shown_at"])  # another request stamped it first
@@ -131,9 +172,7 @@ def _vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | No
 
     now = timezone.now()
     # The database settles races: of two concurrent submissions only one flips READY to VOTED.
-    claimed = Battle.objects.filter(pk=battle.pk, status=Battle.Status.READY).update(
-        status=Battle.Status.VOTED, voted_at=now
-    )
+    claimed = _mark_voted.run(battle_id=battle.pk, voted_at=now)
     if not claimed:
         raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
     log = _conversation_log(battle)

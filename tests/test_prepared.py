@@ -1,0 +1,304 @@
+"""core.prepared: a statement compiled once and run with each call's values answers exactly as the ORM does,
+never across organisations, and refuses a builder that depends on more than its slots."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext, override_settings
+from django.utils import timezone
+
+from battles.models import Battle, Prompt
+from battles.selectors import assignment, campaigns
+from battles.services import buffer, vote
+from core.prepared import Prepared, PreparedError, PreparedUpdate
+from raters.tenancy import ScopeError, organization_scope, scope, scopes_disabled
+from tests.factories import (
+    CampaignFactory,
+    CompetitorFactory,
+    MembershipFactory,
+    PromptFactory,
+    RaterPoolFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def _fields(instance: Any) -> dict[str, Any]:
+    return {name: value for name, value in vars(instance).items() if name != "_state"}
+
+
+def _prompts_of_campaign() -> Prepared[Prompt]:
+    return Prepared(
+        lambda campaign_id, since: (
+            Prompt.objects.filter(campaign_id=campaign_id, created_at__gte=since)
+            .select_related("campaign__organization", "author")
+            .order_by("-created_at", "-id")
+        ),
+        campaign_id=int,
+        since=datetime,
+    )
+
+
+def _orm_prompts(campaign_id: int, since: datetime) -> list[Prompt]:
+    return list(
+        Prompt.objects.filter(campaign_id=campaign_id, created_at__gte=since)
+        .select_related("campaign__organization", "author")
+        .order_by("-created_at", "-id")
+    )
+
+
+def test_a_read_sends_the_orms_sql_and_gives_the_orms_instances_related_rows_included() -> None:
+    campaign = CampaignFactory.create()
+    made = [PromptFactory.create(campaign=campaign) for _ in range(3)]
+    PromptFactory.create()  # another campaign's
+    statement = _prompts_of_campaign()
+    since = timezone.now() - timedelta(hours=1)
+    with organization_scope(campaign.organization_id):
+        with CaptureQueriesContext(connection) as orm_sent:
+            expected = _orm_prompts(campaign.pk, since)
+        first = statement.all(campaign_id=campaign.pk, since=since)  # compiles
+        assert statement.compiled_in_scope()
+        with CaptureQueriesContext(connection) as prepared_sent:
+            got = statement.all(campaign_id=campaign.pk, since=since)
+    assert [q["sql"] for q in prepared_sent.captured_queries] == [q["sql"] for q in orm_sent.captured_queries]
+    assert len(expected) == 3 and {p.pk for p in expected} == {p.pk for p in made}
+    for rows in (first, got):
+        assert [_fields(p) for p in rows] == [_fields(p) for p in expected]
+        for prompt, reference in zip(rows, expected, strict=True):
+            assert not prompt._state.adding and prompt._state.db == "default"
+            # The related rows came with the read: no statement to reach them, and the same values.
+            with CaptureQueriesContext(connection) as related:
+                assert _fields(prompt.campaign) == _fields(reference.campaign)
+                assert _fields(prompt.campaign.organization) == _fields(reference.campaign.organization)
+                assert prompt.author is None
+            assert related.captured_queries == []
+
+
+def test_each_call_runs_with_its_own_values() -> None:
+    one, two = CampaignFactory.create(), CampaignFactory.create()
+    a = PromptFactory.create(campaign=one)
+    b = PromptFactory.create(campaign=two)
+    statement = _prompts_of_campaign()
+    long_ago = timezone.now() - timedelta(days=1)
+    with scopes_disabled():
+        assert [p.pk for p in statement.all(campaign_id=one.pk, since=long_ago)] == [a.pk]
+        assert [p.pk for p in statement.all(campaign_id=two.pk, since=long_ago)] == [b.pk]
+        assert statement.all(campaign_id=two.pk, since=timezone.now() + timedelta(seconds=5)) == []
+        assert statement.compiled_in_scope()
+
+
+def test_values_and_values_list_rows_match_the_orm() -> None:
+    campaign = CampaignFactory.create()
+    for category in ("coding", "math", "coding"):
+        PromptFactory.create(campaign=campaign, category=category)
+    flat: Prepared[str] = Prepared(
+        lambda campaign_id: (
+            Prompt.objects.filter(campaign_id=campaign_id).order_by("id").values_list("category", flat=True)
+        ),
+        campaign_id=int,
+    )
+    pairs: Prepared[tuple[int, str]] = Prepared(
+        lambda campaign_id: Prompt.objects.filter(campaign_id=campaign_id).order_by("id").values_list("pk", "text"),
+        campaign_id=int,
+    )
+    dicts: Prepared[dict[str, Any]] = Prepared(
+        lambda campaign_id: Prompt.objects.filter(campaign_id=campaign_id).order_by("id").values("pk", "created_at"),
+        campaign_id=int,
+    )
+    base = Prompt.objects.filter(campaign_id=campaign.pk).order_by("id")
+    for _ in range(2):  # compiled on the first call, run compiled on the second
+        assert flat.all(campaign_id=campaign.pk) == ["coding", "math", "coding"]
+        assert pairs.all(campaign_id=campaign.pk) == list(base.values_list("pk", "text"))
+        assert dicts.all(campaign_id=campaign.pk) == list(base.values("pk", "created_at"))
+    assert flat.compiled_in_scope() and pairs.compiled_in_scope() and dicts.compiled_in_scope()
+
+
+def test_deferred_fields_load_when_read_as_with_only() -> None:
+    prompt = PromptFactory.create(text="A prompt whose text is deferred.")
+    statement: Prepared[Prompt] = Prepared(
+        lambda prompt_id: Prompt.objects.filter(pk=prompt_id).only("id", "category"), prompt_id=int
+    )
+    statement.all(prompt_id=prompt.pk)
+    got = statement.first(prompt_id=prompt.pk)
+    assert got is not None and got.get_deferred_fields() >= {"text", "language"}
+    with CaptureQueriesContext(connection) as loaded:
+        assert got.text == "A prompt whose text is deferred."
+    assert len(loaded.captured_queries) == 1
+
+
+@pytest.mark.tenant_scoped
+def test_a_statement_compiled_in_one_organisations_scope_never_reads_anothers() -> None:
+    with scopes_disabled():
+        ours, theirs = CampaignFactory.create(), CampaignFactory.create()
+        mine = PromptFactory.create(campaign=ours)
+        foreign = PromptFactory.create(campaign=theirs)
+    by_id: Prepared[Prompt] = Prepared(lambda prompt_id: Prompt.objects.filter(pk=prompt_id), prompt_id=int)
+    with organization_scope(ours.organization_id):
+        assert [p.pk for p in by_id.all(prompt_id=mine.pk)] == [mine.pk]
+        assert by_id.all(prompt_id=foreign.pk) == []  # the same compiled statement: theirs is not in our scope
+    with organization_scope(theirs.organization_id):
+        assert by_id.all(prompt_id=mine.pk) == []
+        assert [p.pk for p in by_id.all(prompt_id=foreign.pk)] == [foreign.pk]
+    with organization_scope([ours.organization_id, theirs.organization_id]):
+        assert len(by_id.all(prompt_id=foreign.pk)) == 1
+    with scope(organization=[]):  # a principal of no organisation: Django knows it is empty, nothing is compiled
+        assert by_id.all(prompt_id=mine.pk) == [] and not by_id.compiled_in_scope()
+    # Outside any scope the statement refuses exactly as the manager does.
+    with pytest.raises(ScopeError):
+        by_id.all(prompt_id=mine.pk)
+    with pytest.raises(ScopeError):
+        by_id.all(prompt_id=mine.pk)
+
+
+def test_a_builder_reading_the_clock_is_refused_rather_than_kept() -> None:
+    campaign = CampaignFactory.create()
+    recent: Prepared[Prompt] = Prepared(
+        lambda campaign_id: Prompt.objects.filter(
+            campaign_id=campaign_id, created_at__gte=timezone.now() - timedelta(hours=1)
+        ),
+        campaign_id=int,
+    )
+    with pytest.raises(PreparedError, match="depends on more than the slots"):
+        recent.all(campaign_id=campaign.pk)
+
+
+def test_a_slot_that_does_not_reach_the_sql_as_itself_is_refused() -> None:
+    contains: Prepared[Prompt] = Prepared(lambda word: Prompt.objects.filter(text__contains=word), word=str)
+    with pytest.raises(PreparedError, match="did not reach the SQL"):
+        contains.all(word="idea")
+    unused: Prepared[Prompt] = Prepared(lambda campaign_id: Prompt.objects.all(), campaign_id=int)
+    with pytest.raises(PreparedError, match="did not reach the SQL"):
+        unused.all(campaign_id=1)
+
+
+def test_values_of_the_wrong_type_are_refused_before_any_sql() -> None:
+    statement = _prompts_of_campaign()
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as sent:
+        for bad in (
+            {"campaign_id": True, "since": now},  # a bool is an int to Python, not to the SQL
+            {"campaign_id": "1", "since": now},
+            {"campaign_id": 1, "since": now.replace(tzinfo=None)},
+            {"campaign_id": 1},
+            {"campaign_id": 1, "since": now, "other": 2},
+        ):
+            with pytest.raises(TypeError):
+                statement.all(**bad)
+    assert sent.captured_queries == []
+    with pytest.raises(PreparedError):
+        Prepared(lambda flag: Prompt.objects.filter(active=flag), flag=bool)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_compiled_in_one_thread_it_runs_in_another_on_that_threads_connection() -> None:
+    campaign = CampaignFactory.create()
+    prompt = PromptFactory.create(campaign=campaign)
+    by_id: Prepared[Prompt] = Prepared(lambda prompt_id: Prompt.objects.filter(pk=prompt_id), prompt_id=int)
+    assert [p.pk for p in by_id.all(prompt_id=prompt.pk)] == [prompt.pk]
+    seen: list[Any] = []
+
+    def other() -> None:
+        try:
+            with scopes_disabled():
+                seen.extend(p.pk for p in by_id.all(prompt_id=prompt.pk))
+        except Exception as error:  # noqa: BLE001 - handed to the test's thread
+            seen.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert seen == [prompt.pk]
+
+
+def test_an_update_changes_what_the_orm_would_and_says_how_many() -> None:
+    campaign = CampaignFactory.create()
+    prompts = [PromptFactory.create(campaign=campaign, category="coding") for _ in range(3)]
+    other = PromptFactory.create(category="coding")
+    recategorise = PreparedUpdate(
+        lambda campaign_id, category, author_id: (
+            Prompt.objects.filter(campaign_id=campaign_id, category="coding"),
+            {"category": category, "author_id": author_id},
+        ),
+        campaign_id=int,
+        category=str,
+        author_id=int,
+    )
+    user = UserFactory.create()
+    with CaptureQueriesContext(connection) as sent:
+        assert recategorise.run(campaign_id=campaign.pk, category="math", author_id=user.pk) == 3
+    assert len(sent.captured_queries) == 1 and sent.captured_queries[0]["sql"].startswith("UPDATE")
+    assert recategorise.run(campaign_id=campaign.pk, category="math", author_id=user.pk) == 0  # none left
+    assert recategorise.compiled_in_scope()
+    assert set(Prompt.objects.filter(pk__in=[p.pk for p in prompts]).values_list("category", "author_id")) == {
+        ("math", user.pk)
+    }
+    other.refresh_from_db()
+    assert other.category == "coding" and other.author_id is None
+
+
+def test_an_update_through_a_join_is_refused() -> None:
+    through_join = PreparedUpdate(
+        lambda name: (Prompt.objects.filter(campaign__name=name), {"category": "math"}), name=str
+    )
+    with pytest.raises(PreparedError, match="joins another table"):
+        through_join.run(name="x")
+
+
+@override_settings(ARENA_PREPARED=False)
+def test_switched_off_every_call_runs_the_builders_own_queryset() -> None:
+    prompt = PromptFactory.create()
+    by_id: Prepared[Prompt] = Prepared(lambda prompt_id: Prompt.objects.filter(pk=prompt_id), prompt_id=int)
+    assert [p.pk for p in by_id.all(prompt_id=prompt.pk)] == [prompt.pk]
+    assert not by_id.compiled_in_scope()
+
+
+def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
+    """The statements the claim, the battle page and the vote run compile (none falls back to the ORM on
+    every call), checked through the selectors and services that use them."""
+    campaign = CampaignFactory.create()
+    organization = campaign.organization
+    rater = UserFactory.create()
+    MembershipFactory.create(user=rater, organization=organization)
+    pool = RaterPoolFactory.create(organization=organization)
+    pool.members.add(rater)
+    campaign.rater_pools.add(pool)
+    left, right = CompetitorFactory.create(campaign=campaign), CompetitorFactory.create(campaign=campaign)
+    prompt = PromptFactory.create(campaign=campaign)
+    battle = Battle.objects.create(
+        organization=organization, campaign=campaign, prompt=prompt, left=left, right=right, rater=rater,
+        pool=pool, status=Battle.Status.READY, params={}, claimed_at=timezone.now(),
+    )  # fmt: skip
+    now = datetime.now(UTC)
+    with organization_scope(organization.pk):
+        for _ in range(2):
+            assert assignment.battle_for_rater(user=rater, battle_id=battle.pk) is not None
+            assert assignment.battle_for_rater(user=rater, battle_id=str(battle.pk)) is not None
+            assert assignment.battle_for_rater(user=rater, battle_id="not-a-uuid") is None
+            assert assignment.battle_pending_for_rater(campaign=campaign, user=rater) == battle
+            assert assignment.battle_turns(battle) == [] and assignment.battle_generations(battle) == []
+            assert assignment.competitor_ids_available(campaign=campaign) == {left.pk, right.pk}
+            assert campaigns.campaign_for_rater(user=rater, campaign_id=campaign.pk) == campaign
+            assert campaigns.pool_for_rater(campaign=campaign, user=rater) == pool
+            assert buffer._claim_candidates.all(campaign_id=campaign.pk, since=now) == []
+            assert vote._mark_shown.run(battle_id=UUID(int=0), shown_at=now) == 0
+            assert vote._mark_voted.run(battle_id=UUID(int=0), voted_at=now) == 0
+            assert buffer._claim.run(
+                battle_id=UUID(int=0), rater_id=rater.pk, pool_id=pool.pk, session_key="k", claimed_at=now
+            ) == 0  # fmt: skip
+            assert vote._answers_logged.all(battle_id=battle.pk) == []
+        statements: list[Prepared[Any] | PreparedUpdate] = [
+            assignment._battle_of_rater, assignment._battle_pending, assignment._turns_of_battle,
+            assignment._generations_of_battle, assignment._competitor_ids_available, campaigns._campaign_for_rater,
+            campaigns._pools_of_rater, buffer._claim_candidates, buffer._claim, vote._mark_shown, vote._mark_voted,
+            vote._answers_logged,
+        ]  # fmt: skip
+        assert [s.name for s in statements if not s.compiled_in_scope()] == []
