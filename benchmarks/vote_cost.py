@@ -23,6 +23,9 @@ on, at a rate they never reach), with production settings (DEBUG off). Printed:
             through the platform's router in process by the ASGI protocol, the sync views handed to Django's
             WSGI handler by core.asgi.WSGIBridge and by a2wsgi's middleware (the bridge it replaced),
             alternated eight times: this process's CPU a cycle
+  prepared  the rater's whole cycle with the hot statements compiled once a process (core.prepared, the
+            default) and built anew by the ORM on every call (ARENA_PREPARED=0), alternated six times: this
+            process's CPU a cycle, and whether both sent the same statements
   baseline  on the same connection: one round trip (SELECT 1) and one single-row INSERT in autocommit,
             and opening a new connection (what every request pays with DB_CONN_MAX_AGE=0)
 """
@@ -34,6 +37,7 @@ import cProfile
 import functools
 import os
 import pstats
+import re
 import statistics
 import sys
 import time
@@ -243,7 +247,6 @@ async def asgi_request(
 def bridges_compare(campaign: Any, user: Any, battle_make: Callable[..., Any], cycles: int = 40, runs: int = 8) -> None:
     """The rater's cycle through the router by the ASGI protocol, with each WSGI bridge, alternated."""
     import asyncio
-    import re
 
     from a2wsgi import WSGIMiddleware
     from django.core.asgi import get_asgi_application
@@ -313,6 +316,56 @@ def bridges_compare(campaign: Any, user: Any, battle_make: Callable[..., Any], c
     print(f"\nbridges: the rater's cycle through the router in process (CPU ms a cycle, {cycles} a run, {runs} runs):")
     for name, values in measured.items():
         print(f"  {name:<48} CPU {', '.join(f'{v:.2f}' for v in values)}   median {statistics.median(values):.2f}")
+
+
+def prepared_compare(
+    campaign: Any, user: Any, battle_make: Callable[..., Any], cycles: int = 40, runs: int = 6
+) -> None:
+    """The rater's cycle (the test client, every middleware) with the hot statements compiled once
+    (core.prepared, ARENA_PREPARED on) and built anew by the ORM on every call (off), alternated."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, override_settings
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(user)
+    measured: dict[str, list[float]] = defaultdict(list)
+    statements: dict[str, list[str]] = {}
+    made = 0
+
+    def cycle() -> None:
+        response = client.post(reverse("battles:next", args=[campaign.pk]))
+        assert client.get(response["Location"]).status_code == 200
+        assert client.post(response["Location"] + "vote/", {"choice": "left"}).status_code == 302
+
+    for _ in range(runs):
+        for name, on in (
+            ("built by the ORM on each call (ARENA_PREPARED=0)", False),
+            ("compiled once (core.prepared)", True),
+        ):
+            with override_settings(ARENA_PREPARED=on):
+                spent = 0.0
+                for i in range(cycles + 3):
+                    battle_make(700_000 + made, buffered=True)
+                    made += 1
+                    c0 = time.process_time()
+                    cycle()
+                    if i >= 3:  # the first compile the statements (and warm the caches)
+                        spent += time.process_time() - c0
+                measured[name].append(spent / cycles * 1000)
+                # What one cycle sends, its values masked (outside the timing: the log costs CPU of its own).
+                battle_make(700_000 + made, buffered=True)
+                made += 1
+                connection.queries_log.clear()
+                with CaptureQueriesContext(connection) as sent:
+                    cycle()
+                statements[name] = [re.sub(r"'[^']*'|\b\d+\b", "?", q["sql"]) for q in sent.captured_queries]
+    print(f"\nprepared: the rater's cycle, CPU ms a cycle ({cycles} a run, {runs} runs alternated):")
+    for name, values in measured.items():
+        print(f"  {name:<48} CPU {', '.join(f'{v:.2f}' for v in values)}   median {statistics.median(values):.2f}")
+    sent_off, sent_on = statements.values()
+    print(f"  the same {len(sent_on)} statements sent both ways: {sent_on == sent_off}")
 
 
 def handlers_compare(requests: int = 300) -> None:
@@ -512,6 +565,7 @@ def main() -> int:
 
     handlers_compare()
     bridges_compare(campaign, rater, battle_make)
+    prepared_compare(campaign, rater, battle_make)
 
     # The baseline on the same connection: a round trip, a single-row insert, a fresh connection.
     with connection.cursor() as cursor:

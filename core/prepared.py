@@ -48,9 +48,10 @@ from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 from django.db.models.query import FlatValuesListIterable, ModelIterable, ValuesIterable, ValuesListIterable
 from django.db.models.sql import UpdateQuery
+from django.db.models.sql.constants import SINGLE
 from django_scopes import get_scope
 
-__all__ = ["Prepared", "PreparedError", "PreparedUpdate"]
+__all__ = ["Prepared", "PreparedAggregate", "PreparedError", "PreparedUpdate"]
 
 M = TypeVar("M")
 
@@ -114,6 +115,8 @@ class _Compiled:
     model: Any = None
     iterable_class: Any = None
     fields: Any = None
+    names: tuple[str, ...] = ()  # an aggregate's results, in the order of its columns
+    columns: Any = None  # an aggregate's expressions, for their converters
 
 
 # Kept for a scope whose statement is not compiled (the builder's queryset answers every call there).
@@ -313,3 +316,77 @@ class PreparedUpdate(_Statement[int]):
             raise EmptyResultSet
         params = tuple(params)
         return _Compiled(sql=sql, params=params, places=self._places(params, values))
+
+
+class _Captured(Exception):
+    """Raised in place of running an aggregate's statement while it is being compiled."""
+
+
+class PreparedAggregate(_Statement[dict[str, Any]]):
+    """Aggregates over one queryset (``count()``, ``aggregate(...)``): the builder returns ``(queryset,
+    {name: aggregate})``, what ``queryset.aggregate(**aggregates)`` would be given (``{"n": Count("*")}`` for a
+    count); ``run`` returns the same dictionary. Only aggregates Django computes in one statement over the
+    queryset's rows (not over a sliced, distinct or already aggregated queryset, which it wraps in a subquery)."""
+
+    def run(self, **values: Any) -> dict[str, Any]:
+        values = self._checked(values)
+        key = _scope_key()
+        compiled = self._compiled_for(key) if key is not None and self._enabled() else None
+        if compiled is None:
+            queryset, aggregates = self.build(**values)
+            return dict(queryset.aggregate(**aggregates))
+        params = self._params(compiled, values)
+        compiler = copy.copy(compiled.compiler)
+        compiler.connection = connections[DEFAULT_DB_ALIAS]  # this thread's
+        compiler.as_sql = lambda *args, **kwargs: (compiled.sql, params)
+        row = compiler.execute_sql(SINGLE)  # an aggregate without GROUP BY always answers one row
+        converters = compiler.get_converters(compiled.columns)
+        result = next(compiler.apply_converters((row,), converters)) if converters else row
+        return dict(zip(compiled.names, result, strict=True))
+
+    def _compile_one(self, values: dict[str, Any]) -> _Compiled | None:
+        built = self.build(**values)
+        if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], models.QuerySet)):
+            raise PreparedError(f"{self.name}: the builder returns (queryset, {{name: aggregate}}), not {built!r}")
+        queryset, aggregates = built
+        if not _runs_as_plain_queryset(queryset) or type(queryset).aggregate is not models.QuerySet.aggregate:
+            return None
+        if queryset.db != DEFAULT_DB_ALIAS:
+            raise PreparedError(f"{self.name}: only the default database")
+        query = queryset.query.chain()
+        made: list[Any] = []
+        own_get_compiler = query.get_compiler
+
+        def get_compiler(*args: Any, **kwargs: Any) -> Any:
+            compiler = own_get_compiler(*args, **kwargs)
+
+            def execute_sql(*args: Any, **kwargs: Any) -> Any:
+                made.append((compiler, *compiler.as_sql()))
+                raise _Captured
+
+            compiler.execute_sql = execute_sql
+            return compiler
+
+        query.get_compiler = get_compiler  # Django aggregates over this very query unless it needs a subquery
+        try:
+            query.get_aggregation(DEFAULT_DB_ALIAS, dict(aggregates))
+        except _Captured:
+            pass
+        finally:
+            del query.get_compiler
+            for compiler, *_ in made:
+                del compiler.execute_sql  # the compiler is kept: it runs the statement from now on
+        if not made:
+            raise PreparedError(f"{self.name}: Django computes these aggregates through a subquery; not compiled")
+        compiler, sql, params = made[0]
+        if not sql:
+            raise EmptyResultSet
+        params = tuple(params)
+        return _Compiled(
+            sql=sql,
+            params=params,
+            places=self._places(params, values),
+            compiler=compiler,
+            names=tuple(query.annotation_select),
+            columns=list(query.annotation_select.values()),
+        )

@@ -10,13 +10,14 @@ from uuid import UUID
 
 import pytest
 from django.db import connection
+from django.db.models import Count, Max, Q
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
 from battles.models import Battle, Prompt
 from battles.selectors import assignment, campaigns
 from battles.services import buffer, vote
-from core.prepared import Prepared, PreparedError, PreparedUpdate
+from core.prepared import Prepared, PreparedAggregate, PreparedError, PreparedUpdate
 from raters.tenancy import ScopeError, organization_scope, scope, scopes_disabled
 from tests.factories import (
     CampaignFactory,
@@ -253,6 +254,85 @@ def test_an_update_through_a_join_is_refused() -> None:
         through_join.run(name="x")
 
 
+def _counts_of_campaign() -> PreparedAggregate:
+    return PreparedAggregate(
+        lambda campaign_id, since: (
+            Prompt.objects.filter(campaign_id=campaign_id),
+            {
+                "n": Count("*"),
+                "recent": Count("pk", filter=Q(created_at__gte=since)),
+                "coding": Count("pk", filter=Q(category="coding")),
+                "latest": Max("created_at"),
+            },
+        ),
+        campaign_id=int,
+        since=datetime,
+    )
+
+
+def test_aggregates_answer_what_the_orms_aggregate_does_in_the_same_statement() -> None:
+    campaign = CampaignFactory.create()
+    for category in ("coding", "math", "coding"):
+        PromptFactory.create(campaign=campaign, category=category)
+    PromptFactory.create(category="coding")  # another campaign's
+    counts = _counts_of_campaign()
+    long_ago, later = timezone.now() - timedelta(days=1), timezone.now() + timedelta(days=1)
+    for since in (long_ago, later, long_ago):
+        with CaptureQueriesContext(connection) as orm_sent:
+            expected = Prompt.objects.filter(campaign_id=campaign.pk).aggregate(
+                n=Count("*"),
+                recent=Count("pk", filter=Q(created_at__gte=since)),
+                coding=Count("pk", filter=Q(category="coding")),
+                latest=Max("created_at"),
+            )
+        with CaptureQueriesContext(connection) as sent:
+            got = counts.run(campaign_id=campaign.pk, since=since)
+        assert got == expected
+        assert [q["sql"] for q in sent.captured_queries] == [q["sql"] for q in orm_sent.captured_queries]
+    assert counts.compiled_in_scope()
+    assert counts.run(campaign_id=campaign.pk, since=long_ago) == {
+        "n": 3,
+        "recent": 3,
+        "coding": 2,
+        "latest": max(Prompt.objects.filter(campaign_id=campaign.pk).values_list("created_at", flat=True)),
+    }
+    # No rows: the counts are 0 and the latest is None, as the ORM says.
+    assert counts.run(campaign_id=campaign.pk + 10_000, since=long_ago) == {
+        "n": 0,
+        "recent": 0,
+        "coding": 0,
+        "latest": None,
+    }
+
+
+@pytest.mark.tenant_scoped
+def test_an_aggregate_compiled_in_one_scope_counts_only_that_scopes_rows_in_another() -> None:
+    with scopes_disabled():
+        ours, theirs = CampaignFactory.create(), CampaignFactory.create()
+        for campaign, n in ((ours, 2), (theirs, 3)):
+            for _ in range(n):
+                PromptFactory.create(campaign=campaign)
+    counts = _counts_of_campaign()
+    since = timezone.now() - timedelta(days=1)
+    with organization_scope(ours.organization_id):
+        assert counts.run(campaign_id=ours.pk, since=since)["n"] == 2
+        assert counts.run(campaign_id=theirs.pk, since=since)["n"] == 0
+    with organization_scope(theirs.organization_id):
+        assert counts.run(campaign_id=theirs.pk, since=since)["n"] == 3
+        assert counts.run(campaign_id=ours.pk, since=since)["n"] == 0
+    with pytest.raises(ScopeError):
+        counts.run(campaign_id=ours.pk, since=since)
+
+
+def test_an_aggregate_django_computes_through_a_subquery_is_refused() -> None:
+    sliced = PreparedAggregate(
+        lambda campaign_id: (Prompt.objects.filter(campaign_id=campaign_id).order_by("id")[:5], {"n": Count("*")}),
+        campaign_id=int,
+    )
+    with pytest.raises(PreparedError, match="subquery"):
+        sliced.run(campaign_id=1)
+
+
 @override_settings(ARENA_PREPARED=False)
 def test_switched_off_every_call_runs_the_builders_own_queryset() -> None:
     prompt = PromptFactory.create()
@@ -295,7 +375,11 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
                 battle_id=UUID(int=0), rater_id=rater.pk, pool_id=pool.pk, session_key="k", claimed_at=now
             ) == 0  # fmt: skip
             assert vote._answers_logged.all(battle_id=battle.pk) == []
-        statements: list[Prepared[Any] | PreparedUpdate] = [
+            assert assignment.battles_in_session_window(campaign=campaign, user=rater) == 1
+            assert assignment.votes_by_rater(campaign=campaign, user=rater) == 0
+            assert assignment.battle_page_counts(battle=battle, user=rater)[0] == 1
+        statements: list[Prepared[Any] | PreparedUpdate | PreparedAggregate] = [
+            assignment._in_session_window, assignment._page_counts, assignment._votes_of_rater,
             assignment._battle_of_rater, assignment._battle_pending, assignment._turns_of_battle,
             assignment._generations_of_battle, assignment._competitor_ids_available, campaigns._campaign_for_rater,
             campaigns._pools_of_rater, buffer._claim_candidates, buffer._claim, vote._mark_shown, vote._mark_voted,

@@ -13,7 +13,7 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from core.prepared import Prepared
+from core.prepared import Prepared, PreparedAggregate
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
@@ -92,11 +92,43 @@ def _rater_battles_counted(*, campaign_id: int, rater_id: int) -> QuerySet[Battl
     return Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id).exclude(status=Battle.Status.VOID)
 
 
+# The caps' counts, on every "next battle" and battle page: compiled once (core.prepared).
+_in_session_window: PreparedAggregate = PreparedAggregate(
+    lambda campaign_id, rater_id, since: (
+        _rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(_taken_between(since)),
+        {"n": Count("*")},
+    ),
+    campaign_id=int,
+    rater_id=int,
+    since=datetime,
+)
+_page_counts: PreparedAggregate = PreparedAggregate(
+    lambda campaign_id, rater_id, since, session_since, position_since, taken_at: (
+        _rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(_taken_between(since)),
+        {
+            "in_session": Count("pk", filter=_taken_between(session_since)),
+            "position": Count("pk", filter=_taken_between(position_since, taken_at)),
+        },
+    ),
+    campaign_id=int,
+    rater_id=int,
+    since=datetime,
+    session_since=datetime,
+    position_since=datetime,
+    taken_at=datetime,
+)
+_votes_of_rater: PreparedAggregate = PreparedAggregate(
+    lambda campaign_id, rater_id: (Vote.objects.filter(campaign_id=campaign_id, rater_id=rater_id), {"n": Count("*")}),
+    campaign_id=int,
+    rater_id=int,
+)
+
+
 def battles_in_session_window(*, campaign: Campaign, user: User, now: datetime | None = None) -> int:
     """The rater's battles of the last `campaign.session_window_h` hours, over every login: what the
     session cap counts."""
     since = (now or timezone.now()) - timedelta(hours=campaign.session_window_h)
-    return _rater_battles_counted(campaign_id=campaign.pk, rater_id=user.pk).filter(_taken_between(since)).count()
+    return int(_in_session_window.run(campaign_id=campaign.pk, rater_id=user.pk, since=since)["n"])
 
 
 def session_window_frees_at(*, campaign: Campaign, user: User, now: datetime | None = None) -> datetime | None:
@@ -134,13 +166,13 @@ def battle_page_counts(*, battle: Battle, user: User, now: datetime | None = Non
     window = timedelta(hours=campaign.session_window_h)
     taken_at = battle.claimed_at or battle.created_at
     session_since, position_since = (now or timezone.now()) - window, taken_at - window
-    counts = (
-        _rater_battles_counted(campaign_id=campaign.pk, rater_id=user.pk)
-        .filter(_taken_between(min(session_since, position_since)))
-        .aggregate(
-            in_session=Count("pk", filter=_taken_between(session_since)),
-            position=Count("pk", filter=_taken_between(position_since, taken_at)),
-        )
+    counts = _page_counts.run(
+        campaign_id=campaign.pk,
+        rater_id=user.pk,
+        since=min(session_since, position_since),
+        session_since=session_since,
+        position_since=position_since,
+        taken_at=taken_at,
     )
     return counts["position"], rater_progress(campaign=campaign, user=user, in_session=counts["in_session"])
 
@@ -190,7 +222,7 @@ def rater_progress(*, campaign: Campaign, user: User, in_session: int | None = N
 
 
 def votes_by_rater(*, campaign: Campaign, user: User) -> int:
-    return Vote.objects.filter(campaign=campaign, rater=user).count()
+    return int(_votes_of_rater.run(campaign_id=campaign.pk, rater_id=user.pk)["n"])
 
 
 def votes_on_prompt_hash(*, campaign: Campaign, text_hash: str) -> int:
