@@ -51,7 +51,7 @@ from django.db.models.sql import UpdateQuery
 from django.db.models.sql.constants import SINGLE
 from django_scopes import get_scope
 
-__all__ = ["Prepared", "PreparedAggregate", "PreparedError", "PreparedUpdate"]
+__all__ = ["Many", "Prepared", "PreparedAggregate", "PreparedError", "PreparedUpdate"]
 
 M = TypeVar("M")
 
@@ -66,12 +66,19 @@ class PreparedError(RuntimeError):
     """A statement that cannot be compiled once for every call: a programming error, raised on its first use."""
 
 
-def _stand_in(kind: type, generation: int, index: int) -> Any:
+@dataclass(frozen=True)
+class Many:
+    """A slot of several values of one type, for ``field__in=``: a tuple of distinct values. The SQL has one
+    parameter a value, so the statement is compiled for each count of values it is called with."""
+
+    kind: type
+
+
+def _stand_in(kind: type, number: int) -> Any:
     """A value of the slot's type that no real row or constant has, different for each slot and generation.
     Integers are within PostgreSQL's ``integer`` and positive (Django turns a lookup beyond a column's range
     into an empty result, which compiles to no SQL: such a statement is then never compiled, see
     ``_compiled_for``)."""
-    number = generation * 100 + index
     if kind is int:
         return 2_000_000_000 + number
     if kind is str:
@@ -109,14 +116,17 @@ def _runs_as_plain_queryset(queryset: Any) -> bool:
 class _Compiled:
     sql: str
     params: tuple[Any, ...]
-    places: tuple[tuple[int, str], ...]  # (index among the parameters, slot)
+    places: tuple[tuple[int, str, int], ...]  # (index among the parameters, slot, index in a Many slot or -1)
     compiler: Any = None  # a read's compiler after compiling: its select, klass_info, converters
     query: Any = None
     model: Any = None
     iterable_class: Any = None
     fields: Any = None
     names: tuple[str, ...] = ()  # an aggregate's results, in the order of its columns
-    columns: Any = None  # an aggregate's expressions, for their converters
+    # The columns' converters (a field's from_db_value: JSON, for one), as the compiler finds them for the
+    # first compilation: the fields' own functions, called with each call's connection. PostgreSQL's backend,
+    # the only one statements run compiled on (_Statement._enabled), adds none bound to its connection.
+    converters: Any = None
 
 
 # Kept for a scope whose statement is not compiled (the builder's queryset answers every call there).
@@ -126,14 +136,14 @@ _UNCOMPILED = _Compiled(sql="", params=(), places=())
 class _Statement(Generic[M]):
     """What ``Prepared`` and ``PreparedUpdate`` share: the slots, the compiled statements by scope, the checks."""
 
-    def __init__(self, build: Callable[..., Any], **slots: type) -> None:
+    def __init__(self, build: Callable[..., Any], **slots: type | Many) -> None:
         for name, kind in slots.items():
-            if kind not in SLOT_TYPES:
+            if (kind.kind if isinstance(kind, Many) else kind) not in SLOT_TYPES:
                 raise PreparedError(f"slot {name!r}: a type of {[k.__name__ for k in SLOT_TYPES]}, not {kind!r}")
         self.build = build
         self.slots = slots
         self.name = getattr(build, "__qualname__", repr(build))
-        self._compiled: dict[tuple[Any, ...], _Compiled] = {}
+        self._compiled: dict[tuple[Any, ...], _Compiled] = {}  # by (scope, the counts of the Many slots)
         self._lock = threading.Lock()
 
     def _checked(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -141,19 +151,44 @@ class _Statement(Generic[M]):
             raise TypeError(f"{self.name}: slots {sorted(self.slots)}, given {sorted(values)}")
         for name, value in values.items():
             kind = self.slots[name]
-            if kind is int and type(value) is not int:  # bool is an int, and would compile to other SQL
-                raise TypeError(f"{self.name}: slot {name!r} takes an int, not {value!r}")
-            if not isinstance(value, kind):
-                raise TypeError(f"{self.name}: slot {name!r} takes a {kind.__name__}, not {value!r}")
-            if isinstance(value, datetime) and value.tzinfo is None and settings.USE_TZ:
-                raise TypeError(f"{self.name}: slot {name!r} takes an aware datetime, not {value!r}")
+            if isinstance(kind, Many):
+                if type(value) is not tuple or len(set(value)) != len(value):
+                    raise TypeError(f"{self.name}: slot {name!r} takes a tuple of distinct values, not {value!r}")
+                for item in value:
+                    self._check_one(name, kind.kind, item)
+            else:
+                self._check_one(name, kind, value)
         return values
+
+    def _check_one(self, name: str, kind: type, value: Any) -> None:
+        if kind is int and type(value) is not int:  # bool is an int, and would compile to other SQL
+            raise TypeError(f"{self.name}: slot {name!r} takes an int, not {value!r}")
+        if not isinstance(value, kind):
+            raise TypeError(f"{self.name}: slot {name!r} takes a {kind.__name__}, not {value!r}")
+        if isinstance(value, datetime) and value.tzinfo is None and settings.USE_TZ:
+            raise TypeError(f"{self.name}: slot {name!r} takes an aware datetime, not {value!r}")
 
     def _enabled(self) -> bool:
         return bool(getattr(settings, "ARENA_PREPARED", True)) and connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
 
-    def _stand_ins(self, generation: int) -> dict[str, Any]:
-        return {name: _stand_in(kind, generation, i) for i, (name, kind) in enumerate(self.slots.items())}
+    def _stand_ins(self, generation: int, counts: tuple[int, ...]) -> dict[str, Any]:
+        stand_ins: dict[str, Any] = {}
+        many = iter(counts)
+        for i, (name, kind) in enumerate(self.slots.items()):
+            number = generation * 10_000 + i * 100
+            if isinstance(kind, Many):
+                stand_ins[name] = tuple(_stand_in(kind.kind, number + j) for j in range(next(many)))
+            else:
+                stand_ins[name] = _stand_in(kind, number)
+        return stand_ins
+
+    def _key(self, values: dict[str, Any]) -> tuple[Any, ...] | None:
+        """Where the statement compiled for this call is kept: the tenant scope, and how many values each
+        Many slot has (None: a scope that cannot be keyed)."""
+        scope = _scope_key()
+        if scope is None:
+            return None
+        return (scope, tuple(len(values[name]) for name, kind in self.slots.items() if isinstance(kind, Many)))
 
     def _compile_one(self, values: dict[str, Any]) -> _Compiled | None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -165,7 +200,8 @@ class _Statement(Generic[M]):
         if compiled is not None:
             return None if compiled is _UNCOMPILED else compiled
         try:
-            first, second = self._compile_one(self._stand_ins(1)), self._compile_one(self._stand_ins(2))
+            first = self._compile_one(self._stand_ins(1, key[1]))
+            second = self._compile_one(self._stand_ins(2, key[1]))
         except EmptyResultSet:
             # Django found the result empty without asking the database (an organisation scope of none, a
             # lookup beyond a column's range): the builder's own queryset answers each call, as it would.
@@ -177,7 +213,7 @@ class _Statement(Generic[M]):
             raise PreparedError(f"{self.name}: the SQL depends on more than the slots and the tenant scope")
         if first.places != second.places:
             raise PreparedError(f"{self.name}: a slot's value lands in different places between two compilations")
-        slotted = {index for index, _ in first.places}
+        slotted = {index for index, _, _ in first.places}
         for index, (a, b) in enumerate(zip(first.params, second.params, strict=True)):
             if index not in slotted and a != b:
                 raise PreparedError(
@@ -195,26 +231,29 @@ class _Statement(Generic[M]):
 
     def compiled_in_scope(self) -> bool:
         """Whether the statement runs compiled in the current scope (after a first call in it): for tests."""
-        compiled = self._compiled.get(_scope_key() or ())
-        return compiled is not None and compiled is not _UNCOMPILED
+        scope = _scope_key()
+        return any(key[0] == scope and kept is not _UNCOMPILED for key, kept in list(self._compiled.items()))
 
-    def _places(self, params: tuple[Any, ...], values: dict[str, Any]) -> tuple[tuple[int, str], ...]:
-        """Where each slot's stand-in landed among the parameters (every slot must land somewhere)."""
-        places: list[tuple[int, str]] = []
+    def _places(self, params: tuple[Any, ...], values: dict[str, Any]) -> tuple[tuple[int, str, int], ...]:
+        """Where each slot's stand-in (each value of a Many slot's) landed among the parameters: every one
+        must land somewhere."""
+        places: list[tuple[int, str, int]] = []
         for name, value in values.items():
-            found = [i for i, param in enumerate(params) if type(param) is type(value) and param == value]
-            if not found:
-                raise PreparedError(
-                    f"{self.name}: slot {name!r} did not reach the SQL as a parameter (compared against a "
-                    "constant, transformed, or not used)"
-                )
-            places.extend((i, name) for i in found)
+            items = enumerate(value) if isinstance(self.slots[name], Many) else [(-1, value)]
+            for j, item in items:
+                found = [i for i, param in enumerate(params) if type(param) is type(item) and param == item]
+                if not found:
+                    raise PreparedError(
+                        f"{self.name}: slot {name!r} did not reach the SQL as a parameter (compared against a "
+                        "constant, transformed, or not used)"
+                    )
+                places.extend((i, name, j) for i in found)
         return tuple(sorted(places))
 
     def _params(self, compiled: _Compiled, values: dict[str, Any]) -> list[Any]:
         params = list(compiled.params)
-        for index, name in compiled.places:
-            params[index] = values[name]
+        for index, name, j in compiled.places:
+            params[index] = values[name] if j < 0 else values[name][j]
         return params
 
 
@@ -225,7 +264,7 @@ class Prepared(_Statement[M]):
 
     def all(self, **values: Any) -> list[M]:
         values = self._checked(values)
-        key = _scope_key()
+        key = self._key(values)
         if key is None or not self._enabled():
             return list(self.build(**values))
         compiled = self._compiled_for(key)
@@ -236,6 +275,7 @@ class Prepared(_Statement[M]):
         compiler = copy.copy(compiled.compiler)
         compiler.connection = connection  # this thread's
         compiler.as_sql = lambda *args, **kwargs: (compiled.sql, params)
+        compiler.get_converters = lambda expressions: compiled.converters
         query = copy.copy(compiled.query)
         query.get_compiler = lambda *args, **kwargs: compiler
         queryset: models.QuerySet[Any] = models.QuerySet(model=compiled.model, query=query, using=DEFAULT_DB_ALIAS)
@@ -269,6 +309,7 @@ class Prepared(_Statement[M]):
             params=params,
             places=self._places(params, values),
             compiler=compiler,
+            converters=compiler.get_converters([column[0] for column in compiler.select[: compiler.col_count]]),
             query=query,
             model=queryset.model,
             iterable_class=queryset._iterable_class,
@@ -283,7 +324,7 @@ class PreparedUpdate(_Statement[int]):
 
     def run(self, **values: Any) -> int:
         values = self._checked(values)
-        key = _scope_key()
+        key = self._key(values)
         compiled = self._compiled_for(key) if key is not None and self._enabled() else None
         if compiled is None:
             queryset, fields = self.build(**values)
@@ -330,7 +371,7 @@ class PreparedAggregate(_Statement[dict[str, Any]]):
 
     def run(self, **values: Any) -> dict[str, Any]:
         values = self._checked(values)
-        key = _scope_key()
+        key = self._key(values)
         compiled = self._compiled_for(key) if key is not None and self._enabled() else None
         if compiled is None:
             queryset, aggregates = self.build(**values)
@@ -340,7 +381,7 @@ class PreparedAggregate(_Statement[dict[str, Any]]):
         compiler.connection = connections[DEFAULT_DB_ALIAS]  # this thread's
         compiler.as_sql = lambda *args, **kwargs: (compiled.sql, params)
         row = compiler.execute_sql(SINGLE)  # an aggregate without GROUP BY always answers one row
-        converters = compiler.get_converters(compiled.columns)
+        converters = compiled.converters
         result = next(compiler.apply_converters((row,), converters)) if converters else row
         return dict(zip(compiled.names, result, strict=True))
 
@@ -388,5 +429,5 @@ class PreparedAggregate(_Statement[dict[str, Any]]):
             places=self._places(params, values),
             compiler=compiler,
             names=tuple(query.annotation_select),
-            columns=list(query.annotation_select.values()),
+            converters=compiler.get_converters(list(query.annotation_select.values())),
         )

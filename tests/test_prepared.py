@@ -17,7 +17,7 @@ from django.utils import timezone
 from battles.models import Battle, Prompt
 from battles.selectors import assignment, campaigns
 from battles.services import buffer, vote
-from core.prepared import Prepared, PreparedAggregate, PreparedError, PreparedUpdate
+from core.prepared import Many, Prepared, PreparedAggregate, PreparedError, PreparedUpdate
 from raters.tenancy import ScopeError, organization_scope, scope, scopes_disabled
 from tests.factories import (
     CampaignFactory,
@@ -119,6 +119,37 @@ def test_values_and_values_list_rows_match_the_orm() -> None:
         assert pairs.all(campaign_id=campaign.pk) == list(base.values_list("pk", "text"))
         assert dicts.all(campaign_id=campaign.pk) == list(base.values("pk", "created_at"))
     assert flat.compiled_in_scope() and pairs.compiled_in_scope() and dicts.compiled_in_scope()
+
+
+def test_a_many_slot_is_compiled_for_each_count_of_values_and_answers_as_the_orms_in() -> None:
+    campaign = CampaignFactory.create()
+    prompts = [PromptFactory.create(campaign=campaign, category=c) for c in ("coding", "math", "writing", "math")]
+    of_categories: Prepared[int] = Prepared(
+        lambda campaign_id, categories: (
+            Prompt.objects.filter(campaign_id=campaign_id, category__in=categories)
+            .order_by("id")
+            .values_list("pk", flat=True)
+        ),
+        campaign_id=int,
+        categories=Many(str),
+    )
+    for categories in (("math",), ("coding", "writing"), ("math",), ("coding", "math", "writing"), ("nothing",)):
+        expected = list(
+            Prompt.objects.filter(campaign_id=campaign.pk, category__in=categories)
+            .order_by("id")
+            .values_list("pk", flat=True)
+        )
+        assert of_categories.all(campaign_id=campaign.pk, categories=categories) == expected
+    assert of_categories.all(campaign_id=campaign.pk, categories=("writing", "coding")) == [
+        prompts[0].pk,
+        prompts[2].pk,
+    ]
+    assert of_categories.all(campaign_id=campaign.pk, categories=()) == []  # Django knows: nothing is sent
+    assert len([key for key in of_categories._compiled if key[1] != (0,)]) == 3  # one, two and three values
+    with pytest.raises(TypeError):
+        of_categories.all(campaign_id=campaign.pk, categories=("math", "math"))
+    with pytest.raises(TypeError):
+        of_categories.all(campaign_id=campaign.pk, categories=["math"])
 
 
 def test_deferred_fields_load_when_read_as_with_only() -> None:
@@ -355,12 +386,18 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
     prompt = PromptFactory.create(campaign=campaign)
     battle = Battle.objects.create(
         organization=organization, campaign=campaign, prompt=prompt, left=left, right=right, rater=rater,
-        pool=pool, status=Battle.Status.READY, params={}, claimed_at=timezone.now(),
+        pool=pool, status=Battle.Status.READY, params={"temperature": 0.7, "seed": 11}, claimed_at=timezone.now(),
     )  # fmt: skip
+    reference = Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint").get(
+        pk=battle.pk
+    )
     now = datetime.now(UTC)
     with organization_scope(organization.pk):
         for _ in range(2):
-            assert assignment.battle_for_rater(user=rater, battle_id=battle.pk) is not None
+            read = assignment.battle_for_rater(user=rater, battle_id=battle.pk)
+            assert read is not None and _fields(read) == _fields(reference)  # the JSON params decoded alike
+            assert read.params == {"temperature": 0.7, "seed": 11}
+            assert _fields(read.left.endpoint) == _fields(reference.left.endpoint)
             assert assignment.battle_for_rater(user=rater, battle_id=str(battle.pk)) is not None
             assert assignment.battle_for_rater(user=rater, battle_id="not-a-uuid") is None
             assert assignment.battle_pending_for_rater(campaign=campaign, user=rater) == battle
@@ -375,11 +412,15 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
                 battle_id=UUID(int=0), rater_id=rater.pk, pool_id=pool.pk, session_key="k", claimed_at=now
             ) == 0  # fmt: skip
             assert vote._answers_logged.all(battle_id=battle.pk) == []
+            assert assignment.hashes_rated_by(campaign=campaign, user=rater, hashes={prompt.text_hash, "x"}) == {
+                prompt.text_hash
+            }
             assert assignment.battles_in_session_window(campaign=campaign, user=rater) == 1
             assert assignment.votes_by_rater(campaign=campaign, user=rater) == 0
             assert assignment.battle_page_counts(battle=battle, user=rater)[0] == 1
         statements: list[Prepared[Any] | PreparedUpdate | PreparedAggregate] = [
             assignment._in_session_window, assignment._page_counts, assignment._votes_of_rater,
+            assignment._hashes_rated,
             assignment._battle_of_rater, assignment._battle_pending, assignment._turns_of_battle,
             assignment._generations_of_battle, assignment._competitor_ids_available, campaigns._campaign_for_rater,
             campaigns._pools_of_rater, buffer._claim_candidates, buffer._claim, vote._mark_shown, vote._mark_voted,

@@ -13,7 +13,7 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from core.prepared import Prepared, PreparedAggregate
+from core.prepared import Many, Prepared, PreparedAggregate
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
@@ -260,14 +260,28 @@ def prompt_candidates(*, campaign: Campaign, user: User) -> QuerySet[Prompt]:
     return prompts
 
 
-def hashes_rated_by(*, campaign: Campaign, user: User, hashes: set[str]) -> set[str]:
-    """Of these prompt hashes, those the rater has had in a battle that was not voided."""
-    same_text = Prompt.objects.filter(campaign=campaign, text_hash__in=hashes).values("pk")
-    return set(
-        Battle.objects.filter(campaign=campaign, rater=user, prompt__in=same_text)
+# Every claim asks it of its few candidates: compiled once for each number of hashes (core.prepared).
+_hashes_rated: Prepared[str] = Prepared(
+    lambda campaign_id, rater_id, hashes: (
+        Battle.objects.filter(
+            campaign_id=campaign_id,
+            rater_id=rater_id,
+            prompt__in=Prompt.objects.filter(campaign_id=campaign_id, text_hash__in=hashes).values("pk"),
+        )
         .exclude(status=Battle.Status.VOID)
         .values_list("prompt__text_hash", flat=True)
-    )
+    ),
+    campaign_id=int,
+    rater_id=int,
+    hashes=Many(str),
+)
+
+
+def hashes_rated_by(*, campaign: Campaign, user: User, hashes: set[str]) -> set[str]:
+    """Of these prompt hashes, those the rater has had in a battle that was not voided."""
+    if not hashes:
+        return set()
+    return set(_hashes_rated.all(campaign_id=campaign.pk, rater_id=user.pk, hashes=tuple(sorted(hashes))))
 
 
 def items_held_by(*, campaign: Campaign, user: User, item_keys: set[UUID]) -> set[UUID]:
