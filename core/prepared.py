@@ -58,6 +58,9 @@ M = TypeVar("M")
 SLOT_TYPES: tuple[type, ...] = (int, str, UUID, datetime)
 # The iterables a compiled read may produce: model instances, values() and values_list() rows.
 _ITERABLES = (ModelIterable, ValuesIterable, ValuesListIterable, FlatValuesListIterable)
+# The most values a Many slot is compiled for (more run the builder's own queryset), and the most slots.
+MAX_MANY = 1_000
+MAX_SLOTS = 99
 # How many scopes a statement keeps compiled (one per organisation set its callers have): past it, the oldest go.
 MAX_SCOPES = 512
 
@@ -137,6 +140,8 @@ class _Statement(Generic[M]):
     """What ``Prepared`` and ``PreparedUpdate`` share: the slots, the compiled statements by scope, the checks."""
 
     def __init__(self, build: Callable[..., Any], **slots: type | Many) -> None:
+        if len(slots) > MAX_SLOTS:
+            raise PreparedError(f"at most {MAX_SLOTS} slots")
         for name, kind in slots.items():
             if (kind.kind if isinstance(kind, Many) else kind) not in SLOT_TYPES:
                 raise PreparedError(f"slot {name!r}: a type of {[k.__name__ for k in SLOT_TYPES]}, not {kind!r}")
@@ -175,7 +180,7 @@ class _Statement(Generic[M]):
         stand_ins: dict[str, Any] = {}
         many = iter(counts)
         for i, (name, kind) in enumerate(self.slots.items()):
-            number = generation * 10_000 + i * 100
+            number = generation * 100_000 + i * 1_000  # a Many slot's values: + 0 ... + 999
             if isinstance(kind, Many):
                 stand_ins[name] = tuple(_stand_in(kind.kind, number + j) for j in range(next(many)))
             else:
@@ -186,9 +191,10 @@ class _Statement(Generic[M]):
         """Where the statement compiled for this call is kept: the tenant scope, and how many values each
         Many slot has (None: a scope that cannot be keyed)."""
         scope = _scope_key()
-        if scope is None:
+        counts = tuple(len(values[name]) for name, kind in self.slots.items() if isinstance(kind, Many))
+        if scope is None or any(count >= MAX_MANY for count in counts):
             return None
-        return (scope, tuple(len(values[name]) for name, kind in self.slots.items() if isinstance(kind, Many)))
+        return (scope, counts)
 
     def _compile_one(self, values: dict[str, Any]) -> _Compiled | None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -298,6 +304,10 @@ class Prepared(_Statement[M]):
             raise PreparedError(f"{self.name}: only the default database")
         if queryset._prefetch_related_lookups or queryset._known_related_objects:
             raise PreparedError(f"{self.name}: prefetch_related and related managers' querysets are not compiled")
+        if queryset.query.select_for_update:
+            raise PreparedError(
+                f"{self.name}: select_for_update() is not compiled (Django checks its transaction there)"
+            )
         if queryset._iterable_class not in _ITERABLES:
             raise PreparedError(f"{self.name}: rows of {queryset._iterable_class.__name__} are not compiled")
         query = queryset.query

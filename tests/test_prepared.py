@@ -17,7 +17,7 @@ from django.utils import timezone
 from battles.models import Battle, Prompt
 from battles.selectors import assignment, campaigns
 from battles.services import buffer, vote
-from core.prepared import Many, Prepared, PreparedAggregate, PreparedError, PreparedUpdate
+from core.prepared import MAX_MANY, Many, Prepared, PreparedAggregate, PreparedError, PreparedUpdate
 from raters.tenancy import ScopeError, organization_scope, scope, scopes_disabled
 from tests.factories import (
     CampaignFactory,
@@ -146,6 +146,10 @@ def test_a_many_slot_is_compiled_for_each_count_of_values_and_answers_as_the_orm
     ]
     assert of_categories.all(campaign_id=campaign.pk, categories=()) == []  # Django knows: nothing is sent
     assert len([key for key in of_categories._compiled if key[1] != (0,)]) == 3  # one, two and three values
+    # Past MAX_MANY values the builder's own queryset answers (nothing compiled for that count).
+    many = ("math", *(f"c{i}" for i in range(MAX_MANY)))
+    assert len(of_categories.all(campaign_id=campaign.pk, categories=many)) == 2
+    assert all(key[1][0] < MAX_MANY for key in of_categories._compiled)
     with pytest.raises(TypeError):
         of_categories.all(campaign_id=campaign.pk, categories=("math", "math"))
     with pytest.raises(TypeError):
@@ -275,6 +279,14 @@ def test_an_update_changes_what_the_orm_would_and_says_how_many() -> None:
     }
     other.refresh_from_db()
     assert other.category == "coding" and other.author_id is None
+
+
+def test_a_locking_read_is_refused() -> None:
+    locking: Prepared[Prompt] = Prepared(
+        lambda prompt_id: Prompt.objects.filter(pk=prompt_id).select_for_update(), prompt_id=int
+    )
+    with pytest.raises(PreparedError, match="select_for_update"):
+        locking.all(prompt_id=1)
 
 
 def test_an_update_through_a_join_is_refused() -> None:
