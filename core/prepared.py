@@ -48,7 +48,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 from django.db.models.query import FlatValuesListIterable, ModelIterable, ValuesIterable, ValuesListIterable
 from django.db.models.sql import UpdateQuery
-from django.db.models.sql.constants import SINGLE
+from django.db.models.sql.constants import ROW_COUNT, SINGLE
 from django_scopes import get_scope
 
 __all__ = ["Many", "Prepared", "PreparedAggregate", "PreparedError", "PreparedUpdate"]
@@ -137,7 +137,8 @@ _UNCOMPILED = _Compiled(sql="", params=(), places=())
 
 
 class _Statement(Generic[M]):
-    """What ``Prepared`` and ``PreparedUpdate`` share: the slots, the compiled statements by scope, the checks."""
+    """What ``Prepared``, ``PreparedAggregate`` and ``PreparedUpdate`` share: the slots, the compiled statements by
+    scope, the checks."""
 
     def __init__(self, build: Callable[..., Any], **slots: type | Many) -> None:
         if len(slots) > MAX_SLOTS:
@@ -199,6 +200,21 @@ class _Statement(Generic[M]):
     def _compile_one(self, values: dict[str, Any]) -> _Compiled | None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _for_call(self, values: dict[str, Any]) -> tuple[dict[str, Any], _Compiled | None]:
+        """The call's values, checked, and the statement compiled for it (None: run the builder's own)."""
+        values = self._checked(values)
+        if not self._enabled():
+            return values, None
+        key = self._key(values)
+        return values, None if key is None else self._compiled_for(key)
+
+    def _pair(self, values: dict[str, Any], second: str) -> tuple[Any, dict[str, Any]]:
+        """A builder's ``(queryset, {name: ...})`` for these values (updates and aggregates)."""
+        built = self.build(**values)
+        if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], models.QuerySet)):
+            raise PreparedError(f"{self.name}: the builder returns (queryset, {{{second}}}), not {built!r}")
+        return built[0], dict(built[1])
+
     def _compiled_for(self, key: tuple[Any, ...]) -> _Compiled | None:
         """The statement compiled for this scope, compiled now if it is the first call in it; None when the
         builder's queryset is one Django would not run as it is (the caller then runs the builder's own)."""
@@ -256,11 +272,16 @@ class _Statement(Generic[M]):
                 places.extend((i, name, j) for i in found)
         return tuple(sorted(places))
 
-    def _params(self, compiled: _Compiled, values: dict[str, Any]) -> list[Any]:
+    def _bound(self, compiled: _Compiled, values: dict[str, Any]) -> Any:
+        """A copy of the kept compiler that sends the kept SQL with these values, on this thread's connection."""
         params = list(compiled.params)
         for index, name, j in compiled.places:
             params[index] = values[name] if j < 0 else values[name][j]
-        return params
+        compiler = copy.copy(compiled.compiler)
+        compiler.connection = connections[DEFAULT_DB_ALIAS]
+        compiler.as_sql = lambda *args, **kwargs: (compiled.sql, params)
+        compiler.get_converters = lambda expressions: compiled.converters
+        return compiler
 
 
 class Prepared(_Statement[M]):
@@ -269,19 +290,10 @@ class Prepared(_Statement[M]):
     builder, as ``first()`` would)."""
 
     def all(self, **values: Any) -> list[M]:
-        values = self._checked(values)
-        key = self._key(values)
-        if key is None or not self._enabled():
-            return list(self.build(**values))
-        compiled = self._compiled_for(key)
+        values, compiled = self._for_call(values)
         if compiled is None:
             return list(self.build(**values))
-        params = self._params(compiled, values)
-        connection = connections[DEFAULT_DB_ALIAS]
-        compiler = copy.copy(compiled.compiler)
-        compiler.connection = connection  # this thread's
-        compiler.as_sql = lambda *args, **kwargs: (compiled.sql, params)
-        compiler.get_converters = lambda expressions: compiled.converters
+        compiler = self._bound(compiled, values)
         query = copy.copy(compiled.query)
         query.get_compiler = lambda *args, **kwargs: compiler
         queryset: models.QuerySet[Any] = models.QuerySet(model=compiled.model, query=query, using=DEFAULT_DB_ALIAS)
@@ -333,23 +345,15 @@ class PreparedUpdate(_Statement[int]):
     One table only (no update through a join, no parent model)."""
 
     def run(self, **values: Any) -> int:
-        values = self._checked(values)
-        key = self._key(values)
-        compiled = self._compiled_for(key) if key is not None and self._enabled() else None
+        values, compiled = self._for_call(values)
         if compiled is None:
-            queryset, fields = self.build(**values)
+            queryset, fields = self._pair(values, "field: value")
             return int(queryset.update(**fields))
-        params = self._params(compiled, values)
         with transaction.mark_for_rollback_on_error(using=DEFAULT_DB_ALIAS):
-            with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-                cursor.execute(compiled.sql, params)
-                return int(cursor.rowcount)
+            return int(self._bound(compiled, values).execute_sql(ROW_COUNT))
 
     def _compile_one(self, values: dict[str, Any]) -> _Compiled | None:
-        built = self.build(**values)
-        if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], models.QuerySet)):
-            raise PreparedError(f"{self.name}: the builder returns (queryset, {{field: value}}), not {built!r}")
-        queryset, fields = built
+        queryset, fields = self._pair(values, "field: value")
         if not _runs_as_plain_queryset(queryset) or type(queryset).update is not models.QuerySet.update:
             return None
         if queryset.db != DEFAULT_DB_ALIAS or queryset.query.is_sliced:
@@ -362,11 +366,12 @@ class PreparedUpdate(_Statement[int]):
         query.get_initial_alias()
         if query.count_active_tables() != 1:
             raise PreparedError(f"{self.name}: an update whose filter joins another table is not compiled")
-        sql, params = query.get_compiler(using=DEFAULT_DB_ALIAS).as_sql()
+        compiler = query.get_compiler(using=DEFAULT_DB_ALIAS)
+        sql, params = compiler.as_sql()
         if not sql:
             raise EmptyResultSet
         params = tuple(params)
-        return _Compiled(sql=sql, params=params, places=self._places(params, values))
+        return _Compiled(sql=sql, params=params, places=self._places(params, values), compiler=compiler)
 
 
 class _Captured(Exception):
@@ -380,26 +385,18 @@ class PreparedAggregate(_Statement[dict[str, Any]]):
     queryset's rows (not over a sliced, distinct or already aggregated queryset, which it wraps in a subquery)."""
 
     def run(self, **values: Any) -> dict[str, Any]:
-        values = self._checked(values)
-        key = self._key(values)
-        compiled = self._compiled_for(key) if key is not None and self._enabled() else None
+        values, compiled = self._for_call(values)
         if compiled is None:
-            queryset, aggregates = self.build(**values)
+            queryset, aggregates = self._pair(values, "name: aggregate")
             return dict(queryset.aggregate(**aggregates))
-        params = self._params(compiled, values)
-        compiler = copy.copy(compiled.compiler)
-        compiler.connection = connections[DEFAULT_DB_ALIAS]  # this thread's
-        compiler.as_sql = lambda *args, **kwargs: (compiled.sql, params)
+        compiler = self._bound(compiled, values)
         row = compiler.execute_sql(SINGLE)  # an aggregate without GROUP BY always answers one row
         converters = compiled.converters
         result = next(compiler.apply_converters((row,), converters)) if converters else row
         return dict(zip(compiled.names, result, strict=True))
 
     def _compile_one(self, values: dict[str, Any]) -> _Compiled | None:
-        built = self.build(**values)
-        if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], models.QuerySet)):
-            raise PreparedError(f"{self.name}: the builder returns (queryset, {{name: aggregate}}), not {built!r}")
-        queryset, aggregates = built
+        queryset, aggregates = self._pair(values, "name: aggregate")
         if not _runs_as_plain_queryset(queryset) or type(queryset).aggregate is not models.QuerySet.aggregate:
             return None
         if queryset.db != DEFAULT_DB_ALIAS:
@@ -420,7 +417,7 @@ class PreparedAggregate(_Statement[dict[str, Any]]):
 
         query.get_compiler = get_compiler  # Django aggregates over this very query unless it needs a subquery
         try:
-            query.get_aggregation(DEFAULT_DB_ALIAS, dict(aggregates))
+            query.get_aggregation(DEFAULT_DB_ALIAS, aggregates)
         except _Captured:
             pass
         finally:

@@ -386,16 +386,17 @@ def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
     A battle already assigned to a rater when a competitor goes down stays valid: its answers exist, so
     it is shown and voted on as usual; one still generating voids if its model fails. External
     competitors (no endpoint, shadow battles only) are available while active."""
-    return Competitor.objects.filter(campaign=campaign, active=True, gold=False).exclude(endpoint__health=Health.DOWN)
+    return _competitors_available_in(campaign.pk)
+
+
+def _competitors_available_in(campaign_id: int) -> QuerySet[Competitor]:
+    return Competitor.objects.filter(campaign_id=campaign_id, active=True, gold=False).exclude(
+        endpoint__health=Health.DOWN
+    )
 
 
 _competitor_ids_available: Prepared[int] = Prepared(
-    lambda campaign_id: (
-        Competitor.objects.filter(campaign_id=campaign_id, active=True, gold=False)
-        .exclude(endpoint__health=Health.DOWN)
-        .values_list("pk", flat=True)
-    ),
-    campaign_id=int,
+    lambda campaign_id: _competitors_available_in(campaign_id).values_list("pk", flat=True), campaign_id=int
 )
 
 
