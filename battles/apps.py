@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 
+from raters import hooks as raters_hooks
 from serving import hooks as serving_hooks
 
 
@@ -16,3 +17,6 @@ class BattlesConfig(AppConfig):
         serving_hooks.endpoint_watch_register(selectors.endpoints_watched)
         # An export's file goes with its job's row, however the row goes (cascades included).
         receivers.connect()
+        # A rater's every request asks whether the account has a study participation (the study gate): that
+        # fact comes in the round trip that reads the session's user.
+        raters_hooks.user_fact_register(selectors.participant_key)

@@ -21,13 +21,24 @@ sees that the answer tried to show a picture. Fenced code keeps its text but los
 Markdown headings render as paragraphs styled like headings (``<p class="md-h2">``), not ``<h1>``-``<h6>``:
 the page's outline (what a screen reader lists as headings) is the page's own, Prompt, Answer A,
 Answer B, and an answer's headings must not enter it, or a model could add entries to it.
+
+An answer is rendered once, when it is stored (``answer_rendered``: the generation worker, gold battles),
+not on every view of its page: the row keeps its HTML beside its text with the version of the renderer that
+made it (``RENDERER_VERSION``: this module's source and both libraries' versions), as GitLab keeps its
+cached markdown. A page shows the stored HTML where the version is this renderer's, cleaned again by nh3 on
+the way out (a fraction of the parse's cost, so no stored string reaches a page unsanitised), and renders
+the text anew where it is not (rows from before, or from another release, or written without it).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
+import markdown_it
 import nh3
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
@@ -40,6 +51,9 @@ __all__ = [
     "BLANK_ANSWER_HTML",
     "HEADING_CLASSES",
     "LINK_REL",
+    "RENDERER_VERSION",
+    "answer_html",
+    "answer_rendered",
     "answer_to_safe_html",
     "markdown_to_safe_html",
 ]
@@ -127,5 +141,27 @@ BLANK_ANSWER_HTML = '<p class="md-blank">This answer is empty: the model sent no
 def answer_to_safe_html(text: str) -> str:
     """A model's answer as a pane shows it: ``markdown_to_safe_html``, or ``BLANK_ANSWER_HTML`` for an answer
     that has no visible text (the rater judges it as what it is, an empty answer)."""
-    html = markdown_to_safe_html(text)
+    return _blank_or(text, markdown_to_safe_html(text))
+
+
+def _blank_or(text: str, html: str) -> str:
     return html if text.strip() and html.strip() else BLANK_ANSWER_HTML
+
+
+# What made a stored answer's HTML: this module (allow-lists, parser rules) and the two libraries. Any change
+# to one is another version, and answers stored before it are rendered anew when shown.
+RENDERER_VERSION = hashlib.sha256(
+    b"\0".join((Path(__file__).read_bytes(), markdown_it.__version__.encode(), metadata.version("nh3").encode()))
+).hexdigest()[:16]
+
+
+def answer_rendered(text: str) -> dict[str, str]:
+    """The fields a stored answer keeps its HTML in (``Generation.text_html`` and ``text_html_version``)."""
+    return {"text_html": markdown_to_safe_html(text), "text_html_version": RENDERER_VERSION}
+
+
+def answer_html(text: str, text_html: str = "", text_html_version: str = "") -> str:
+    """``answer_to_safe_html(text)``, from the HTML stored with the answer when this renderer made it."""
+    if text_html_version != RENDERER_VERSION:
+        return answer_to_safe_html(text)
+    return _blank_or(text, _CLEANER.clean(text_html))

@@ -27,7 +27,7 @@ from . import selectors, services
 from .live import Complete, Heartbeat, Paced, Void, live_channel, live_frames
 from .models import Battle, Campaign, Choice, Generation, Participant, Side, Study, consent_hash
 from .prompting import PROMPT_MAX_CHARS
-from .rendering import answer_to_safe_html, markdown_to_safe_html
+from .rendering import answer_html, markdown_to_safe_html
 
 
 def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -227,6 +227,13 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
     return redirect("battles:battle", battle_id=assignment.battle.pk)
 
 
+def _answer_html(generation: Generation | None) -> str:
+    """A stored answer as its pane shows it: the HTML rendered when it was stored, or its text rendered now."""
+    if generation is None:
+        return answer_html("")
+    return answer_html(generation.text, generation.text_html, generation.text_html_version)
+
+
 def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[str, object]:
     turns = selectors.battle_turns(battle)
     current = len(turns)  # the turn shown in the panes (being generated, or the latest answered)
@@ -243,7 +250,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
             "number": index + 1,
             "prompt_html": markdown_to_safe_html(messages[index]),
             "panes": [
-                {"label": label, "html": answer_to_safe_html(by_turn.get(index, {}).get(side, Generation()).text)}
+                {"label": label, "html": _answer_html(by_turn.get(index, {}).get(side))}
                 for side, label in ((Side.LEFT, "A"), (Side.RIGHT, "B"))
             ],
         }
@@ -254,9 +261,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
         shown = generations.get(side)
         pane: dict[str, object] = {
             "label": label,
-            "html": answer_to_safe_html(shown.text)
-            if shown and battle.status != Battle.Status.VOID and not streaming
-            else "",
+            "html": _answer_html(shown) if shown and battle.status != Battle.Status.VOID and not streaming else "",
         }
         if revealed and shown is not None:
             competitor = battle.left if side == Side.LEFT else battle.right
@@ -407,11 +412,8 @@ def _battle_complete(battle_id: UUID) -> dict[str, object]:
     and render both with the one sanitising renderer."""
     battle = services.battle_mark_shown(battle=Battle.objects.get(pk=battle_id))
     turn = battle.turns.count()
-    generations = {g.side: g.text for g in battle.generations.filter(turn=turn)}
-    return {
-        "a": answer_to_safe_html(generations.get(Side.LEFT, "")),
-        "b": answer_to_safe_html(generations.get(Side.RIGHT, "")),
-    }
+    generations = {g.side: g for g in battle.generations.filter(turn=turn)}
+    return {"a": _answer_html(generations.get(Side.LEFT)), "b": _answer_html(generations.get(Side.RIGHT))}
 
 
 async def _battle_events(battle: Battle) -> AsyncIterator[str]:

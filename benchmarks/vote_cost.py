@@ -88,6 +88,7 @@ def world() -> tuple[Any, Any, Callable[..., Any]]:
     from django.utils import timezone
 
     from battles.models import Battle, Generation, Prompt
+    from battles.rendering import answer_rendered
     from raters.models import Role
     from raters.tenancy import scopes_disabled
     from tests.factories import (
@@ -143,13 +144,15 @@ def world() -> tuple[Any, Any, Callable[..., Any]]:
                 claimed_at=None if buffered else now,
                 session_key="" if buffered else "vote-cost",
             )
+            answer = "Rivers flow to the sea. **Always**.\n\n- one\n- two"
             for side, competitor in (("left", left), ("right", right)):
                 Generation.objects.create(
                     battle=battle,
                     side=side,
                     turn=0,
                     competitor=competitor,
-                    text="Rivers flow to the sea. **Always**.\n\n- one\n- two",
+                    text=answer,
+                    **answer_rendered(answer),  # rendered when stored, as the generation worker does
                     output_tokens=12,
                     latency_s=0.1,
                     style={"tokens": 12, "headers": 0, "list_items": 2, "bold": 1, "code_blocks": 0},

@@ -16,14 +16,24 @@ Never from the in-process stand-in. While Redis is unreachable ``arena.cache.Fai
 from a local cache that other processes cannot drop: every fact is then read from the database, and a drop
 that could not reach Redis is made good when Redis is back, by a new *epoch* (``cached_epoch_renew``) that
 retires every entry stored before it.
+
+Within one request each fact is read once. ``CachedFactsMiddleware`` opens a memo for the request: a fact read
+(or fetched ``along`` with another in the same round trip) is kept there and answered from it for the rest of
+the request, and dropped from it by ``cached_fact_drop`` like the shared entry. A rater's request reads its
+session, then in one round trip its user with every fact keyed by that user (``raters.hooks.user_fact_keys``:
+the organisations, the study participation), not one round trip each. A request sees its facts as they were
+when it first read them, as it would with the database rows it read then; the values are read-only.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.cache import cache
 from django.db import transaction
 
@@ -36,6 +46,44 @@ EPOCH_KEY = "arena:fact:epoch"
 TIMEOUT_S = 600
 
 
+# The request's memo: key -> value, or None outside a request (every read then goes to the cache).
+_memo: ContextVar[dict[str, Any] | None] = ContextVar("arena_cached_facts", default=None)
+
+
+@contextmanager
+def cached_facts_kept() -> Iterator[None]:
+    """Within this block (one request) each fact is read from the cache once (see the module's notes)."""
+    token = _memo.set({})
+    try:
+        yield
+    finally:
+        _memo.reset(token)
+
+
+class CachedFactsMiddleware:
+    """Opens ``cached_facts_kept`` around the request; place it before the session middleware. Sync and async
+    (the memo is a context variable, which ``sync_to_async`` threads share)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: Any) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
+        with cached_facts_kept():
+            return self.get_response(request)
+
+    async def __acall__(self, request: Any) -> Any:
+        with cached_facts_kept():
+            return await self.get_response(request)
+
+
 def _degraded() -> bool:
     return bool(getattr(cache, "degraded", False))
 
@@ -44,16 +92,36 @@ def _token() -> str:
     return secrets.token_hex(8)
 
 
-def cached_fact(key: str, load: Callable[[], T], *, timeout_s: int = TIMEOUT_S, keep_none: bool = True) -> T:
+def cached_fact(
+    key: str,
+    load: Callable[[], T],
+    *,
+    timeout_s: int = TIMEOUT_S,
+    keep_none: bool = True,
+    along: Iterable[str] = (),
+) -> T:
     """``load()``'s value for ``key``, from the cache when an entry stored since the last drop is there.
     ``timeout_s``: how long an entry and its version live; ``keep_none``: False, a None is not stored (where
-    a caller can name keys at will, as a session cookie does, a miss must not fill the cache)."""
+    a caller can name keys at will, as a session cookie does, a miss must not fill the cache); ``along``: the
+    keys of facts this request will read next, fetched in the same round trip and kept in the request's memo
+    where their entries are current (outside a request they are not fetched)."""
+    memo = _memo.get()
+    if memo is not None and key in memo:
+        return memo[key]  # type: ignore[no-any-return]
     version_key = f"{key}:v"
-    got = cache.get_many([EPOCH_KEY, version_key, key])
+    others = [other for other in along if other not in memo and other != key] if memo is not None else []
+    got = cache.get_many([EPOCH_KEY, version_key, key, *(name for other in others for name in (f"{other}:v", other))])
     if _degraded():  # this call was answered by the local stand-in (Redis is away): the database answers
         return load()
     epoch, version, entry = got.get(EPOCH_KEY), got.get(version_key), got.get(key)
+    if memo is not None and epoch is not None:
+        for other in others:
+            other_version, other_entry = got.get(f"{other}:v"), got.get(other)
+            if other_version is not None and other_entry is not None and other_entry[0] == (epoch, other_version):
+                memo[other] = other_entry[1]
     if epoch is not None and version is not None and entry is not None and entry[0] == (epoch, version):
+        if memo is not None:
+            memo[key] = entry[1]
         return entry[1]  # type: ignore[no-any-return]
     if epoch is None:
         cache.add(EPOCH_KEY, _token(), timeout=None)
@@ -64,6 +132,8 @@ def cached_fact(key: str, load: Callable[[], T], *, timeout_s: int = TIMEOUT_S, 
     value = load()  # after the version was read: a change committed meanwhile has written a newer one
     if epoch is not None and version is not None and not _degraded() and (keep_none or value is not None):
         cache.set(key, ((epoch, version), value), timeout=timeout_s)
+    if memo is not None:
+        memo[key] = value
     return value
 
 
@@ -76,10 +146,17 @@ def cached_fact_drop(*keys: str) -> None:
     what other requests stored meanwhile from the rows as they were)."""
     if not keys:
         return
+    memo = _memo.get()
+    if memo is not None:
+        for key in keys:
+            memo.pop(key, None)
     _drop(keys)
     transaction.on_commit(lambda: _drop(keys))
 
 
 def cached_epoch_renew(*_: Any) -> None:
     """Retire every entry (Redis is back after an outage in which drops may have gone to the stand-in)."""
+    memo = _memo.get()
+    if memo is not None:
+        memo.clear()
     cache.set(EPOCH_KEY, _token(), timeout=None)

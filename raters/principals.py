@@ -21,6 +21,7 @@ from django.utils.crypto import constant_time_compare
 
 from core.cached import cached_fact, cached_fact_drop
 
+from .hooks import user_fact_keys
 from .models import Membership
 from .tenancy import organizations_key
 
@@ -42,7 +43,13 @@ def session_user(request: HttpRequest) -> User | AnonymousUser:
         return AnonymousUser()
     backend = load_backend(backend_path)
     # The backend's answer, None for an inactive account, is what is kept (every backend here is a ModelBackend).
-    user: Any = cached_fact(user_key(user_id), lambda: backend.get_user(user_id))
+    # The request's other facts of this user (its organisations, and those of the apps above) come in the same
+    # round trip.
+    user: Any = cached_fact(
+        user_key(user_id),
+        lambda: backend.get_user(user_id),
+        along=[organizations_key(user_id), *user_fact_keys(user_id)],
+    )
     if user is None or not hasattr(user, "get_session_auth_hash"):
         return user or AnonymousUser()
     session_hash = request.session.get(HASH_SESSION_KEY)

@@ -65,6 +65,8 @@ MIDDLEWARE = [
     "arena.csp.ContentSecurityPolicyMiddleware",
     "core.api.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Each cached fact (core.cached: the session, its user and their organisations...) read once a request.
+    "core.cached.CachedFactsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

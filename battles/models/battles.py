@@ -169,6 +169,11 @@ class Generation(models.Model):
     )
     competitor = models.ForeignKey(Competitor, on_delete=models.PROTECT, related_name="generations")
     text = models.TextField(blank=True)
+    # The answer as a page shows it, rendered once when stored (battles.rendering.answer_rendered), and the
+    # renderer's version that made it: a page renders the text anew where the version is not its own. Defaults
+    # in the database too, so code from before them (a rolling deploy's old workers) still inserts answers.
+    text_html = models.TextField(blank=True, default="", db_default="", editable=False)
+    text_html_version = models.CharField(max_length=16, blank=True, default="", db_default="", editable=False)
     output_tokens = models.PositiveIntegerField(default=0)
     finish_reason = models.CharField(max_length=16, blank=True)
     latency_s = models.FloatField(default=0.0)

@@ -33,6 +33,7 @@ from .. import selectors
 from ..live import LivePublisher
 from ..models import Battle, Campaign, Competitor, Generation, Side, Turn
 from ..prompting import prompt_hash, prompt_validate
+from ..rendering import answer_rendered
 from .errors import ContinueRefused, IdentityQuestionRefused, NotAllowed
 from .identity import IDENTITY_ANSWER_VOIDED, IDENTITY_QUESTION_REFUSED, identity_refused
 from .shared_items import battle_items_share
@@ -231,6 +232,8 @@ def battle_generations_record(
             turn=turn,
             competitor=competitor,
             text=result.text,
+            # Rendered here, once, not on each view of the page (nor in the rater's request).
+            **(answer_rendered(result.text) if result.ok else {}),
             output_tokens=result.output_tokens,
             finish_reason=result.finish_reason,
             latency_s=result.latency_s,

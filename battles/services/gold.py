@@ -22,6 +22,7 @@ from .. import selectors
 from ..gold import Corruption, attention_answer_corrupt
 from ..models import Battle, Campaign, Choice, Competitor, Generation, GoldItem, Prompt, Qualification, Side, Vote
 from ..prompting import prompt_hash, prompt_validate
+from ..rendering import answer_rendered
 from .prompts import prompt_build
 
 _rng = random.SystemRandom()
@@ -192,6 +193,7 @@ def _gold_generation(*, battle: Battle, side: str, competitor: Competitor, text:
         side=side,
         competitor=competitor,
         text=text,
+        **answer_rendered(text),
         output_tokens=len(text.split()),
         finish_reason="stop",
         latency_s=0.0,

@@ -84,6 +84,8 @@ def battle_items_share(*, battles: list[Battle]) -> list[Battle]:
                         turn=0,
                         competitor_id=generation.competitor_id,
                         text=generation.text,
+                        text_html=generation.text_html,
+                        text_html_version=generation.text_html_version,
                         output_tokens=generation.output_tokens,
                         finish_reason=generation.finish_reason,
                         latency_s=generation.latency_s,

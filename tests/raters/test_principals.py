@@ -21,7 +21,7 @@ from django.utils import timezone
 from arena.cache import FailoverRedisCache
 from battles.models import Participant, Study
 from battles.selectors import participant_of_user
-from core.cached import cached_fact, cached_fact_drop
+from core.cached import EPOCH_KEY, cached_fact, cached_fact_drop
 from raters.models import Role, WebhookEndpoint, WebhookEvent
 from raters.services import membership_remove, membership_set
 from raters.services.webhooks import webhook_events_subscribed
@@ -143,3 +143,91 @@ def test_a_reader_that_raced_a_change_stores_nothing_anyone_uses_and_redis_away_
         redis._down_until = down_until
     assert cached_fact(key, load) == 3 and not redis.degraded
     assert cached_fact(key, load) == 3 and loads == [1, 1, 2, 2, 2, 3]
+
+
+class _CountedCache:
+    """The shared cache as core.cached sees it, with the keys of each ``get_many`` (one round trip) recorded."""
+
+    def __init__(self, cache: object) -> None:
+        self.cache = cache
+        self.reads: list[list[str]] = []
+
+    def get_many(self, keys: list[str]) -> dict[str, object]:
+        self.reads.append(list(keys))
+        return self.cache.get_many(keys)  # type: ignore[attr-defined,no-any-return]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.cache, name)
+
+
+def test_a_request_reads_each_fact_once_and_the_users_facts_in_the_round_trip_of_the_user(
+    acme: Tenant, bob_client: Client, bob: User, monkeypatch: pytest.MonkeyPatch
+):
+    import core.cached
+    from battles.selectors import participant_key
+    from raters.principals import user_key
+    from raters.sessions import session_key_fact
+    from raters.tenancy import organizations_key
+
+    campaign_page = reverse("battles:campaign", args=[acme.campaign.pk])
+    assert bob_client.get(campaign_page).status_code == 200  # every fact of the page is now in the cache
+    counted = _CountedCache(core.cached.cache)  # type: ignore[attr-defined]
+    monkeypatch.setattr(core.cached, "cache", counted)
+    assert bob_client.get(campaign_page).status_code == 200
+    # The page asks for the session, the user, the organisations (the tenant scope) and the participation
+    # (the study gate, twice): two round trips, the session's, then the user's with the other two.
+    session = session_key_fact(bob_client.cookies[settings.SESSION_COOKIE_NAME].value)
+    facts = [[key for key in read if key != EPOCH_KEY and not key.endswith(":v")] for read in counted.reads]
+    facts = [read for read in facts if read]
+    assert facts == [[session], [user_key(bob.pk), organizations_key(bob.pk), participant_key(bob.pk)]], facts
+
+    # A fact kept for one request is not kept for the next: a participation made between them counts.
+    study = Study.objects.create(
+        organization=acme.organization, campaign=acme.campaign, pool=acme.pool, name="wave", completion_code="C0DE"
+    )
+    Participant.objects.create(organization=acme.organization, study=study, user=bob, vendor_participant_id="p1")
+    counted.reads.clear()
+    bob_client.get(campaign_page)
+    reads = [key for read in counted.reads for key in read if key == participant_key(bob.pk)]
+    assert len(reads) == 2  # fetched along with the user (stale: not kept), then read on its own and loaded
+
+
+def test_a_fact_kept_for_the_request_is_a_snapshot_its_own_drops_refresh_and_a_stale_companion_is_not_kept():
+    from core.cached import _drop, cached_facts_kept
+
+    key, other = (f"arena:fact:test:{uuid.uuid4().hex}" for _ in range(2))
+    rows = {key: 1, other: 10}
+    loads: list[str] = []
+
+    def load(name: str):  # type: ignore[no-untyped-def]
+        def read() -> int:
+            loads.append(name)
+            return rows[name]
+
+        return read
+
+    with cached_facts_kept():
+        assert cached_fact(key, load(key)) == 1
+        rows[key] = 2  # changed by another process, which drops the shared entry: outside this request
+        _drop((key,))
+        assert cached_fact(key, load(key)) == 1  # this request keeps what it first read
+        cached_fact_drop(key)  # this request's own change
+        assert cached_fact(key, load(key)) == 2  # read anew at once
+    assert loads == [key, key]
+    with cached_facts_kept():
+        assert cached_fact(key, load(key)) == 2 and loads == [key, key]  # the shared entry, no load
+
+    assert cached_fact(other, load(other)) == 10  # stored outside any request
+    rows[other] = 11
+    cached_fact_drop(other)
+    with cached_facts_kept():
+        assert cached_fact(key, load(key), along=[other]) == 2
+        assert cached_fact(other, load(other)) == 11  # the stale companion was not kept: loaded
+    assert loads == [key, key, other, other]
+    with cached_facts_kept():
+        assert cached_fact(key, load(key), along=[other]) == 2
+        rows[other] = 12
+        _drop((other,))  # changed by another process after this request fetched it
+        assert cached_fact(other, load(other)) == 11  # a current companion is kept: answered from the memo
+    assert loads == [key, key, other, other]
+    assert cached_fact(other, load(other)) == 12  # ...for that request only
