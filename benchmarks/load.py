@@ -1,6 +1,6 @@
 """Load: raters requesting battles and voting through the real HTTP stack, against the raw insert rate.
 
-    python benchmarks/load.py [--raters 8] [--seconds 20] [--buffer 1200] [--web-workers 2]
+    python benchmarks/load.py [--raters 8] [--seconds 20] [--buffer 2000] [--web-workers 2]
                               [--worker-concurrency 4] [--web asgi|wsgi] [--skip-e2e] [--env NAME=VALUE]
 
 Starts the stack of tests/reliability/stack.py on loopback, all of its own (a PostgreSQL cluster made by
@@ -30,8 +30,10 @@ the Celery workers as the compose file runs them, one per queue), then in one ru
              with both answers, the vote, with the session cookie and CSRF token), for ``--seconds``:
              sustained votes/s, p50 / p99 of the vote, next-battle and page requests, errors, and CPU
              milliseconds a vote of the web workers, PostgreSQL and the client (as in the ceiling)
-    half     the buffer filled again, the same raters paced to half of the peak's votes/s: the vote's
-             p50 / p99 there
+             (a buffer that runs dry before the end stops the raters one by one: said, with a larger
+             --buffer to give)
+    half     the buffer filled again (to what half of the peak's votes/s needs, with a quarter to spare),
+             the same raters paced to half of the peak's votes/s: the vote's p50 / p99 there
   end to end, with generation (the worker running, the campaign's own buffer of 0: every battle generated
   when the rater asks for it):
     e2e-peak the closed loop of next battle, the preparing page's poll on the page's own schedule (at
@@ -220,7 +222,7 @@ def drive(raters: list[Rater], seconds: float, interval_s: float | None, warm: b
     return ledger, time.monotonic() - t0
 
 
-def buffer_fill(stack: Stack, campaign_id: int, size: int, timeout_s: float = 600.0) -> float:
+def buffer_fill(stack: Stack, campaign_id: int, size: int, timeout_s: float = 900.0) -> float:
     """Set the campaign's buffer to ``size`` and wait until that many battles are ready (a worker must be
     running; beat's buffer check starts the fill). Battles generated per second."""
     assert stack.pg is not None
@@ -379,7 +381,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--raters", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0, help="each of the four phases")
-    parser.add_argument("--buffer", type=int, default=1200, help="battles generated ahead for each warm phase")
+    parser.add_argument("--buffer", type=int, default=2000, help="battles generated ahead for the peak")
     parser.add_argument("--prompts", type=int, default=2500, help="pool prompts (no rater rates one twice)")
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--worker-concurrency", type=int, default=4)
@@ -432,8 +434,12 @@ def main() -> int:
             ledger, elapsed = drive(raters, args.seconds, None, warm=True)
             phases["peak"] = summary("peak", ledger, elapsed, stack, cpu=cpu)
             rate = float(phases["peak"]["votes_per_s"])  # type: ignore[arg-type]
+            if ledger.errors.get("buffer dry"):
+                print(f"    peak: the buffer of {args.buffer} ran dry before {args.seconds} s (the raters stopped "
+                      "one by one, so votes/s is a little low): give a larger --buffer", flush=True)  # fmt: skip
             stack.start_compose_workers()
-            buffer_fill(stack, campaign_id, args.buffer)
+            # Half of the peak's rate for --seconds, with a quarter to spare: no longer a fill than that needs.
+            buffer_fill(stack, campaign_id, min(args.buffer, int(rate / 2 * args.seconds * 1.25) + args.raters))
             stack.stop_workers()
             ledger, elapsed = drive(raters, args.seconds, args.raters / max(rate / 2, 0.01), warm=True)
             phases["half"] = summary("half", ledger, elapsed, stack)
