@@ -192,7 +192,7 @@ class RaterProgress:
 
     in_session: int  # battles in the session window (the last `window_h` hours, any login)
     session_cap: int
-    votes: int
+    votes: int | None  # the rater's votes in the campaign; None where no cap asks for them (not counted)
     vote_cap: int | None
     window_h: int = 12
 
@@ -202,7 +202,7 @@ class RaterProgress:
 
     @property
     def campaign_full(self) -> bool:
-        return self.vote_cap is not None and self.votes >= self.vote_cap
+        return self.vote_cap is not None and self.votes is not None and self.votes >= self.vote_cap
 
     @property
     def stopped(self) -> bool:
@@ -215,7 +215,8 @@ def rater_progress(*, campaign: Campaign, user: User, in_session: int | None = N
     return RaterProgress(
         in_session=battles_in_session_window(campaign=campaign, user=user) if in_session is None else in_session,
         session_cap=campaign.session_cap,
-        votes=votes_by_rater(campaign=campaign, user=user),
+        # Counted only for a cap: the pages show no count of votes (every battle page asked for it).
+        votes=votes_by_rater(campaign=campaign, user=user) if campaign.rater_vote_cap is not None else None,
         vote_cap=campaign.rater_vote_cap,
         window_h=campaign.session_window_h,
     )

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from battles import selectors
+from battles import selectors, services
 from battles.models import Battle
 from tests.battles.test_identity_refuse import ready_battle
 from tests.conftest import Tenant
@@ -45,6 +45,17 @@ def test_one_statement_counts_what_the_two_selectors_count(acme: Tenant, bob: Us
             selectors.rater_progress(campaign=battle.campaign, user=bob),
         )
         assert selectors.battle_page_counts(battle=battle, user=bob) == expected
+    assert acme.campaign.rater_vote_cap is None
     with CaptureQueriesContext(connection) as captured:
-        selectors.battle_page_counts(battle=battle, user=bob)
-    assert len(captured.captured_queries) == 2  # the battles' two counts, and the votes
+        _, progress = selectors.battle_page_counts(battle=battle, user=bob)
+    # The battles' two counts; the rater's votes are counted only where a cap asks for them.
+    assert len(captured.captured_queries) == 1 and progress.votes is None and not progress.campaign_full
+
+    battle.campaign.rater_vote_cap = 3
+    Battle.objects.filter(pk=pending.pk).update(rater=None)  # one open battle a rater: the votes' come next
+    for votes in range(4):
+        with CaptureQueriesContext(connection) as captured:
+            _, progress = selectors.battle_page_counts(battle=battle, user=bob)
+        assert len(captured.captured_queries) == 2  # ...and the votes
+        assert progress.votes == votes and progress.campaign_full == (votes >= 3)
+        services.vote_submit(battle_id=ready_battle(acme, bob, f"Voted {votes}").pk, user=bob, choice="left")
