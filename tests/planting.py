@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connection
 
-__all__ = ["planting"]
+__all__ = ["answers_planted", "planting"]
 
 
 @contextmanager
@@ -37,3 +38,12 @@ def planting() -> Iterator[None]:
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SET session_replication_role = DEFAULT")
+
+
+def answers_planted(generations: Any, text: str) -> None:
+    """Inside ``planting()``: the answers of the ``generations`` queryset now say ``text``, with the rendering
+    the generation worker stores beside an answer (battles.rendering.answer_rendered), as if the models had
+    written it."""
+    from battles.rendering import answer_rendered
+
+    generations.update(text=text, **answer_rendered(text))

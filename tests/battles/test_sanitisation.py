@@ -8,7 +8,7 @@ from django.urls import reverse
 from battles.models import Campaign
 from tests.conftest import endpoint_for, generation_worker_run, start_battle
 from tests.html_safety import unsafe_markup
-from tests.planting import planting
+from tests.planting import answers_planted, planting
 
 pytestmark = [pytest.mark.django_db, pytest.mark.triton, pytest.mark.usefixtures("triton_server")]
 
@@ -36,7 +36,7 @@ def test_rater_prompt_and_echoed_answer_are_sanitised(acme, bob_client, triton_s
 def test_stored_answer_with_markup_is_rendered_as_safe_markdown(acme, bob_client):
     battle, _ = start_battle(bob_client, acme.campaign)
     with planting():
-        battle.generations.filter(side="left").update(text="# Title\n\n**bold** <b onclick=x>raw</b>\n\n- item")
+        answers_planted(battle.generations.filter(side="left"), "# Title\n\n**bold** <b onclick=x>raw</b>\n\n- item")
     html = bob_client.get(reverse("battles:battle", args=[battle.pk])).content.decode()
     assert '<p class="md-h1">Title</p>' in html and "<strong>bold</strong>" in html and "<li>item</li>" in html
     assert unsafe_markup(html.split('<div class="battle"', 1)[1].split("<form", 1)[0]) == []

@@ -17,7 +17,7 @@ from pytest_django.live_server_helper import LiveServer
 from battles.models import Battle, Campaign, Prompt, Vote
 from raters.services import invitation_create
 from tests.conftest import Tenant, endpoint_of
-from tests.planting import planting
+from tests.planting import answers_planted, planting
 
 from .conftest import logged_in
 
@@ -90,8 +90,8 @@ def test_battle_page_buttons_keys_progress_title_outline_and_live_region(
     battle = _start(page, live_server.url, acme)
     # Markdown headings in an answer (models write them) must not enter the page outline.
     with planting():
-        battle.generations.update(
-            text="# Heading from a model\n\n## Another\n\n" + "Some text of a long answer. " * 150
+        answers_planted(
+            battle.generations, "# Heading from a model\n\n## Another\n\n" + "Some text of a long answer. " * 150
         )
     page.reload()
     _vote_bar_is_opaque_over_the_answers(page)

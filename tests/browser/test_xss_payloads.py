@@ -20,7 +20,7 @@ from pytest_django.live_server_helper import LiveServer
 from battles.models import Battle, Campaign, Prompt
 from tests.conftest import Tenant
 from tests.html_safety import unsafe_markup
-from tests.planting import planting
+from tests.planting import answers_planted, planting
 
 from .conftest import logged_in
 
@@ -93,7 +93,7 @@ def test_no_payload_runs_in_the_browser(
     assert battle is not None
     page.wait_for_function("() => !document.getElementById('preparing')", timeout=30000)
     with planting():
-        battle.generations.update(text=JOINED)
+        answers_planted(battle.generations, JOINED)
     url = live_server.url + reverse("battles:battle", args=[battle.pk])
     _check(page, url, fired)
     assert page.inner_text(".battle").count("<script>alert(1)") >= 3  # prompt and both answers, as text
