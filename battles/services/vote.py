@@ -36,13 +36,20 @@ def _style_sum(styles: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 # The vote's statements that every vote runs, compiled once (core.prepared) and run with each vote's values:
 # what the log takes of each answer (not its text), in turn order; the stamp of the first showing; the flip.
-_LOGGED_FIELDS = ("id", "battle_id", "side", "turn", "output_tokens", "finish_reason", "latency_s", "ttft_s")
+_LOGGED_FIELDS = (
+    "id",
+    "battle_id",
+    "side",
+    "turn",
+    "output_tokens",
+    "finish_reason",
+    "latency_s",
+    "ttft_s",
+    "model_mentions",
+    "style",
+)
 _answers_logged: Prepared[Generation] = Prepared(
-    lambda battle_id: (
-        Generation.objects.filter(battle_id=battle_id)
-        .only(*_LOGGED_FIELDS, "model_mentions", "style")
-        .order_by("turn", "side")
-    ),
+    lambda battle_id: Generation.objects.filter(battle_id=battle_id).only(*_LOGGED_FIELDS).order_by("turn", "side"),
     battle_id=UUID,
 )
 _mark_shown: PreparedUpdate = PreparedUpdate(
