@@ -414,12 +414,15 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
             assert assignment.battle_for_rater(user=rater, battle_id="not-a-uuid") is None
             assert assignment.battle_pending_for_rater(campaign=campaign, user=rater) == battle
             assert assignment.battle_turns(battle) == [] and assignment.battle_generations(battle) == []
-            assert assignment.competitor_ids_available(campaign=campaign) == {left.pk, right.pk}
             assert campaigns.campaign_for_rater(user=rater, campaign_id=campaign.pk) == campaign
             assert campaigns.pool_for_rater(campaign=campaign, user=rater) == pool
-            assert buffer._claim_candidates.all(campaign_id=campaign.pk, since=now) == []
+            assert buffer._claim_candidates.all(campaign_id=campaign.pk, rater_id=rater.pk, since=now) == []
+            assert buffer._claim_candidates_first.all(campaign_id=campaign.pk, rater_id=rater.pk, since=now) == []
             assert vote._mark_shown.run(battle_id=UUID(int=0), shown_at=now) == 0
-            assert vote._mark_voted.run(battle_id=UUID(int=0), voted_at=now) == 0
+            assert (
+                vote._mark_voted.run(battle_id=UUID(int=0), voted_at=now, campaign_id=campaign.pk, rater_id=rater.pk)
+                == 0
+            )
             assert buffer._claim.run(
                 battle_id=UUID(int=0), rater_id=rater.pk, pool_id=pool.pk, session_key="k", claimed_at=now
             ) == 0  # fmt: skip
@@ -428,14 +431,15 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
                 prompt.text_hash
             }
             assert assignment.battles_in_session_window(campaign=campaign, user=rater) == 1
+            assert assignment.rater_standing(campaign=campaign, user=rater) == assignment.RaterStanding(1, 1)
             assert assignment.votes_by_rater(campaign=campaign, user=rater) == 0
             assert assignment.battle_page_counts(battle=battle, user=rater)[0] == 1
         statements: list[Prepared[Any] | PreparedUpdate | PreparedAggregate] = [
             assignment._in_session_window, assignment._page_counts, assignment._votes_of_rater,
             assignment._hashes_rated,
             assignment._battle_of_rater, assignment._battle_pending, assignment._turns_of_battle,
-            assignment._generations_of_battle, assignment._competitor_ids_available, campaigns._campaign_for_rater,
-            campaigns._pools_of_rater, buffer._claim_candidates, buffer._claim, vote._mark_shown, vote._mark_voted,
-            vote._answers_logged,
+            assignment._generations_of_battle, campaigns._campaign_for_rater,
+            campaigns._pools_of_rater, buffer._claim_candidates, buffer._claim_candidates_first, buffer._claim,
+            vote._mark_shown, vote._mark_voted, vote._answers_logged, assignment._standing,
         ]  # fmt: skip
         assert [s.name for s in statements if not s.compiled_in_scope()] == []

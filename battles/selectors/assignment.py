@@ -124,6 +124,38 @@ _votes_of_rater: PreparedAggregate = PreparedAggregate(
 )
 
 
+_OPEN = (Battle.Status.READY, Battle.Status.GENERATING)
+_standing: PreparedAggregate = PreparedAggregate(
+    lambda campaign_id, rater_id, since: (
+        Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id).filter(
+            Q(status__in=_OPEN) | (~Q(status=Battle.Status.VOID) & _taken_between(since))
+        ),
+        {
+            "open": Count("pk", filter=Q(status__in=_OPEN)),
+            "in_session": Count("pk", filter=~Q(status=Battle.Status.VOID) & _taken_between(since)),
+        },
+    ),
+    campaign_id=int,
+    rater_id=int,
+    since=datetime,
+)
+
+
+@dataclass(frozen=True)
+class RaterStanding:
+    """What "next battle" asks first, in one statement: whether the rater holds an open battle (ready, or
+    being prepared), and their battles in the session window (``battles_in_session_window``)."""
+
+    open: int
+    in_session: int
+
+
+def rater_standing(*, campaign: Campaign, user: User, now: datetime | None = None) -> RaterStanding:
+    since = (now or timezone.now()) - timedelta(hours=campaign.session_window_h)
+    counts = _standing.run(campaign_id=campaign.pk, rater_id=user.pk, since=since)
+    return RaterStanding(open=int(counts["open"]), in_session=int(counts["in_session"]))
+
+
 def battles_in_session_window(*, campaign: Campaign, user: User, now: datetime | None = None) -> int:
     """The rater's battles of the last `campaign.session_window_h` hours, over every login: what the
     session cap counts."""
@@ -387,23 +419,14 @@ def competitors_available(*, campaign: Campaign) -> QuerySet[Competitor]:
     A battle already assigned to a rater when a competitor goes down stays valid: its answers exist, so
     it is shown and voted on as usual; one still generating voids if its model fails. External
     competitors (no endpoint, shadow battles only) are available while active."""
-    return _competitors_available_in(campaign.pk)
+    return competitors_available_in(campaign.pk)
 
 
-def _competitors_available_in(campaign_id: int) -> QuerySet[Competitor]:
+def competitors_available_in(campaign_id: int) -> QuerySet[Competitor]:
+    """``competitors_available`` by the campaign's id (what a statement compiled once is built from)."""
     return Competitor.objects.filter(campaign_id=campaign_id, active=True, gold=False).exclude(
         endpoint__health=Health.DOWN
     )
-
-
-_competitor_ids_available: Prepared[int] = Prepared(
-    lambda campaign_id: _competitors_available_in(campaign_id).values_list("pk", flat=True), campaign_id=int
-)
-
-
-def competitor_ids_available(*, campaign: Campaign) -> set[int]:
-    """The ids of ``competitors_available``, as a set (what a claim checks each candidate's pair against)."""
-    return set(_competitor_ids_available.all(campaign_id=campaign.pk))
 
 
 def competitors_generating(*, campaign: Campaign) -> QuerySet[Competitor]:

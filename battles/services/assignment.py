@@ -9,6 +9,7 @@ import math
 import random
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -52,11 +53,13 @@ class Assignment:
     resumed: bool
 
 
-def _check_caps(*, campaign: Campaign, user: User) -> None:
+def _check_caps(*, campaign: Campaign, user: User, now: datetime, in_session: int | None) -> None:
     # The session cap counts the rater's battles of the last session_window_h hours over every login:
-    # logging out and in again does not reset it.
-    now = timezone.now()
-    if selectors.battles_in_session_window(campaign=campaign, user=user, now=now) >= campaign.session_cap:
+    # logging out and in again does not reset it. ``in_session``: that count as the caller read it at ``now``
+    # (None: read it here).
+    if in_session is None:
+        in_session = selectors.battles_in_session_window(campaign=campaign, user=user, now=now)
+    if in_session >= campaign.session_cap:
         frees_at = selectors.session_window_frees_at(campaign=campaign, user=user, now=now)
         when = f"in {timeuntil(frees_at, now)}" if frees_at is not None else "later"
         raise CapReached(
@@ -85,15 +88,22 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_te
     pool = selectors.pool_for_rater(campaign=campaign, user=user)
     if pool is None:
         raise NotAllowed("You are not in a rater pool of this campaign.")
-    pending = _pending_or_none(campaign=campaign, user=user)
-    if pending is not None:
-        return Assignment(battle=pending, resumed=True)
+    # Whether the rater holds an open battle and their count against the session cap, in one statement; the
+    # open battle itself is read only where there is one.
+    now = timezone.now()
+    standing = selectors.rater_standing(campaign=campaign, user=user, now=now)
+    in_session: int | None = standing.in_session
+    if standing.open:
+        pending = _pending_or_none(campaign=campaign, user=user)
+        if pending is not None:
+            return Assignment(battle=pending, resumed=True)
+        in_session = None  # a lost battle was voided meanwhile: the count is read again
     if selectors.rater_blocked(campaign=campaign, user=user):
         raise RaterBlocked(
             "You have missed too many of this campaign's attention checks, so it has no more battles for you. "
             "If you think this is a mistake, contact the team running the study."
         )
-    _check_caps(campaign=campaign, user=user)
+    _check_caps(campaign=campaign, user=user, now=now, in_session=in_session)
     qualifying = _qualification_battle(campaign=campaign, user=user, pool=pool, session_key=session_key)
     if qualifying is not None:
         return qualifying

@@ -3,6 +3,7 @@ maintenance (and their tasks)."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import secrets
 from datetime import datetime, timedelta
@@ -87,18 +88,49 @@ def buffer_fill_task(campaign_id: int, *, organization_id: int) -> int:
     return len(buffer_fill(campaign_id=campaign_id))
 
 
-# A claim's two statements, compiled once (core.prepared) and run with each claim's values: the buffer's
-# oldest ready battles no rater has (within the age limit, or pushed in shadow mode), and the conditional update.
-_claim_candidates: Prepared[Battle] = Prepared(
-    lambda campaign_id, since: (
-        Battle.objects.filter(campaign_id=campaign_id, rater__isnull=True, status=Battle.Status.READY)
-        .filter(models.Q(created_at__gte=since) | models.Q(source=Battle.Source.SHADOW))
-        .select_related("prompt")
-        .order_by("created_at")[:CLAIM_CANDIDATES]
-    ),
-    campaign_id=int,
-    since=datetime,
-)
+# How many of the buffer's oldest battles a claim looks at before preparing one for the rater instead, and
+# how many it looks at first.
+CLAIM_CANDIDATES = 16
+CLAIM_FIRST = 4
+
+
+# A claim's statements, compiled once (core.prepared) and run with each claim's values: the buffer's oldest
+# ready battles no rater has (within the age limit, or pushed in shadow mode), and the conditional update.
+def _candidates(limit: int) -> Prepared[Battle]:
+    """The buffer's oldest ready battles that no rater has and that the rater may rate by the rules that hold
+    for everyone (within the age limit, or pushed in shadow mode; both competitors still available, or for a
+    shadow battle still active; a prompt whose normalised text the rater has not had in a battle that was not
+    voided), in one statement: the rest of the rules (a prompt-hash cap, an identity policy, a shared item) are
+    checked on the few read."""
+
+    def build(campaign_id: int, rater_id: int, since: datetime) -> models.QuerySet[Battle]:
+        available = selectors.competitors_available_in(campaign_id).values("pk")
+        active = Competitor.objects.filter(campaign_id=campaign_id, active=True).values("pk")
+        seen = Battle.objects.filter(
+            campaign_id=campaign_id,
+            rater_id=rater_id,
+            prompt__campaign_id=campaign_id,  # the same as the battle's: the prompts' index is (campaign, hash)
+            prompt__text_hash=models.OuterRef("prompt__text_hash"),
+        ).exclude(status=Battle.Status.VOID)
+        shadow = models.Q(source=Battle.Source.SHADOW)
+        return (
+            Battle.objects.filter(campaign_id=campaign_id, rater__isnull=True, status=Battle.Status.READY)
+            .filter(
+                (shadow & models.Q(left__in=active, right__in=active))
+                | (~shadow & models.Q(created_at__gte=since, left__in=available, right__in=available))
+            )
+            .exclude(models.Exists(seen))
+            .select_related("prompt")
+            .order_by("created_at")[:limit]
+        )
+
+    return Prepared(build, campaign_id=int, rater_id=int, since=datetime)
+
+
+# The oldest few first (each candidate is a battle and its prompt built in Python: the few are cheaper, and
+# almost always hold one the rater may have); the oldest CLAIM_CANDIDATES only when none of the few does.
+_claim_candidates_first: Prepared[Battle] = _candidates(CLAIM_FIRST)
+_claim_candidates: Prepared[Battle] = _candidates(CLAIM_CANDIDATES)
 _claim: PreparedUpdate = PreparedUpdate(
     lambda battle_id, rater_id, pool_id, session_key, claimed_at: (
         Battle.objects.filter(pk=battle_id, rater__isnull=True, status=Battle.Status.READY),
@@ -118,40 +150,52 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
     Checked at claim time, since the buffer was filled without knowing who would rate: the prompt is
     not one the rater has seen (by normalised text), its hash is under the campaign's cap, both
     competitors are still available, the battle is younger than the buffer's age limit (shadow battles:
-    both competitors still active, and no age limit: see ``buffer_maintain``). The claim is a
-    conditional update (``rater IS NULL``): of two raters racing for one battle, one gets it and the
-    other the next. A rater who already holds an open battle (a second tab) makes the database refuse
-    (IntegrityError: one open battle per rater and campaign), which the caller turns into that battle."""
+    both competitors still active, and no age limit: see ``buffer_maintain``), a prompt asking the model's
+    identity is not served under the "refuse" policy, and a shared item's copy goes to a rater without one.
+    The claim is a conditional update (``rater IS NULL``): of two raters racing for one battle, one gets it
+    and the other the next. A rater who already holds an open battle (a second tab) makes the database
+    refuse (IntegrityError: one open battle per rater and campaign), which the caller turns into that
+    battle. The rules that hold for everyone are asked of the database with the candidates (one statement);
+    it reads the oldest ``CLAIM_FIRST`` of those, and the oldest ``CLAIM_CANDIDATES`` only when none of the
+    first will do by the campaign's own rules: the battle handed out is the same either way."""
     now = timezone.now()
-    candidates = _claim_candidates.all(
-        campaign_id=campaign.pk, since=now - timedelta(seconds=campaign.buffer_max_age_s)
-    )
+    values = {
+        "campaign_id": campaign.pk,
+        "rater_id": user.pk,
+        "since": now - timedelta(seconds=campaign.buffer_max_age_s),
+    }
+    first = _claim_candidates_first.all(**values)
+    claimed = _claim_first_usable(first, campaign=campaign, user=user, pool=pool, session_key=session_key, now=now)
+    if claimed is not None or len(first) < CLAIM_FIRST:
+        return claimed
+    looked = {candidate.pk for candidate in first}
+    more = [candidate for candidate in _claim_candidates.all(**values) if candidate.pk not in looked]
+    return _claim_first_usable(more, campaign=campaign, user=user, pool=pool, session_key=session_key, now=now)
+
+
+def _claim_first_usable(
+    candidates: list[Battle], *, campaign: Campaign, user: User, pool: RaterPool, session_key: str, now: datetime
+) -> Battle | None:
+    """Claim the first of ``candidates`` (oldest first) that the campaign's own rules let the rater have (the
+    rules for everyone were asked of the database with them), or None."""
     if not candidates:
         return None
-    # The rules, for these few candidates only (never over the rater's whole history or the whole log).
     hashes = {candidate.prompt.text_hash for candidate in candidates}
-    seen = selectors.hashes_rated_by(campaign=campaign, user=user, hashes=hashes)
-    full = selectors.hashes_at_cap(campaign=campaign, hashes=hashes)
-    available = selectors.competitor_ids_available(campaign=campaign)
-    active = (
-        set(Competitor.objects.filter(campaign=campaign, active=True).values_list("pk", flat=True))
-        if any(candidate.source == Battle.Source.SHADOW for candidate in candidates)
-        else set()
-    )
+    full = selectors.hashes_at_cap(campaign=campaign, hashes=hashes)  # a statement only under a cap
     refuse = identity_refused(campaign)
     items = {candidate.item_key for candidate in candidates if candidate.item_key is not None}
     held = selectors.items_held_by(campaign=campaign, user=user, item_keys=items) if items else set()
     for candidate in candidates:
-        if candidate.prompt.text_hash in seen or candidate.prompt.text_hash in full:
+        if candidate.prompt.text_hash in full:
             continue
         if refuse and candidate.prompt.asks_identity:
             continue  # generated (or pushed) before the policy changed: never served under "refuse"
         if candidate.item_key is not None and candidate.item_key in held:
             continue
-        usable = active if candidate.source == Battle.Source.SHADOW else available
-        if candidate.left_id not in usable or candidate.right_id not in usable:
-            continue
-        with transaction.atomic():  # a savepoint: the one-open-battle constraint may refuse the update
+        # One statement: in autocommit it is a transaction of its own (no BEGIN and COMMIT around it); inside a
+        # caller's transaction a savepoint keeps that transaction usable if the one-open-battle constraint
+        # refuses the update.
+        with transaction.atomic() if transaction.get_connection().in_atomic_block else contextlib.nullcontext():
             won = _claim.run(
                 battle_id=candidate.pk, rater_id=user.pk, pool_id=pool.pk, session_key=session_key, claimed_at=now
             )
@@ -180,10 +224,6 @@ def buffer_maintain_open_task() -> int:
     """Beat's safety net, across organisations: each open campaign's buffer is checked in its own
     organisation's scope (the service lists them unscoped on purpose)."""
     return buffer_maintain_schedule_open_campaigns()
-
-
-# How many of the buffer's oldest battles a claim looks at before preparing one for the rater instead.
-CLAIM_CANDIDATES = 16
 
 
 def buffer_maintain(*, campaign_id: int) -> int:

@@ -10,12 +10,13 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import Exists
 from django.utils import timezone
 
 from core.errors import Invalid
 from core.prepared import Prepared, PreparedUpdate
 from raters.hooks import send_on_commit
-from raters.models import WebhookEvent
+from raters.models import RaterPool, WebhookEvent
 from raters.services import webhook_event_emit
 from serving.analysis import prompt_asks_identity
 
@@ -60,13 +61,19 @@ _mark_shown: PreparedUpdate = PreparedUpdate(
     battle_id=UUID,
     shown_at=datetime,
 )
+# The flip checks that the rater is still in a pool the campaign names, in the same statement: a rater taken
+# out of the pool after the battle was handed out votes no more (what the vote's own read of the pool did).
 _mark_voted: PreparedUpdate = PreparedUpdate(
-    lambda battle_id, voted_at: (
-        Battle.objects.filter(pk=battle_id, status=Battle.Status.READY),
+    lambda battle_id, voted_at, campaign_id, rater_id: (
+        Battle.objects.filter(pk=battle_id, status=Battle.Status.READY).filter(
+            Exists(RaterPool.objects.filter(campaigns=campaign_id, members=rater_id))
+        ),
         {"status": Battle.Status.VOTED, "voted_at": voted_at},
     ),
     battle_id=UUID,
     voted_at=datetime,
+    campaign_id=int,
+    rater_id=int,
 )
 
 
@@ -160,17 +167,19 @@ def _vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | No
         raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
     if battle.campaign.status != Campaign.Status.OPEN:
         raise VoteRejected("This campaign is closed; no more votes are taken.")
-    if not selectors.rater_in_campaign_pool(campaign=battle.campaign, user=user):
-        raise VoteRejected("You are no longer in a rater pool of this campaign; this vote was not stored.")
     if battle.status != Battle.Status.READY or battle.shown_at is None:
         raise VoteRejected("This battle has not been shown yet; open it before voting.")
     pool_id = battle.pool_id
     assert pool_id is not None  # set with the rater (battle_for_rater found it by its rater)
 
     now = timezone.now()
-    # The database settles races: of two concurrent submissions only one flips READY to VOTED.
-    claimed = _mark_voted.run(battle_id=battle.pk, voted_at=now)
+    # The database settles races: of two concurrent submissions only one flips READY to VOTED. The flip also
+    # asks that the rater still be in a pool of the campaign; when it flips nothing, a look at the pool says
+    # which of the two refused it (the failure path pays the look-up).
+    claimed = _mark_voted.run(battle_id=battle.pk, voted_at=now, campaign_id=battle.campaign_id, rater_id=user.pk)
     if not claimed:
+        if not selectors.rater_in_campaign_pool(campaign=battle.campaign, user=user):
+            raise VoteRejected("You are no longer in a rater pool of this campaign; this vote was not stored.")
         raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
     log = _conversation_log(battle)
     decision_ms = max(0, int((now - battle.shown_at).total_seconds() * 1000))

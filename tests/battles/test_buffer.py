@@ -379,3 +379,50 @@ def test_prompt_pick_draws_at_random_but_never_a_rated_prompt(acme, bob):
         for prompt in left_over
     )
     assert selectors.prompt_pick(campaign=campaign, user=bob, rng=random.Random(1)) is None
+
+
+def test_a_claim_looks_past_the_first_few_when_none_of_them_will_do(acme, bob):
+    """The claim reads the oldest CLAIM_FIRST battles, and the oldest CLAIM_CANDIDATES only when none of
+    those will do: the battle handed out is the oldest the rater may rate, either way."""
+    campaign = _with_buffer(acme, 0)
+    prompts = [PromptFactory.create(campaign=campaign) for _ in range(services.CLAIM_FIRST + 2)]
+    for prompt in prompts[: services.CLAIM_FIRST]:  # bob has rated these: the oldest few will not do
+        Battle.objects.create(
+            organization=acme.organization,
+            campaign=campaign,
+            rater=bob,
+            pool=acme.pool,
+            prompt=prompt,
+            left=acme.left,
+            right=acme.right,
+            status=Battle.Status.VOTED,
+        )
+    ready = _ready_buffer(acme, prompts)
+    assert _claim(campaign, bob).battle.pk == ready[services.CLAIM_FIRST].pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_in_autocommit_sends_no_transaction_and_a_refusal_leaves_the_connection_usable(
+    vote_log_purge, acme, bob
+):
+    """The claim's one update is a transaction of its own in autocommit (no BEGIN and COMMIT around it). When
+    the one-open-battle constraint refuses it (a second tab got a battle first), the error reaches the caller,
+    which hands out that battle, and the connection goes on working."""
+    from django.db import IntegrityError
+    from django.test.utils import CaptureQueriesContext
+
+    campaign = _with_buffer(acme, 0)
+    first, second = _ready_buffer(acme, list(Prompt.objects.filter(campaign=campaign)[:2]))
+    with principal_scope(bob), CaptureQueriesContext(connection) as sent:
+        claimed = services.battle_claim(campaign=campaign, user=bob, pool=acme.pool, session_key="s")
+    assert claimed is not None and claimed.pk == first.pk
+    assert not any(q["sql"] in ("BEGIN", "COMMIT") or q["sql"].startswith("SAVEPOINT") for q in sent.captured_queries)
+    first.refresh_from_db()
+    assert first.rater_id == bob.pk  # committed: another connection sees it
+    # bob holds an open battle now: the database refuses a second claim (the race of two tabs).
+    with principal_scope(bob), pytest.raises(IntegrityError):
+        services.battle_claim(campaign=campaign, user=bob, pool=acme.pool, session_key="s")
+    second.refresh_from_db()
+    assert second.rater_id is None  # nothing written
+    with principal_scope(bob):  # the connection is usable, and the caller's path hands out the open battle
+        assert _claim(campaign, bob).battle.pk == first.pk

@@ -59,3 +59,34 @@ def test_one_statement_counts_what_the_two_selectors_count(acme: Tenant, bob: Us
         assert len(captured.captured_queries) == 2  # ...and the votes
         assert progress.votes == votes and progress.campaign_full == (votes >= 3)
         services.vote_submit(battle_id=ready_battle(acme, bob, f"Voted {votes}").pk, user=bob, choice="left")
+
+
+def test_the_raters_standing_says_what_the_pending_battle_and_the_session_count_say(acme: Tenant, bob: User):
+    """ "Next battle" asks in one statement whether the rater holds an open battle and how many battles of theirs
+    the session cap counts: the same answers as reading the pending battle and counting the window, over
+    battles of every state across three windows (ready and generating are open; voided ones do not count)."""
+    rng = random.Random(29)
+    now = timezone.now()
+    window_h = acme.campaign.session_window_h
+    for i in range(40):
+        battle = ready_battle(acme, bob, f"Prompt {i}")
+        hours = rng.choice([rng.uniform(0, 3 * window_h), window_h, 2 * window_h, 0.001])
+        taken = now - timedelta(hours=hours)
+        status = rng.choice([Battle.Status.VOID, Battle.Status.VOTED, Battle.Status.VOTED])
+        stamped = rng.random() < 0.8
+        Battle.objects.filter(pk=battle.pk).update(
+            status=status, created_at=taken, claimed_at=taken if stamped else None
+        )
+        standing = selectors.rater_standing(campaign=acme.campaign, user=bob, now=now)
+        assert standing.open == 0
+        assert standing.in_session == selectors.battles_in_session_window(campaign=acme.campaign, user=bob, now=now)
+    for status, hours in ((Battle.Status.READY, 0.5), (Battle.Status.GENERATING, 3 * window_h)):
+        open_battle = ready_battle(acme, bob, f"Open, {status}")
+        taken = now - timedelta(hours=hours)
+        Battle.objects.filter(pk=open_battle.pk).update(status=status, created_at=taken, claimed_at=taken)
+        with CaptureQueriesContext(connection) as captured:
+            standing = selectors.rater_standing(campaign=acme.campaign, user=bob, now=now)
+        assert len(captured.captured_queries) == 1
+        assert standing.open == 1 and selectors.battle_pending_for_rater(campaign=acme.campaign, user=bob) is not None
+        assert standing.in_session == selectors.battles_in_session_window(campaign=acme.campaign, user=bob, now=now)
+        Battle.objects.filter(pk=open_battle.pk).update(status=Battle.Status.VOTED)

@@ -2,11 +2,12 @@
 
 The vote request through every middleware (the session, the user and the tenant scope's memberships come
 from the shared cache, core.cached), the view's study gate (whether the account is a participant: the
-cache too) and the service: the battle read once (the view hands it to the service), the pool check, the
-conditional READY -> VOTED update, the answers' log fields (not their text; a single-turn battle reads no
-turns), the vote insert (the webhook subscriptions: the cache, read from the database only where some
-endpoint subscribes); the transaction around it (BEGIN/COMMIT in production, a savepoint and its release
-inside the test's transaction). benchmarks/vote_cost.py times each part."""
+cache too) and the service: the battle read once (the view hands it to the service), the conditional
+READY -> VOTED update that also checks the rater is still in a pool of the campaign, the answers' log
+fields (not their text; a single-turn battle reads no turns), the vote insert (the webhook subscriptions:
+the cache, read from the database only where some endpoint subscribes); the transaction around it
+(BEGIN/COMMIT in production, a savepoint and its release inside the test's transaction).
+benchmarks/vote_cost.py times each part. "Next battle" and the battle page are pinned here too."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from tests.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
 
-# battle, SAVEPOINT, pool check, the conditional update, answers, vote insert, RELEASE.
-VOTE_QUERIES = 7
+# battle, SAVEPOINT, the conditional update (with the pool check), answers, vote insert, RELEASE.
+VOTE_QUERIES = 6
 
 
 def _vote(client: Client, battle: Battle) -> list[str]:
@@ -44,6 +45,10 @@ def test_a_vote_costs_a_pinned_number_of_queries_and_reads_its_battle_once(acme:
         assert not [q for q in queries if f'FROM "{table}"' in q], table
     battle_reads = [q for q in queries if q.startswith("SELECT") and 'FROM "battles_battle"' in q]
     assert len(battle_reads) == 1
+    # The pool is checked by the flip itself, not by a read of its own.
+    (flip,) = [q for q in queries if q.startswith('UPDATE "battles_battle"')]
+    assert '"raters_raterpool"' in flip
+    assert not [q for q in queries if q.startswith("SELECT") and 'FROM "raters_raterpool"' in q]
     # The answers' texts stay in the database: the log takes their counts.
     (answers,) = [q for q in queries if 'FROM "battles_generation"' in q]
     assert '"battles_generation"."text"' not in answers
@@ -98,3 +103,80 @@ def test_a_second_vote_that_gets_past_the_flip_is_refused_by_the_log_and_rolled_
     assert list(Vote.objects.filter(battle=battle).values_list("choice", flat=True)) == ["left"]
     battle.refresh_from_db()
     assert battle.status == Battle.Status.READY  # the second flip went with the refused insert
+
+
+def test_a_vote_of_a_rater_taken_out_of_the_pool_is_refused_by_the_flip(acme: Tenant, bob: User, bob_client: Client):
+    """The flip checks the pool: a rater removed after the battle was shown is told so, and nothing is stored."""
+    battle = ready_battle(acme, bob)
+    acme.pool.members.remove(bob)
+    response = bob_client.post(reverse("battles:vote", args=[battle.pk]), {"choice": "left"})
+    assert response.status_code == 409 and "no longer in a rater pool" in response.content.decode()
+    assert not Vote.objects.filter(battle=battle).exists()
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.READY and battle.voted_at is None
+
+
+def _page(client: Client, battle: Battle) -> tuple[str, list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(reverse("battles:battle", args=[battle.pk]))
+    assert response.status_code == 200
+    return response.content.decode(), [query["sql"] for query in captured.captured_queries]
+
+
+def test_the_page_reads_turns_only_for_a_battle_that_may_have_them(acme: Tenant, bob: User, bob_client: Client):
+    """A ready or voted battle has both answers of every turn stored, so a single-turn one sends no read of
+    turns; one with answers to a later turn reads them and shows the history; a generating one whose new turn
+    has no answers yet reads them too, and shows that turn as the one being prepared."""
+    warm = ready_battle(acme, bob, "Warm up: the first request loads what later ones reuse.")
+    _page(bob_client, warm)
+    Battle.objects.filter(pk=warm.pk).update(status=Battle.Status.VOID)  # bob's one open battle: let it go
+    single = ready_battle(acme, bob)
+    page, queries = _page(bob_client, single)
+    assert not [q for q in queries if 'FROM "battles_turn"' in q]
+    assert "Rivers flow." in page
+    Battle.objects.filter(pk=single.pk).update(status=Battle.Status.VOID)  # bob's one open battle: let it go
+
+    multi = ready_battle(acme, bob, "Tell me about lakes.")
+    Turn.objects.create(battle=multi, index=1, text="And seas?", text_hash="1" * 64)
+    for side, competitor, answer in (("left", acme.left, "Seas are salty."), ("right", acme.right, "Seas are big.")):
+        multi.generations.create(side=side, turn=1, competitor=competitor, text=answer, output_tokens=3, latency_s=0.1)
+    page, queries = _page(bob_client, multi)
+    assert len([q for q in queries if 'FROM "battles_turn"' in q]) == 1
+    assert "Your turn 2" in page and "And seas?" in page and "Seas are salty." in page
+
+    # A new turn asked for: generating again, its answers not stored yet.
+    Turn.objects.create(battle=multi, index=2, text="And oceans?", text_hash="2" * 64)
+    Battle.objects.filter(pk=multi.pk).update(status=Battle.Status.GENERATING, shown_at=None, ready_at=None)
+    page, queries = _page(bob_client, multi)
+    assert len([q for q in queries if 'FROM "battles_turn"' in q]) == 1
+    assert "Your turn 3" in page and "And oceans?" in page and "Preparing your next battle" in page
+
+
+def test_next_battle_from_the_buffer_costs_a_pinned_number_of_queries(acme: Tenant, bob: User, bob_client: Client):
+    """ "Next battle" from a buffer: the campaign, the rater's pool, their standing (an open battle? the session
+    count) in one statement, the candidates with the rules for everyone (competitors available, the prompt
+    not seen by the rater) in one statement, and the conditional claim (in a savepoint here; in autocommit
+    in production, see tests/battles/test_buffer.py)."""
+    from battles.models import Prompt
+
+    def buffered(text: str) -> Battle:
+        battle = ready_battle(acme, bob, text)
+        Battle.objects.filter(pk=battle.pk).update(rater=None, pool=None, shown_at=None, claimed_at=None)
+        return battle
+
+    def next_battle() -> tuple[str, list[str]]:
+        with CaptureQueriesContext(connection) as captured:
+            response = bob_client.post(reverse("battles:next", args=[acme.campaign.pk]))
+        assert response.status_code == 302
+        return response["Location"], [query["sql"] for query in captured.captured_queries]
+
+    warm = buffered("Warm up: the first request loads what later ones reuse.")
+    assert next_battle()[0] == f"/b/{warm.pk}/"
+    Battle.objects.filter(pk=warm.pk).update(status=Battle.Status.VOID)
+    assert Prompt.objects.filter(campaign=acme.campaign).exists()
+    battle = buffered("Tell me about deltas.")
+    location, queries = next_battle()
+    assert location == f"/b/{battle.pk}/"
+    # campaign, pool, standing, candidates, SAVEPOINT, the claim, RELEASE.
+    assert len(queries) == 7, "\n".join(queries)
+    assert not [q for q in queries if 'FROM "battles_competitor"' in q.split("WHERE")[0]]  # asked within the candidates
