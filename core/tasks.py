@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from celery import Task
+from django.core.cache import cache
 from django.db import transaction
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
@@ -47,3 +48,28 @@ class TransactionAwareTask(_TaskBase):
                 logger.error("task %s not queued: the broker is unreachable (%s)", self.name, exc)
 
         transaction.on_commit(send)  # at once outside a transaction
+
+    def delay_once_or_log(self, mark: str, mark_s: int, *args: Any, **kwargs: Any) -> None:
+        """``delay_or_log``, but only where no task sent under the same ``mark`` is still waiting to begin:
+        for work that takes in everything asked of it so far when it runs (a buffer's refill counts the
+        buffer then), so that the requests made while one waits ride along with it instead of queueing
+        one each. The mark is set when the transaction commits, for ``mark_s`` seconds at most (a task
+        lost with its worker is asked for again after that); the task clears it as it begins
+        (``mark_clear``), so a request after that asks anew. A broker that cannot be reached is logged and
+        clears the mark, so the next request tries again."""
+
+        def send() -> None:
+            if not cache.add(mark, 1, timeout=mark_s):
+                return  # one asked for and not begun yet: this request rides along
+            try:
+                super(TransactionAwareTask, self).apply_async(args, kwargs)
+            except (KombuOperationalError, RedisError, OSError) as exc:
+                cache.delete(mark)
+                logger.error("task %s not queued: the broker is unreachable (%s)", self.name, exc)
+
+        transaction.on_commit(send)  # at once outside a transaction
+
+
+def mark_clear(mark: str) -> None:
+    """What a task sent by ``delay_once_or_log`` calls as it begins: the requests after this one ask anew."""
+    cache.delete(mark)

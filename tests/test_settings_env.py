@@ -179,9 +179,11 @@ def test_server_side_binding_is_asked_for_on_postgresql_only():
     result = _binding_settings(DB_SERVER_SIDE_BINDING="1")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == [True, 5]
-    # The default: on with the pool (connections that live across requests), off without it (Django's own
-    # client-side binding: nothing prepared), and off when asked (behind a transaction-mode PgBouncer).
+    # The default: on with the pool or persistent connections (connections that live across requests), off
+    # with a connection a request (Django's own client-side binding: nothing prepared), and off when asked
+    # (behind a transaction-mode PgBouncer).
     assert json.loads(_binding_settings().stdout) == [True, 5]
+    assert json.loads(_binding_settings(DB_POOL_MAX_SIZE="0", DB_CONN_MAX_AGE="60").stdout) == [True, 5]
     assert json.loads(_binding_settings(DB_POOL_MAX_SIZE="0").stdout) == [None, None]
     assert json.loads(_binding_settings(DB_SERVER_SIDE_BINDING="0").stdout) == [None, None]
     sqlite = _binding_settings(DATABASE_URL="sqlite:////tmp/arena-binding.sqlite3", DB_SERVER_SIDE_BINDING="1")

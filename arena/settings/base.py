@@ -143,9 +143,11 @@ if ARENA_ASGI_SYNC_VIEWS not in ("wsgi", "asgi"):
 # execution. Planning was three quarters of PostgreSQL's CPU on the load run's vote path, and binding cut
 # PostgreSQL's CPU a vote by 61% (docs/reliability/load.md). Only worth it where connections live across
 # requests (the pool, or DB_CONN_MAX_AGE): a prepared statement dies with its connection. So on by default
-# with the pool, off without it (as in Django); DB_SERVER_SIDE_BINDING=0 turns it off behind a
-# transaction-mode PgBouncer (which cannot keep a session's prepared statements).
-DB_SERVER_SIDE_BINDING = env_bool("DB_SERVER_SIDE_BINDING", bool(DB_POOL_MAX_SIZE and _POSTGRESQL))
+# with the pool or persistent connections (sync workers), off with a connection a request (as in Django);
+# DB_SERVER_SIDE_BINDING=0 turns it off behind a transaction-mode PgBouncer (which cannot keep a session's
+# prepared statements).
+_CONNECTIONS_PERSIST = bool(DB_POOL_MAX_SIZE or DATABASES["default"].get("CONN_MAX_AGE"))
+DB_SERVER_SIDE_BINDING = env_bool("DB_SERVER_SIDE_BINDING", _CONNECTIONS_PERSIST and _POSTGRESQL)
 if DB_SERVER_SIDE_BINDING and _POSTGRESQL:
     DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 # The rater's cycle's statements compiled once a process and run with each request's values (core.prepared):

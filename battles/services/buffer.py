@@ -15,7 +15,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from core.prepared import Prepared, PreparedUpdate
-from core.tasks import TransactionAwareTask
+from core.tasks import TransactionAwareTask, mark_clear
 from raters.models import RaterPool
 from raters.tenancy import TenantTask, scopes_disabled
 
@@ -43,7 +43,19 @@ def buffer_refill_request(*, campaign: Campaign) -> None:
     broker is back), so the rater's next battle is still answered rather than failing with a 500."""
     if campaign.buffer_size == 0 or campaign.status != Campaign.Status.OPEN:
         return
-    buffer_fill_task.delay_or_log(campaign.pk, organization_id=campaign.organization_id)
+    # One refill waiting at a time: the claims made while it waits ride along (it counts the buffer when it
+    # runs), instead of each queueing a fill that would find the buffer full.
+    buffer_fill_task.delay_once_or_log(
+        _refill_mark(campaign.pk), REFILL_MARK_S, campaign.pk, organization_id=campaign.organization_id
+    )
+
+
+# How long a refill asked for may wait to begin before a claim asks again (its worker may be lost).
+REFILL_MARK_S = 30
+
+
+def _refill_mark(campaign_id: int) -> str:
+    return f"battles:buffer-refill:{campaign_id}"
 
 
 def buffer_fill(*, campaign_id: int) -> list[Battle]:
@@ -85,6 +97,7 @@ def buffer_fill(*, campaign_id: int) -> list[Battle]:
 
 @shared_task(base=TenantTask, acks_late=True, name="battles.tasks.buffer_fill_task")
 def buffer_fill_task(campaign_id: int, *, organization_id: int) -> int:
+    mark_clear(_refill_mark(campaign_id))  # before the buffer is counted: a claim from now on asks anew
     return len(buffer_fill(campaign_id=campaign_id))
 
 

@@ -426,3 +426,53 @@ def test_a_claim_in_autocommit_sends_no_transaction_and_a_refusal_leaves_the_con
     assert second.rater_id is None  # nothing written
     with principal_scope(bob):  # the connection is usable, and the caller's path hands out the open battle
         assert _claim(campaign, bob).battle.pk == first.pk
+
+
+def test_claims_made_while_a_refill_waits_ride_along_with_it(
+    acme, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A claim asks a worker to refill the buffer only where no refill it asked for is still waiting to begin:
+    the fill counts the buffer when it runs, so the claims meanwhile ride along (before, each queued a fill of
+    its own). The fill clears the mark as it begins, and the next claim asks again; a broker that refuses the
+    task clears it too, so the next claim retries at once."""
+    import json
+
+    import redis
+
+    from battles.services import buffer as buffer_services
+
+    if not settings.REDIS_URL:
+        pytest.fail("needs the Redis broker (scripts/test sets REDIS_URL)")
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+
+    def fills_queued() -> int:
+        messages = [json.loads(m) for m in broker.lrange("generation", 0, -1)]  # type: ignore[union-attr]
+        return sum(m["headers"]["task"] == "battles.tasks.buffer_fill_task" for m in messages)
+
+    campaign = _with_buffer(acme, 3)
+    before = fills_queued()
+    for _ in range(3):  # three claims in a row
+        with django_capture_on_commit_callbacks(execute=True):
+            services.buffer_refill_request(campaign=campaign)
+    assert fills_queued() == before + 1
+    # The worker begins the fill: a claim after that asks again.
+    buffer_services.buffer_fill_task.run(campaign.pk, organization_id=campaign.organization_id)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.buffer_refill_request(campaign=campaign)
+    assert fills_queued() == before + 2
+
+    # A broker that refuses the task leaves no mark behind.
+    buffer_services.buffer_fill_task.run(campaign.pk, organization_id=campaign.organization_id)
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise redis.exceptions.ConnectionError("broker down")
+
+    from celery import Task
+
+    with monkeypatch.context() as patched:  # the broker boundary only
+        patched.setattr(Task, "apply_async", refuse)
+        with django_capture_on_commit_callbacks(execute=True):
+            services.buffer_refill_request(campaign=campaign)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.buffer_refill_request(campaign=campaign)
+    assert fills_queued() == before + 3
