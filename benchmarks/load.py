@@ -1,12 +1,13 @@
 """Load: raters requesting battles and voting through the real HTTP stack, against the raw insert rate.
 
     python benchmarks/load.py [--raters 8] [--seconds 20] [--buffer 2000] [--web-workers 2]
-                              [--worker-concurrency 4] [--web asgi|wsgi] [--skip-e2e] [--env NAME=VALUE]
+                              [--worker-concurrency 4] [--web asgi|wsgi|gthread] [--skip-e2e] [--env NAME=VALUE]
 
 Starts the stack of tests/reliability/stack.py on loopback, all of its own (a PostgreSQL cluster made by
 initdb in a temporary folder, Redis, Triton with the fast test models zen-bigram and stdlib-trigram,
 gunicorn with uvicorn workers and production settings with the opt-in connection pool
-(DB_POOL_MAX_SIZE=20; ``--env DB_CONN_MAX_AGE=60`` instead, with ``--web wsgi``: persistent connections),
+(DB_POOL_MAX_SIZE=20; ``--env DB_CONN_MAX_AGE=60`` instead, with ``--web wsgi``: persistent connections;
+``--web gthread``: gunicorn's threaded WSGI workers, 4 threads each, with the pool),
 the Celery workers as the compose file runs them, one per queue), then in one run:
 
   baseline   pgbench on the same cluster: clients inserting one row each transaction into a table shaped
@@ -70,6 +71,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.ceiling_app import TABLE  # noqa: E402
 from tests.reliability.stack import (  # noqa: E402
     PG_BIN,
+    WEB_SERVERS,
     BufferDry,
     Child,
     Ledger,
@@ -77,6 +79,7 @@ from tests.reliability.stack import (  # noqa: E402
     Refused,
     Stack,
     free_port,
+    gunicorn_app,
     wait_until,
 )
 
@@ -282,12 +285,9 @@ def summary(
 
 
 def _gunicorn(wsgi_app: str, asgi_app: str, web: str, workers: int, port: int) -> list[str]:
-    """The command of a gunicorn like the stack's: ``wsgi_app`` with sync workers, or ``asgi_app`` with uvicorn
-    workers."""
-    if web == "wsgi":
-        served = [wsgi_app, "--worker-class", "sync"]
-    else:
-        served = [asgi_app, "--worker-class", "uvicorn_worker.UvicornWorker"]
+    """The command of a gunicorn like the stack's (``tests.reliability.stack.gunicorn_app``): ``wsgi_app`` with
+    sync or threaded workers, or ``asgi_app`` with uvicorn workers."""
+    served = gunicorn_app(web, wsgi_app, asgi_app)
     return [sys.executable, "-m", "gunicorn", *served, "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
             "--timeout", "60", "--log-level", "warning"]  # fmt: skip
 
@@ -386,7 +386,10 @@ def main() -> int:
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--worker-concurrency", type=int, default=4)
     parser.add_argument(
-        "--web", choices=("asgi", "wsgi"), default="asgi", help="uvicorn (the deployment's) or sync workers"
+        "--web",
+        choices=WEB_SERVERS,
+        default="asgi",
+        help="uvicorn (the deployment's), sync workers, or threaded workers (gthread, with the pool)",
     )
     parser.add_argument("--poll-s", type=float, default=1.0, help="the preparing page's first poll interval")
     parser.add_argument("--pgbench-clients", type=int, default=8)

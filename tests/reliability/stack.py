@@ -227,13 +227,30 @@ PRODUCTION_ENV = {
 }
 
 
+# The web servers a stack (and benchmarks/load.py) can run: the deployment's ASGI (uvicorn workers: live battles
+# stream), gunicorn's sync WSGI workers (a request at a time a process), or its threaded WSGI workers.
+WEB_SERVERS = ("asgi", "wsgi", "gthread")
+GTHREAD_THREADS = 4
+
+
+def gunicorn_app(web_server: str, wsgi_app: str, asgi_app: str) -> list[str]:
+    """gunicorn's application and worker class for ``web_server`` (one of WEB_SERVERS)."""
+    if web_server == "wsgi":
+        return [wsgi_app, "--worker-class", "sync"]
+    if web_server == "gthread":
+        return [wsgi_app, "--worker-class", "gthread", "--threads", str(GTHREAD_THREADS)]
+    if web_server == "asgi":
+        return [asgi_app, "--worker-class", "uvicorn_worker.UvicornWorker"]
+    raise ValueError(f"web server {web_server!r}: one of {', '.join(WEB_SERVERS)}")
+
+
 @dataclass
 class Stack:
     """The stack's processes, started in order by ``start``; each can be stopped and started again."""
 
     folder: Path
     web_workers: int = 2
-    web_server: str = "asgi"  # or "wsgi"
+    web_server: str = "asgi"  # or "wsgi" or "gthread" (gunicorn_app)
     worker_concurrency: int = 4
     raters: int = 4
     prompts: int = 200  # pool prompts of the main campaign (a rater never rates one twice)
@@ -368,11 +385,7 @@ class Stack:
     def start_web(self) -> None:
         self.web_port = self.web_port or free_port()
         bind = "0.0.0.0" if "web" in self.hosts else "127.0.0.1"
-        # The deployment's ASGI (uvicorn workers; live battles stream), or sync WSGI workers (--web wsgi).
-        if self.web_server == "wsgi":
-            app = ["arena.wsgi:application", "--worker-class", "sync"]
-        else:
-            app = ["arena.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker"]
+        app = gunicorn_app(self.web_server, "arena.wsgi:application", "arena.asgi:application")
         args = [sys.executable, "-m", "gunicorn", *app, "--workers", str(self.web_workers), "--bind",
                 f"{bind}:{self.web_port}", "--timeout", "60", "--graceful-timeout", "5",
                 "--log-level", "warning"]  # fmt: skip
