@@ -238,11 +238,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
     by_turn: dict[int, dict[str, Generation]] = {}
     for generation in selectors.battle_generations(battle):
         by_turn.setdefault(generation.turn, {})[generation.side] = generation
-    # A ready or voted battle has both answers of every turn stored (a new turn makes it generating until they
-    # are), so its answers say whether it has turns to read; a generating or voided one may have a turn whose
-    # answers are not (yet) stored.
-    settled = battle.status in (Battle.Status.READY, Battle.Status.VOTED)
-    turns = selectors.battle_turns(battle) if not settled or max(by_turn, default=0) > 0 else []
+    turns = selectors.battle_turns_given(battle, by_turn)
     current = len(turns)  # the turn shown in the panes (being generated, or the latest answered)
     generations = by_turn.get(current, {})
     revealed = battle.status == Battle.Status.VOTED

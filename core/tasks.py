@@ -40,14 +40,16 @@ class TransactionAwareTask(_TaskBase):
         """``delay`` for work that is a courtesy rather than the caller's business (a buffer refill, a
         nudge that beat's safety net repeats): sent when the transaction commits, like ``delay``, but a
         broker that cannot be reached is logged, never raised, so the request that asked still answers."""
+        transaction.on_commit(lambda: self._send_or_log(args, kwargs))  # at once outside a transaction
 
-        def send() -> None:
-            try:
-                super(TransactionAwareTask, self).apply_async(args, kwargs)
-            except (KombuOperationalError, RedisError, OSError) as exc:
-                logger.error("task %s not queued: the broker is unreachable (%s)", self.name, exc)
-
-        transaction.on_commit(send)  # at once outside a transaction
+    def _send_or_log(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Send now (the caller is on commit already); a broker that cannot be reached is logged: False."""
+        try:
+            super().apply_async(args, kwargs)
+        except (KombuOperationalError, RedisError, OSError) as exc:
+            logger.error("task %s not queued: the broker is unreachable (%s)", self.name, exc)
+            return False
+        return True
 
     def delay_once_or_log(self, mark: str, mark_s: int, *args: Any, **kwargs: Any) -> None:
         """``delay_or_log``, but only where no task sent under the same ``mark`` is still waiting to begin:
@@ -61,11 +63,8 @@ class TransactionAwareTask(_TaskBase):
         def send() -> None:
             if not cache.add(mark, 1, timeout=mark_s):
                 return  # one asked for and not begun yet: this request rides along
-            try:
-                super(TransactionAwareTask, self).apply_async(args, kwargs)
-            except (KombuOperationalError, RedisError, OSError) as exc:
+            if not self._send_or_log(args, kwargs):
                 cache.delete(mark)
-                logger.error("task %s not queued: the broker is unreachable (%s)", self.name, exc)
 
         transaction.on_commit(send)  # at once outside a transaction
 

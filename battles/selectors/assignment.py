@@ -4,6 +4,7 @@ the competitors new battles may use (and how long each was kept out) and the pai
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -68,6 +69,16 @@ def battle_turns(battle: Battle) -> list[Turn]:
     return _turns_of_battle.all(battle_id=battle.pk)
 
 
+def battle_turns_given(battle: Battle, answered: Iterable[int]) -> list[Turn]:
+    """``battle_turns``, read only where the battle may have any, given the turns its stored answers are of
+    (``answered``): a ready or voted battle has both answers of every turn stored (a new turn makes it
+    generating until they are), so answers to turn 0 alone mean no later turn; a generating or voided one may
+    have a turn whose answers are not stored (yet), and is read."""
+    if battle.status in (Battle.Status.READY, Battle.Status.VOTED) and max(answered, default=0) == 0:
+        return []
+    return battle_turns(battle)
+
+
 def battle_generations(battle: Battle) -> list[Generation]:
     """Every answer of the battle, both sides of every turn, in the model's order (turn, side)."""
     return _generations_of_battle.all(battle_id=battle.pk)
@@ -87,15 +98,16 @@ def _taken_between(since: datetime, until: datetime | None = None) -> Q:
     return claimed | created
 
 
-def _rater_battles_counted(*, campaign_id: int, rater_id: int) -> QuerySet[Battle]:
-    """The rater's battles of the campaign that count against the session cap: those not voided."""
+def rater_battles_counted(*, campaign_id: int, rater_id: int) -> QuerySet[Battle]:
+    """The rater's battles of the campaign that count: those not voided (what the session cap counts, and the
+    battles in which a prompt counts as had by the rater)."""
     return Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id).exclude(status=Battle.Status.VOID)
 
 
 # The caps' counts, on every "next battle" and battle page: compiled once (core.prepared).
 _in_session_window: PreparedAggregate = PreparedAggregate(
     lambda campaign_id, rater_id, since: (
-        _rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(_taken_between(since)),
+        rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(_taken_between(since)),
         {"n": Count("*")},
     ),
     campaign_id=int,
@@ -104,7 +116,7 @@ _in_session_window: PreparedAggregate = PreparedAggregate(
 )
 _page_counts: PreparedAggregate = PreparedAggregate(
     lambda campaign_id, rater_id, since, session_since, position_since, taken_at: (
-        _rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(_taken_between(since)),
+        rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(_taken_between(since)),
         {
             "in_session": Count("pk", filter=_taken_between(session_since)),
             "position": Count("pk", filter=_taken_between(position_since, taken_at)),
@@ -168,7 +180,7 @@ def session_window_frees_at(*, campaign: Campaign, user: User, now: datetime | N
     taken); None when the window holds none."""
     window = timedelta(hours=campaign.session_window_h)
     oldest = (
-        _rater_battles_counted(campaign_id=campaign.pk, rater_id=user.pk)
+        rater_battles_counted(campaign_id=campaign.pk, rater_id=user.pk)
         .filter(_taken_between((now or timezone.now()) - window))
         .aggregate(oldest=Min(_TAKEN_AT))["oldest"]
     )
@@ -183,7 +195,7 @@ def battle_position_in_session(battle: Battle) -> int:
     if battle.rater_id is None:
         return 0
     return (
-        _rater_battles_counted(campaign_id=battle.campaign_id, rater_id=battle.rater_id)
+        rater_battles_counted(campaign_id=battle.campaign_id, rater_id=battle.rater_id)
         .filter(_taken_between(taken_at - window, taken_at))
         .count()
     )

@@ -41,10 +41,16 @@ _campaign_for_rater: Prepared[Campaign] = Prepared(
     user_id=int,
 )
 _pools_of_rater: Prepared[RaterPool] = Prepared(
-    lambda campaign_id, user_id: RaterPool.objects.filter(campaigns=campaign_id, members=user_id).order_by("id")[:1],
+    lambda campaign_id, user_id: pools_of_rater_in(campaign_id, user_id).order_by("id")[:1],
     campaign_id=int,
     user_id=int,
 )
+
+
+def pools_of_rater_in(campaign_id: int, user_id: int) -> QuerySet[RaterPool]:
+    """The pools of the campaign that the rater belongs to, by ids (what a statement compiled once is built
+    from: the vote's flip asks that there be one, ``pool_for_rater`` takes the oldest)."""
+    return RaterPool.objects.filter(campaigns=campaign_id, members=user_id)
 
 
 def campaigns_viewable_by(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:

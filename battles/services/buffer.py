@@ -119,12 +119,10 @@ def _candidates(limit: int) -> Prepared[Battle]:
     def build(campaign_id: int, rater_id: int, since: datetime) -> models.QuerySet[Battle]:
         available = selectors.competitors_available_in(campaign_id).values("pk")
         active = Competitor.objects.filter(campaign_id=campaign_id, active=True).values("pk")
-        seen = Battle.objects.filter(
-            campaign_id=campaign_id,
-            rater_id=rater_id,
+        seen = selectors.rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(
             prompt__campaign_id=campaign_id,  # the same as the battle's: the prompts' index is (campaign, hash)
             prompt__text_hash=models.OuterRef("prompt__text_hash"),
-        ).exclude(status=Battle.Status.VOID)
+        )
         shadow = models.Q(source=Battle.Source.SHADOW)
         return (
             Battle.objects.filter(campaign_id=campaign_id, rater__isnull=True, status=Battle.Status.READY)

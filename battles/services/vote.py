@@ -16,7 +16,7 @@ from django.utils import timezone
 from core.errors import Invalid
 from core.prepared import Prepared, PreparedUpdate
 from raters.hooks import send_on_commit
-from raters.models import RaterPool, WebhookEvent
+from raters.models import WebhookEvent
 from raters.services import webhook_event_emit
 from serving.analysis import prompt_asks_identity
 
@@ -66,7 +66,7 @@ _mark_shown: PreparedUpdate = PreparedUpdate(
 _mark_voted: PreparedUpdate = PreparedUpdate(
     lambda battle_id, voted_at, campaign_id, rater_id: (
         Battle.objects.filter(pk=battle_id, status=Battle.Status.READY).filter(
-            Exists(RaterPool.objects.filter(campaigns=campaign_id, members=rater_id))
+            Exists(selectors.pools_of_rater_in(campaign_id, rater_id))
         ),
         {"status": Battle.Status.VOTED, "voted_at": voted_at},
     ),
@@ -86,7 +86,7 @@ def _conversation_log(battle: Battle) -> dict[str, Any]:
     # that has more than one (a single-turn battle's only message is its prompt).
     for generation in _answers_logged.all(battle_id=battle.pk):
         generations.setdefault(generation.turn, {})[generation.side] = generation
-    later = [turn.text for turn in selectors.battle_turns(battle)] if max(generations, default=0) > 0 else []
+    later = [turn.text for turn in selectors.battle_turns_given(battle, generations)]
     texts = [battle.prompt.text, *later]
     turns: list[dict[str, Any]] = []
     for index in sorted(generations):

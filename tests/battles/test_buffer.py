@@ -125,20 +125,28 @@ def _ready_buffer(tenant: Tenant, prompts: list[Prompt]) -> list[Battle]:
     return battles
 
 
+def _rated_by(tenant: Tenant, rater, prompts: list[Prompt]) -> None:  # type: ignore[no-untyped-def]
+    """The rater has had a battle on each of these prompts, and voted."""
+    Battle.objects.bulk_create(
+        Battle(
+            organization=tenant.organization,
+            campaign=tenant.campaign,
+            rater=rater,
+            pool=tenant.pool,
+            prompt=prompt,
+            left=tenant.left,
+            right=tenant.right,
+            status=Battle.Status.VOTED,
+        )
+        for prompt in prompts
+    )
+
+
 def test_claim_skips_a_prompt_the_rater_has_seen_by_its_normalised_text(acme, bob):
     campaign = _with_buffer(acme, 2)
     seen = Prompt.objects.filter(campaign=campaign).first()
     assert seen is not None
-    Battle.objects.create(
-        organization=acme.organization,
-        campaign=campaign,
-        rater=bob,
-        pool=acme.pool,
-        prompt=seen,
-        left=acme.left,
-        right=acme.right,
-        status=Battle.Status.VOTED,
-    )
+    _rated_by(acme, bob, [seen])
     duplicate = PromptFactory.create(campaign=campaign, text=seen.text.upper() + "  ")
     assert duplicate.text_hash == seen.text_hash
     other = Prompt.objects.filter(campaign=campaign).exclude(text_hash=seen.text_hash).first()
@@ -348,36 +356,12 @@ def test_prompt_pick_draws_at_random_but_never_a_rated_prompt(acme, bob):
     PromptFactory.create_batch(60, campaign=campaign)
     prompts = list(Prompt.objects.filter(campaign=campaign).order_by("pk"))
     rated, left_over = prompts[:-3], prompts[-3:]
-    Battle.objects.bulk_create(
-        Battle(
-            organization=acme.organization,
-            campaign=campaign,
-            rater=bob,
-            pool=acme.pool,
-            prompt=prompt,
-            left=acme.left,
-            right=acme.right,
-            status=Battle.Status.VOTED,
-        )
-        for prompt in rated
-    )
+    _rated_by(acme, bob, rated)
     # Most draws hit rated prompts; whatever the draws, only the three unrated ones come out (by the
     # draws or by the fallback that lists every candidate), and each of them can.
     picks = {selectors.prompt_pick(campaign=campaign, user=bob, rng=random.Random(seed)) for seed in range(40)}
     assert picks == set(left_over)
-    Battle.objects.bulk_create(
-        Battle(
-            organization=acme.organization,
-            campaign=campaign,
-            rater=bob,
-            pool=acme.pool,
-            prompt=prompt,
-            left=acme.left,
-            right=acme.right,
-            status=Battle.Status.VOTED,
-        )
-        for prompt in left_over
-    )
+    _rated_by(acme, bob, left_over)
     assert selectors.prompt_pick(campaign=campaign, user=bob, rng=random.Random(1)) is None
 
 
@@ -386,17 +370,7 @@ def test_a_claim_looks_past_the_first_few_when_none_of_them_will_do(acme, bob):
     those will do: the battle handed out is the oldest the rater may rate, either way."""
     campaign = _with_buffer(acme, 0)
     prompts = [PromptFactory.create(campaign=campaign) for _ in range(services.CLAIM_FIRST + 2)]
-    for prompt in prompts[: services.CLAIM_FIRST]:  # bob has rated these: the oldest few will not do
-        Battle.objects.create(
-            organization=acme.organization,
-            campaign=campaign,
-            rater=bob,
-            pool=acme.pool,
-            prompt=prompt,
-            left=acme.left,
-            right=acme.right,
-            status=Battle.Status.VOTED,
-        )
+    _rated_by(acme, bob, prompts[: services.CLAIM_FIRST])  # bob has rated these: the oldest few will not do
     ready = _ready_buffer(acme, prompts)
     assert _claim(campaign, bob).battle.pk == ready[services.CLAIM_FIRST].pk
 
