@@ -13,12 +13,15 @@ is logged too, and Redis is in charge again.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, cast
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
@@ -103,7 +106,38 @@ _INCR_EXISTING = (
 )
 
 
+@dataclass
+class _ProcessCache:
+    """What this process keeps of one configured cache, whichever request asked for it first: Django's Redis
+    client (with its connection pool), the local stand-in, and whether Redis is down."""
+
+    client: SharedClientRedisCacheClient
+    local: LocMemCache
+    state: threading.Lock = field(default_factory=threading.Lock)
+    local_lock: threading.Lock = field(default_factory=threading.Lock)
+    down_until: float = 0.0
+    down: bool = False
+
+
+_PROCESS_CACHES: dict[tuple[str, str], _ProcessCache] = {}
+_PROCESS_CACHES_LOCK = threading.Lock()
+
+
 class FailoverRedisCache(RedisCache):
+    """Django's Redis cache with a local stand-in while Redis is unreachable, and one client, connection pool,
+    stand-in and outage state a process for each configured cache.
+
+    Django's cache handler keeps a cache instance per asgiref ``Local``, which follows the *context*, not the
+    thread, and every request served through ``core.asgi`` (or Django's ASGI handler) runs in a context of its
+    own. So each request built a new cache: a new connection pool, a new TCP connection to Redis with its
+    handshake at the request's first cache call, closed again when the instance was collected (Django ticket
+    #35651); the load benchmark's profile of the web workers found a tenth of their samples there. It also
+    made the stand-in and the outage state last one request: while Redis was down every request tried it
+    again (and waited for the connect timeout), and a rate limit counted on the stand-in started from zero on
+    each request. Here each instance is a thin view of the process's ``_ProcessCache`` for its location and
+    options: connections are reused across requests, and the outage, its pause and the stand-in's counts
+    hold for the whole process, as they were meant to."""
+
     # Seconds the local cache answers after a failure before Redis is tried again (a down Redis costs
     # each request nothing then; a Redis that drops packets would cost a connect timeout each time).
     RETRY_S = 5.0
@@ -111,11 +145,43 @@ class FailoverRedisCache(RedisCache):
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = SharedClientRedisCacheClient
-        self._local = LocMemCache(f"arena-failover-{id(self)}", {"OPTIONS": {"MAX_ENTRIES": 100_000}})
-        self._down_until = 0.0
-        self._down = False
-        self._state = threading.Lock()
-        self._local_lock = threading.Lock()
+        servers: list[str] = self._servers  # type: ignore[attr-defined]  # Django's, not in its stubs
+        options: dict[str, Any] = self._options  # type: ignore[attr-defined]
+        key = (repr(servers), repr(sorted(options.items())))
+        process = _PROCESS_CACHES.get(key)
+        if process is None:
+            with _PROCESS_CACHES_LOCK:
+                process = _PROCESS_CACHES.get(key)
+                if process is None:
+                    name = "arena-failover-" + hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+                    process = _PROCESS_CACHES[key] = _ProcessCache(
+                        client=SharedClientRedisCacheClient(servers, **options),
+                        local=LocMemCache(name, {"OPTIONS": {"MAX_ENTRIES": 100_000}}),
+                    )
+        self._process = process
+        self._local = process.local
+        self._state = process.state
+        self._local_lock = process.local_lock
+
+    @cached_property
+    def _cache(self) -> SharedClientRedisCacheClient:  # Django's builds a client for each instance
+        return self._process.client
+
+    @property
+    def _down(self) -> bool:
+        return self._process.down
+
+    @_down.setter
+    def _down(self, value: bool) -> None:
+        self._process.down = value
+
+    @property
+    def _down_until(self) -> float:
+        return self._process.down_until
+
+    @_down_until.setter
+    def _down_until(self, value: float) -> None:
+        self._process.down_until = value
 
     @property
     def degraded(self) -> bool:
@@ -214,8 +280,8 @@ class FailoverRedisCache(RedisCache):
 
     @property
     def _shared(self) -> SharedClientRedisCacheClient:
-        """Django's client of this cache, which ``__init__`` made this module's own."""
-        return cast(SharedClientRedisCacheClient, self._cache)
+        """Django's client of this cache: the process's, which ``__init__`` found or made."""
+        return self._process.client
 
     def _local_if_value(self, key: Any, version: int | None, value: Any, act: Callable[[], Any]) -> bool:
         """The stand-in's compare-and-act: the comparison and the act under one lock (one process, threads)."""

@@ -159,3 +159,79 @@ def test_delete_and_touch_if_value_on_the_local_stand_in(redis_cache, monkeypatc
     assert redis_cache.touch_if_value(key, "mine", 60) is True
     assert redis_cache.delete_if_value(key, "mine") is True
     assert redis_cache.get(key) is None
+
+
+def _connects_counted(monkeypatch) -> list[int]:
+    """The TCP connections redis-py opens from now on (its ``Connection._connect``, the socket's connect)."""
+    opened: list[int] = []
+    original = redis.connection.Connection._connect
+
+    def counting(self: Any) -> Any:
+        opened.append(threading.get_ident())
+        return original(self)
+
+    monkeypatch.setattr(redis.connection.Connection, "_connect", counting)
+    return opened
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_served_in_contexts_of_their_own_reuse_the_process_connections(settings, monkeypatch):
+    """core.asgi runs each sync request in a context of its own, and Django's cache handler keeps its caches
+    per context: each request got a new cache instance. They must share the process's client, so twenty
+    requests through the production router (two threads) open at most two connections to Redis, not one each
+    (Django ticket #35651: a new pool, a TCP connect and a handshake a request)."""
+    from django.core.wsgi import get_wsgi_application
+    from django.http import HttpRequest, HttpResponse
+    from django.urls import path
+
+    from core.asgi import WSGIBridge
+    from tests.test_asgi import _scope, _serve
+
+    seen: list[Any] = []
+
+    def counter(request: HttpRequest) -> HttpResponse:
+        cache = caches["default"]
+        seen.append((id(cache), cache._cache))
+        cache.set("per-request-context", 1, timeout=30)
+        return HttpResponse(str(cache.get("per-request-context")))
+
+    settings.ROOT_URLCONF = type("Urls", (), {"urlpatterns": [path("count/", counter)]})
+    caches["default"].get("warm")  # the process's connection exists before the count begins
+    opened = _connects_counted(monkeypatch)
+    app = WSGIBridge(get_wsgi_application(), threads=2)
+    for _ in range(20):
+        status, _, content = _serve(app, _scope("GET", "/count/"))
+        assert (status, content) == (200, b"1")
+    assert len({instance for instance, _ in seen}) > 1, "each request built its own cache instance"
+    assert len({id(client) for _, client in seen}) == 1, "the instances share the process's client"
+    assert len(opened) <= 2, f"{len(opened)} connections to Redis for 20 requests"
+
+
+def _unreachable_location() -> str:
+    """A Redis URL on a local port nothing listens on (unique to this call, so no other test shares its state)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def test_an_outage_and_the_stand_ins_counts_hold_for_the_process_not_for_one_request(monkeypatch, caplog):
+    """Two requests' cache instances of one configuration: the first finds Redis unreachable, the second does
+    not try it again within the retry pause (no second connect timeout), and a rate limit counted on the
+    stand-in goes on from where the first request left it; the outage is logged once."""
+    location = _unreachable_location()
+    params = {"OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}
+    opened = _connects_counted(monkeypatch)
+    caplog.set_level("WARNING", logger="arena.cache")
+    first = FailoverRedisCache(location, params)
+    assert first.add("rl:stand-in", 1, 60) is True and first.degraded
+    second = FailoverRedisCache(location, params)
+    assert second is not first and second.degraded
+    assert second.add("rl:stand-in", 1, 60) is False  # the first request's counter, on the process's stand-in
+    assert second.incr("rl:stand-in") == 2
+    assert len(opened) == 1, "the second request tried Redis again inside the retry pause"
+    assert caplog.text.count("Redis cache unreachable") == 1
+    other = FailoverRedisCache(_unreachable_location(), params)  # another configuration: a state of its own
+    assert not other.degraded and other._local is not first._local
