@@ -12,11 +12,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from core.postgresql.base import ArenaConnectionPool
+from core.postgresql.base import ArenaConnectionPool, connection_check
 
 pytestmark = pytest.mark.django_db
 
@@ -96,7 +97,8 @@ def _pool(cls: type[Any], relay: Relay, **extra: object) -> Any:
     params = connection.get_connection_params()
     kwargs = {k: v for k, v in params.items() if k in ("dbname", "user", "password")}
     kwargs.update(host="127.0.0.1", port=relay.port, connect_timeout=2)
-    check = ConnectionPool.check_connection
+    # Each pool with its own check: ours with the deployed one (core.postgresql's, DatabaseWrapper.pool's).
+    check = connection_check if cls is ArenaConnectionPool else ConnectionPool.check_connection
     pool = cls(kwargs=kwargs, min_size=1, max_size=2, timeout=10, check=check, open=True, **extra)
     pool.wait(timeout=10)
     return pool
@@ -213,3 +215,54 @@ def test_the_pools_backend_writes_the_same_joins_and_asks_each_pair_of_columns_o
     assert ours == [django_sql] * 3
     assert 0 < len(asked) <= 5  # each join's foreign key asked once (two joins share one), not once a query
     assert issubclass(DatabaseOperations, DjangoOperations)
+
+
+def _direct(**extra: Any) -> dict[str, Any]:
+    """Connection arguments for the test database's server itself (no relay)."""
+    params = connection.get_connection_params()
+    kwargs = {k: v for k, v in params.items() if k in ("dbname", "user", "password", "host", "port")}
+    return {**kwargs, "autocommit": True, **extra}
+
+
+def test_the_pools_check_sends_nothing_to_a_live_connection_and_finds_one_the_server_ended() -> None:
+    """The check the pool runs on every connection it hands out (every request's): nothing on the wire while
+    the connection is fine (the server's own record of the session does not move, where the stock check's
+    empty query moves it), and a connection whose server ended it, as a restart does, fails it; a pool then
+    hands out a fresh one."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: the pool is psycopg's")
+    with psycopg.connect(**_direct()) as observer, psycopg.connect(**_direct()) as conn:
+        pid = conn.info.backend_pid
+
+        def state_change() -> Any:
+            return observer.execute("SELECT state_change FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+
+        conn.execute("SELECT 1")
+        before = state_change()
+        for _ in range(3):
+            connection_check(conn)
+        assert state_change() == before, "the check sent the server something"
+        ConnectionPool.check_connection(conn)  # the stock check: a round trip, which the server records
+        assert state_change() != before
+
+        observer.execute("SELECT pg_terminate_backend(%s)", [pid])
+        deadline = time.monotonic() + 5
+        while state_change() is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(psycopg.OperationalError):
+            connection_check(conn)
+
+    pool = ArenaConnectionPool(kwargs=_direct(), min_size=1, max_size=1, timeout=5, check=connection_check, open=True)
+    try:
+        with pool.connection() as first:
+            pid = first.info.backend_pid
+        with psycopg.connect(**_direct()) as observer:
+            observer.execute("SELECT pg_terminate_backend(%s)", [pid])
+            deadline = time.monotonic() + 5
+            while observer.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        with pool.connection() as second:  # the dead one found by the check and replaced: no error here
+            assert second.info.backend_pid != pid and second.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        pool.close()
