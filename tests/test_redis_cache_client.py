@@ -191,6 +191,7 @@ def test_requests_served_in_contexts_of_their_own_reuse_the_process_connections(
 
     def counter(request: HttpRequest) -> HttpResponse:
         cache = caches["default"]
+        assert isinstance(cache, FailoverRedisCache)
         seen.append((id(cache), cache._cache))
         cache.set("per-request-context", 1, timeout=30)
         return HttpResponse(str(cache.get("per-request-context")))
