@@ -159,21 +159,31 @@ def postmaster_pid(stack: Stack) -> int:
     return int((stack.pg.data / "postmaster.pid").read_text().split()[0])
 
 
-class CpuMeter:
-    """CPU milliseconds per vote of the web server's processes, PostgreSQL's and this client's, over a phase."""
+# The CPU a vote is counted in: the web server's processes, PostgreSQL's, Redis's (the cache, the rate limits, the
+# broker; nothing for the ceiling) and this client's.
+CPU_KEYS = ("web_cpu_ms_per_vote", "pg_cpu_ms_per_vote", "redis_cpu_ms_per_vote", "client_cpu_ms_per_vote")
 
-    def __init__(self, web_pid: int, pg_pid: int) -> None:
-        self.web_pid, self.pg_pid = web_pid, pg_pid
-        self.start = (cpu_seconds(web_pid), cpu_seconds(pg_pid), time.process_time())
+
+class CpuMeter:
+    """CPU milliseconds per vote of the web server's processes, PostgreSQL's, Redis's and this client's, over a
+    phase."""
+
+    def __init__(self, web_pid: int, pg_pid: int, redis_pid: int) -> None:
+        self.pids = (web_pid, pg_pid, redis_pid)
+        self.start = (*(cpu_seconds(pid) for pid in self.pids), time.process_time())
 
     def per_vote(self, votes: int) -> dict[str, float]:
-        web, pg, client = cpu_seconds(self.web_pid), cpu_seconds(self.pg_pid), time.process_time()
+        now = (*(cpu_seconds(pid) for pid in self.pids), time.process_time())
         n = max(votes, 1)
         return {
-            "web_cpu_ms_per_vote": round((web - self.start[0]) * 1000 / n, 2),
-            "pg_cpu_ms_per_vote": round((pg - self.start[1]) * 1000 / n, 2),
-            "client_cpu_ms_per_vote": round((client - self.start[2]) * 1000 / n, 2),
+            key: round((after - before) * 1000 / n, 2)
+            for key, before, after in zip(CPU_KEYS, self.start, now, strict=True)
         }
+
+
+def redis_pid(stack: Stack) -> int:
+    assert stack.redis is not None and stack.redis.child is not None
+    return stack.redis.child.pid
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -282,8 +292,8 @@ def summary(
           f"doubled {counts['doubled']}", flush=True)  # fmt: skip
     if cpu is not None:
         print(f"{'':>8}  CPU per vote: web {result['web_cpu_ms_per_vote']} ms, PostgreSQL "
-              f"{result['pg_cpu_ms_per_vote']} ms, the raters' client {result['client_cpu_ms_per_vote']} ms",
-              flush=True)  # fmt: skip
+              f"{result['pg_cpu_ms_per_vote']} ms, Redis {result['redis_cpu_ms_per_vote']} ms, the raters' client "
+              f"{result['client_cpu_ms_per_vote']} ms", flush=True)  # fmt: skip
     return result
 
 
@@ -319,7 +329,7 @@ def _reference_run(
         raters = clients()
         drive(raters, 2.0, None, warm=True)  # warm-up: the workers' connections (and the floor's cached facts)
         stack.pg.query("TRUNCATE ceiling_vote")
-        cpu = CpuMeter(child.pid, postmaster_pid(stack))
+        cpu = CpuMeter(child.pid, postmaster_pid(stack), redis_pid(stack))
         ledger, elapsed = drive(raters, seconds, None, warm=True)
         stored: Counter[str] = Counter(
             {str(battle): int(n) for battle, n in stack.pg.query(
@@ -438,7 +448,7 @@ def main() -> int:
             print(f"buffer: {args.buffer} battles ready, generated at {generated:.1f} battles/s", flush=True)
             stack.stop_workers()
             assert stack.web is not None
-            cpu = CpuMeter(stack.web.pid, postmaster_pid(stack))
+            cpu = CpuMeter(stack.web.pid, postmaster_pid(stack), redis_pid(stack))
             ledger, elapsed = drive(raters, args.seconds, None, warm=True)
             phases["peak"] = summary("peak", ledger, elapsed, stack, cpu=cpu)
             rate = float(phases["peak"]["votes_per_s"])  # type: ignore[arg-type]
@@ -508,7 +518,7 @@ def main() -> int:
         # The same share by CPU: each phase's CPU a vote over all processes, which the other jobs of a shared
         # machine disturb less than rates measured a minute apart (the ceiling's: the mean of its runs).
         spent: dict[str, float] = {}
-        for key in ("web_cpu_ms_per_vote", "pg_cpu_ms_per_vote", "client_cpu_ms_per_vote"):
+        for key in CPU_KEYS:
             each = [float(phase[key]) for phase in ceilings]  # type: ignore[arg-type]
             spent["ceiling"] = spent.get("ceiling", 0.0) + sum(each) / len(each)
             spent["peak"] = spent.get("peak", 0.0) + float(phases["peak"][key])  # type: ignore[arg-type]
@@ -519,7 +529,7 @@ def main() -> int:
             # The framework's share: Arena's settings and middleware with do-nothing views. What is left of the
             # CPU a vote at the goal once the floor is paid is what the platform's own work may cost.
             low = float(phases["floor"]["votes_per_s"])  # type: ignore[arg-type]
-            for key in ("web_cpu_ms_per_vote", "pg_cpu_ms_per_vote", "client_cpu_ms_per_vote"):
+            for key in CPU_KEYS:
                 spent["floor"] = spent.get("floor", 0.0) + float(phases["floor"][key])  # type: ignore[arg-type]
             phases["floor"]["share_of_ceiling"] = round(low / max(top, 0.01), 4)
             phases["floor"]["share_of_ceiling_by_cpu"] = round(spent["ceiling"] / max(spent["floor"], 1e-6), 4)
@@ -537,12 +547,12 @@ def main() -> int:
         # votes/s / inserts/s <= (CPU an insert) / (CPU a vote), whatever the machine's load.
         for name in ("ceiling", "peak"):
             phase = phases[name]
-            server = float(phase["web_cpu_ms_per_vote"]) + float(phase["pg_cpu_ms_per_vote"])  # type: ignore[arg-type]
+            server = sum(float(phase[key]) for key in CPU_KEYS[:3])  # type: ignore[arg-type, misc]
             total = server + float(phase["client_cpu_ms_per_vote"])  # type: ignore[arg-type]
             phase["cpu_bound_ratio"] = round(insert_cpu_ms / max(total, 1e-6), 4)
             phase["cpu_bound_ratio_free_client"] = round(insert_cpu_ms / max(server, 1e-6), 4)
             bound, free = phase["cpu_bound_ratio"], phase["cpu_bound_ratio_free_client"]
-            print(f"{name:>8}: {total:.2f} ms of CPU a vote ({server:.2f} ms web and PostgreSQL) against "
+            print(f"{name:>8}: {total:.2f} ms of CPU a vote ({server:.2f} ms web, PostgreSQL and Redis) against "
                   f"{insert_cpu_ms:.3f} ms an insert: at most {bound} x pgbench on any number of these cores, "
                   f"{free} x with a client that costs nothing")  # fmt: skip
     if "e2e-peak" in phases:
