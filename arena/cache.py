@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -77,6 +77,12 @@ class SharedClientRedisCacheClient(RedisCacheClient):
             raise ValueError(f"Key '{key}' not found.")
         return int(value)
 
+    def incr_windows(self, keys: Sequence[Any], seconds: Sequence[int]) -> list[int]:
+        """Count one more in each of ``keys``, in one atomic round trip: a counter that is not there is created
+        at 1 with its expiry (``seconds``, the same place in the list), an existing one incremented, keeping
+        its own. The rate limits of a request counted at once (core.ratelimits)."""
+        return [int(count) for count in self._run_keys(_INCR_WINDOWS, keys, *seconds)]
+
     def delete_if_value(self, key: Any, value: Any) -> bool:
         """Delete ``key`` only while it holds ``value`` (compared inside Redis: no other holder can take the key
         between the comparison and the deletion)."""
@@ -88,11 +94,14 @@ class SharedClientRedisCacheClient(RedisCacheClient):
         return bool(self._run(_TOUCH_IF_VALUE, key, self._serializer.dumps(value), milliseconds))  # type: ignore[attr-defined]
 
     def _run(self, source: str, key: Any, *args: Any) -> Any:
-        client = self.get_client(key, write=True)
+        return self._run_keys(source, [key], *args)
+
+    def _run_keys(self, source: str, keys: Sequence[Any], *args: Any) -> Any:
+        client = self.get_client(keys[0], write=True)
         script = self._scripts.get((id(client), source))
         if script is None:
             script = self._scripts[(id(client), source)] = client.register_script(source)
-        return script(keys=[key], args=list(args), client=client)
+        return script(keys=list(keys), args=list(args), client=client)
 
 
 # A lease released or renewed only by its holder (the token it stored), compared inside Redis.
@@ -100,6 +109,16 @@ _DELETE_IF_VALUE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.c
 _TOUCH_IF_VALUE = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
 )
+# Each key counted once more; one created by this INCR (1) gets its window's expiry at once, inside the script.
+_INCR_WINDOWS = """
+local counts = {}
+for i, key in ipairs(KEYS) do
+  local count = redis.call('INCR', key)
+  if count == 1 then redis.call('EXPIRE', key, ARGV[i]) end
+  counts[i] = count
+end
+return counts
+"""
 # INCRBY only where the key exists (nil otherwise): a counter is never created without its expiry.
 _INCR_EXISTING = (
     "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBY', KEYS[1], ARGV[1]) end return false"
@@ -277,6 +296,32 @@ class FailoverRedisCache(RedisCache):
                 ),
             )
         )
+
+    def incr_windows(self, counters: Sequence[tuple[Any, int]], version: int | None = None) -> list[int]:
+        """Count one more in each counter ``(key, seconds)``: created at 1 with that expiry where it is not there,
+        else incremented, keeping its expiry; the counts after. One round trip to Redis for them all; on the
+        stand-in, add-or-increment each under one lock."""
+        if not counters:
+            return []
+        return list(
+            self._call_with(
+                lambda: self._shared.incr_windows(
+                    [self.make_and_validate_key(key, version=version) for key, _ in counters],
+                    [int(seconds) for _, seconds in counters],
+                ),
+                lambda: self._local_incr_windows(counters, version),
+            )
+        )
+
+    def _local_incr_windows(self, counters: Sequence[tuple[Any, int]], version: int | None) -> list[int]:
+        with self._local_lock:
+            counts = []
+            for key, seconds in counters:
+                if self._local.add(key, 1, seconds, version=version):
+                    counts.append(1)
+                else:
+                    counts.append(int(self._local.incr(key, version=version)))
+            return counts
 
     @property
     def _shared(self) -> SharedClientRedisCacheClient:

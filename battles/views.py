@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -16,10 +16,10 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
-from django_ratelimit.decorators import ratelimit
 
 from core.errors import DomainError
 from core.http import AuthenticatedHttpRequest, error_response
+from core.ratelimits import Limit, ratelimits
 from raters.selectors import user_manages_anything
 from raters.tenancy import organization_scope
 
@@ -52,18 +52,6 @@ def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
     )
     response["Retry-After"] = "60"
     return response
-
-
-_View = TypeVar("_View", bound=Callable[..., HttpResponse])
-
-
-def _ratelimit(
-    *, key: str, rate: Callable[[str, HttpRequest], str | None], block: bool, group: str | None = None
-) -> Callable[[_View], _View]:
-    """django-ratelimit's ``ratelimit`` with a type: it wraps a view (``functools.wraps``) and keeps
-    its signature; the package ships no type information."""
-    decorator: Callable[[_View], _View] = ratelimit(group=group, key=key, rate=rate, block=block)
-    return decorator
 
 
 def _vote_rate(group: str, request: HttpRequest) -> str:
@@ -182,8 +170,7 @@ def campaign_consent(request: AuthenticatedHttpRequest, campaign_id: int) -> Htt
 
 @require_POST
 @login_required
-@_ratelimit(key="user", rate=_battle_rate, block=True)
-@_ratelimit(key="ip", rate=_battle_ip_rate, block=True, group="battles.next.ip")
+@ratelimits(Limit("user", _battle_rate), Limit("ip", _battle_ip_rate, group="battles.next.ip"))
 def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
     campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
     if campaign is None:
@@ -342,8 +329,7 @@ def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonRespo
 
 @require_POST
 @login_required
-@_ratelimit(key="user", rate=_vote_rate, block=True)
-@_ratelimit(key="ip", rate=_vote_ip_rate, block=True, group="battles.vote.ip")
+@ratelimits(Limit("user", _vote_rate), Limit("ip", _vote_ip_rate, group="battles.vote.ip"))
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
     if battle is None:
@@ -373,8 +359,7 @@ def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpRespon
 
 @require_POST
 @login_required
-@_ratelimit(key="user", rate=_vote_rate, block=True)
-@_ratelimit(key="ip", rate=_vote_ip_rate, block=True, group="battles.continue.ip")
+@ratelimits(Limit("user", _vote_rate), Limit("ip", _vote_ip_rate, group="battles.continue.ip"))
 def battle_continue(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
     """The rater's next turn in a multi-turn battle (``text``): sent to both models, then the same page."""
     battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
@@ -565,7 +550,7 @@ def _study_page(request: HttpRequest, participant: Participant, *, reentry: bool
 
 
 @require_GET
-@_ratelimit(key="ip", rate=_study_entry_rate, block=True)
+@ratelimits(Limit("ip", _study_entry_rate))
 def study_enter(request: HttpRequest, slug: str) -> HttpResponse:
     """``GET /s/<slug>/?PROLIFIC_PID=…`` (or ``?worker_id=…``): the vendor sends participants here.
     Creates or resumes the participant's account (no password) and logs them in, whichever browser

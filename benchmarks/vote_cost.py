@@ -428,7 +428,6 @@ def main() -> int:
         os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
     )
     import django.contrib.auth
-    import django_ratelimit.decorators
     from django.contrib.sessions.backends.db import SessionStore
     from django.db import connection
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -440,6 +439,7 @@ def main() -> int:
     import battles.services
     import battles.services.vote
     import battles.views
+    import core.ratelimits
     import ranking.services
     import raters.middleware
 
@@ -452,7 +452,7 @@ def main() -> int:
         "session: load": (SessionStore, "load"),
         "auth: the user": (django.contrib.auth, "get_user"),
         "tenant scope": (raters.middleware, "_principal_scope_value"),
-        "rate limits (2, Redis)": (django_ratelimit.decorators, "is_ratelimited"),
+        "rate limits (2, one Redis call)": (core.ratelimits, "limits_count"),
         "battle read": (battles.selectors, "battle_for_rater"),
         "study gate": (battles.views, "_study_gate"),
         "vote_submit (transaction, commit, on-commit)": (battles.services, "vote_submit"),

@@ -236,3 +236,38 @@ def test_an_outage_and_the_stand_ins_counts_hold_for_the_process_not_for_one_req
     assert caplog.text.count("Redis cache unreachable") == 1
     other = FailoverRedisCache(_unreachable_location(), params)  # another configuration: a state of its own
     assert not other.degraded and other._local is not first._local
+
+
+def test_incr_windows_counts_every_key_in_one_command_and_each_keeps_its_window(redis_cache, monkeypatch):
+    """The rate limits' counters (core.ratelimits): created at 1 with their window's expiry, incremented after,
+    an existing counter keeping its own expiry; one script for all, on Redis and on the stand-in alike."""
+    from django.core.cache.backends.locmem import LocMemCache
+
+    from core.ratelimits import windows_incr
+
+    first, second = f"rlw-{uuid.uuid4().hex}", f"rlw-{uuid.uuid4().hex}"
+    redis_cache.set(second, 7, timeout=50)
+    redis_cache.incr_windows([(f"rlw-load-{uuid.uuid4().hex}", 5)])  # the script is loaded once per server
+    sent: list[str] = []
+    original = redis.Redis.execute_command
+
+    def counting(self, *args, **kwargs):
+        sent.append(str(args[0]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", counting)
+    assert redis_cache.incr_windows([(first, 65), (second, 3605)]) == [1, 8]
+    assert sent == ["EVALSHA"]
+    monkeypatch.undo()
+    assert redis_cache.incr_windows([(first, 65)]) == [2]
+    assert 0 < _raw(redis_cache, first)[1] <= 65 and 0 < _raw(redis_cache, second)[1] <= 50
+    assert redis_cache.get(first) == 2  # a counter Django's cache reads as it reads its own
+
+    monkeypatch.setattr(redis_cache, "_down_until", float("inf"))
+    assert redis_cache.incr_windows([(first, 65), (first + "x", 65)]) == [1, 1]  # the stand-in's own counts
+    assert redis_cache.incr_windows([(first, 65)]) == [2]
+    monkeypatch.undo()
+
+    local = LocMemCache(f"windows-{uuid.uuid4().hex}", {})
+    assert windows_incr(local, [("a", 60), ("b", 60)]) == [1, 1]
+    assert windows_incr(local, [("a", 60)]) == [2]

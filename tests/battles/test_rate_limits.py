@@ -4,6 +4,7 @@ trusted proxies): each key holds on its own, the answer is a clear 429, and noth
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.core.cache import cache
@@ -137,3 +138,62 @@ def test_address_rates_are_validated(monkeypatch) -> None:  # type: ignore[no-un
     assert env_rate("X_RATE", "30/m") == "10/5m"
     monkeypatch.setenv("X_RATE", "")
     assert env_rate("X_RATE", "30/m") == ""
+
+
+def test_a_requests_limits_are_counted_in_one_round_trip_on_django_ratelimits_own_counters(  # type: ignore[no-untyped-def]
+    acme: Tenant, bob, limits, monkeypatch
+) -> None:
+    """core.ratelimits: the account's and the address's limits of a next-battle request reach Redis as one
+    script (no add-then-incr a limit), and they are django-ratelimit's counters: its ``get_usage`` reads 1 on
+    each, and each lives for its window."""
+    import redis
+    from django.core.cache import caches
+    from django.test import RequestFactory
+    from django_ratelimit.core import get_usage
+
+    from arena.cache import FailoverRedisCache
+
+    redis_cache = caches["default"]
+    assert isinstance(redis_cache, FailoverRedisCache), "the tests run with REDIS_URL (the cache is Redis)"
+    limits.ARENA_BATTLE_RATE = "100/h"
+    limits.ARENA_BATTLE_IP_RATE = "50/h"
+    _shadow(acme, 10)
+    _configure(acme)
+    client = login(bob)
+    redis_cache.incr_windows([(f"rl-load-{bob.pk}", 5)])  # the script is loaded once per server
+    sent: list[tuple[Any, ...]] = []
+    original = redis.Redis.execute_command
+
+    def recording(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        sent.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", recording)
+    assert _next(client, acme, "198.51.100.7").status_code == 302
+    monkeypatch.undo()
+    counted = [args for args in sent if any(b"rl:" in str(arg).encode() for arg in args)]
+    assert [str(args[0]) for args in counted] == ["EVALSHA"], counted  # one command, both limits
+    assert int(counted[0][2]) == 2  # its two keys
+
+    request = RequestFactory().post("/", REMOTE_ADDR="198.51.100.7")
+    request.user = bob
+    for group, key, rate in (("battles.views.battle_next", "user", "100/h"), ("battles.next.ip", "ip", "50/h")):
+        usage = get_usage(request, group=group, key=key, rate=rate, increment=False)
+        assert usage is not None and usage["count"] == 1, (group, usage)
+    client_ = redis_cache._cache.get_client(write=True)
+    for full in counted[0][3:5]:
+        assert 0 < int(client_.ttl(full)) <= 3600 + 5  # the window and django-ratelimit's 5 s beyond it
+
+
+def test_while_redis_is_away_the_limits_still_count_on_the_process_stand_in(  # type: ignore[no-untyped-def]
+    acme: Tenant, bob, limits, monkeypatch
+) -> None:
+    limits.ARENA_BATTLE_RATE = "100/h"
+    limits.ARENA_BATTLE_IP_RATE = "2/h"
+    _shadow(acme, 10)
+    _configure(acme)
+    from django.core.cache import caches
+
+    monkeypatch.setattr(caches["default"], "_down_until", float("inf"))  # Redis unreachable: the stand-in answers
+    clients = [login(bob)] + [login(_rater(acme, f"away{i}@acme.test")) for i in range(2)]
+    assert [_next(c, acme, "203.0.113.77").status_code for c in clients] == [302, 302, 429]
