@@ -29,6 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.cached import EPOCH_KEY
+from core.ratelimits import windows_incr
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,6 @@ class FailoverRedisCache(RedisCache):
 
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
-        self._class = SharedClientRedisCacheClient
         servers: list[str] = self._servers  # type: ignore[attr-defined]  # Django's, not in its stubs
         options: dict[str, Any] = self._options  # type: ignore[attr-defined]
         key = (repr(servers), repr(sorted(options.items())))
@@ -297,31 +297,25 @@ class FailoverRedisCache(RedisCache):
             )
         )
 
-    def incr_windows(self, counters: Sequence[tuple[Any, int]], version: int | None = None) -> list[int]:
+    def incr_windows(self, counters: Sequence[tuple[Any, int]]) -> list[int]:
         """Count one more in each counter ``(key, seconds)``: created at 1 with that expiry where it is not there,
         else incremented, keeping its expiry; the counts after. One round trip to Redis for them all; on the
-        stand-in, add-or-increment each under one lock."""
+        stand-in, core.ratelimits' add-or-increment under one lock."""
         if not counters:
             return []
+
+        def on_local() -> list[int]:
+            with self._local_lock:
+                return windows_incr(self._local, counters)
+
         return list(
             self._call_with(
                 lambda: self._shared.incr_windows(
-                    [self.make_and_validate_key(key, version=version) for key, _ in counters],
-                    [int(seconds) for _, seconds in counters],
+                    [self.make_and_validate_key(key) for key, _ in counters], [int(seconds) for _, seconds in counters]
                 ),
-                lambda: self._local_incr_windows(counters, version),
+                on_local,
             )
         )
-
-    def _local_incr_windows(self, counters: Sequence[tuple[Any, int]], version: int | None) -> list[int]:
-        with self._local_lock:
-            counts = []
-            for key, seconds in counters:
-                if self._local.add(key, 1, seconds, version=version):
-                    counts.append(1)
-                else:
-                    counts.append(int(self._local.incr(key, version=version)))
-            return counts
 
     @property
     def _shared(self) -> SharedClientRedisCacheClient:

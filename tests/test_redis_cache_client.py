@@ -95,20 +95,26 @@ def test_incr_of_a_missing_counter_raises_and_creates_nothing(redis_cache):
     assert _raw(redis_cache, key) == (None, -2)
 
 
+def _commands_sent(monkeypatch) -> list[str]:
+    """The names of the commands redis-py sends from now on (until the monkeypatch is undone)."""
+    sent: list[str] = []
+    original = redis.Redis.execute_command
+
+    def recording(self, *args, **kwargs):
+        sent.append(str(args[0]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", recording)
+    return sent
+
+
 def test_incr_is_one_round_trip(redis_cache, monkeypatch):
     """The check and the increment run inside Redis as one script (atomic there): one command on the wire,
     where Django's client sent EXISTS and then INCRBY."""
     key = f"incr-trips-{uuid.uuid4().hex}"
     redis_cache.set(key, 1, timeout=60)
     redis_cache.incr(key)  # the script is loaded once per client
-    sent: list[str] = []
-    original = redis.Redis.execute_command
-
-    def counting(self, *args, **kwargs):
-        sent.append(str(args[0]))
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(redis.Redis, "execute_command", counting)
+    sent = _commands_sent(monkeypatch)
     assert redis_cache.incr(key) == 3
     assert sent == ["EVALSHA"]
 
@@ -129,16 +135,9 @@ def test_delete_and_touch_if_value_act_only_for_the_holder_in_one_command(redis_
     one command on the wire, so no other holder can take the key between the comparison and the act."""
     key = f"lease-{uuid.uuid4().hex}"
     redis_cache.add(key, "mine", timeout=30)
-    sent: list[str] = []
-    original = redis.Redis.execute_command
-
-    def counting(self, *args, **kwargs):
-        sent.append(str(args[0]))
-        return original(self, *args, **kwargs)
-
     redis_cache.touch_if_value(key, "mine", 5)  # load the scripts once
     redis_cache.delete_if_value(key + "-other", "mine")
-    monkeypatch.setattr(redis.Redis, "execute_command", counting)
+    sent = _commands_sent(monkeypatch)
     assert redis_cache.touch_if_value(key, "someone else", 300) is False
     assert redis_cache.delete_if_value(key, "someone else") is False
     assert redis_cache.get(key) == "mine" and 0 < _raw(redis_cache, key)[1] <= 5
@@ -248,14 +247,7 @@ def test_incr_windows_counts_every_key_in_one_command_and_each_keeps_its_window(
     first, second = f"rlw-{uuid.uuid4().hex}", f"rlw-{uuid.uuid4().hex}"
     redis_cache.set(second, 7, timeout=50)
     redis_cache.incr_windows([(f"rlw-load-{uuid.uuid4().hex}", 5)])  # the script is loaded once per server
-    sent: list[str] = []
-    original = redis.Redis.execute_command
-
-    def counting(self, *args, **kwargs):
-        sent.append(str(args[0]))
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(redis.Redis, "execute_command", counting)
+    sent = _commands_sent(monkeypatch)
     assert redis_cache.incr_windows([(first, 65), (second, 3605)]) == [1, 8]
     assert sent == ["EVALSHA"]
     monkeypatch.undo()
