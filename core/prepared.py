@@ -46,12 +46,13 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
+from django.db.models.expressions import RawSQL
 from django.db.models.query import FlatValuesListIterable, ModelIterable, ValuesIterable, ValuesListIterable
 from django.db.models.sql import UpdateQuery
 from django.db.models.sql.constants import ROW_COUNT, SINGLE
 from django_scopes import get_scope
 
-__all__ = ["Many", "Prepared", "PreparedAggregate", "PreparedError", "PreparedUpdate"]
+__all__ = ["Many", "Prepared", "PreparedAggregate", "PreparedError", "PreparedUpdate", "first_unlocked"]
 
 M = TypeVar("M")
 
@@ -126,6 +127,7 @@ class _Compiled:
     iterable_class: Any = None
     fields: Any = None
     names: tuple[str, ...] = ()  # an aggregate's results, in the order of its columns
+    returning: str = ""  # an update's RETURNING list (PreparedUpdate.first_updated)
     # The columns' converters (a field's from_db_value: JSON, for one), as the compiler finds them for the
     # first compilation: the fields' own functions, called with each call's connection. PostgreSQL's backend,
     # the only one statements run compiled on (_Statement._enabled), adds none bound to its connection.
@@ -263,7 +265,13 @@ class _Statement(Generic[M]):
         for name, value in values.items():
             items = enumerate(value) if isinstance(self.slots[name], Many) else [(-1, value)]
             for j, item in items:
-                found = [i for i, param in enumerate(params) if type(param) is type(item) and param == item]
+                # The value itself, or wrapped by the backend in a subclass of its type that fixes its SQL type
+                # (psycopg's Int4 for an integer field's value under server-side binding).
+                found = [
+                    i
+                    for i, param in enumerate(params)
+                    if isinstance(param, type(item)) and type(param) is not bool and param == item
+                ]
                 if not found:
                     raise PreparedError(
                         f"{self.name}: slot {name!r} did not reach the SQL as a parameter (compared against a "
@@ -272,11 +280,19 @@ class _Statement(Generic[M]):
                 places.extend((i, name, j) for i in found)
         return tuple(sorted(places))
 
-    def _bound(self, compiled: _Compiled, values: dict[str, Any]) -> Any:
-        """A copy of the kept compiler that sends the kept SQL with these values, on this thread's connection."""
+    @staticmethod
+    def _params(compiled: _Compiled, values: dict[str, Any]) -> list[Any]:
+        """The kept parameters with this call's values in the slots' places."""
         params = list(compiled.params)
         for index, name, j in compiled.places:
-            params[index] = values[name] if j < 0 else values[name][j]
+            value = values[name] if j < 0 else values[name][j]
+            kind = type(params[index])
+            params[index] = value if kind is type(value) else kind(value)  # wrapped as the compiler wrapped it
+        return params
+
+    def _bound(self, compiled: _Compiled, values: dict[str, Any]) -> Any:
+        """A copy of the kept compiler that sends the kept SQL with these values, on this thread's connection."""
+        params = self._params(compiled, values)
         compiler = copy.copy(compiled.compiler)
         compiler.connection = connections[DEFAULT_DB_ALIAS]
         compiler.as_sql = lambda *args, **kwargs: (compiled.sql, params)
@@ -352,6 +368,35 @@ class PreparedUpdate(_Statement[int]):
         with transaction.mark_for_rollback_on_error(using=DEFAULT_DB_ALIAS):
             return int(self._bound(compiled, values).execute_sql(ROW_COUNT))
 
+    def first_updated(self, **values: Any) -> Any | None:
+        """For an update of at most one row (a claim: the filter names one row, or ``first_unlocked``'s): run it
+        and return the row as it was written, as a model instance (``UPDATE ... RETURNING`` every column, one
+        statement), or None where it updated nothing. The builder's own path (another database, or
+        ``ARENA_PREPARED`` off) reads the row's key, updates it and reads it back, in a transaction."""
+        values, compiled = self._for_call(values)
+        if compiled is None:
+            queryset, fields = self._pair(values, "field: value")
+            with transaction.atomic(using=DEFAULT_DB_ALIAS):
+                keys = list(queryset.values_list("pk", flat=True)[:2])
+                if len(keys) > 1:
+                    raise PreparedError(f"{self.name}: first_updated() is for an update of at most one row")
+                if not keys or not queryset.filter(pk=keys[0]).update(**fields):
+                    return None
+                return queryset.model._base_manager.get(pk=keys[0])
+        model = compiled.model
+        sql = f"{compiled.sql} RETURNING {compiled.returning}"
+        with transaction.mark_for_rollback_on_error(using=DEFAULT_DB_ALIAS):
+            with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+                cursor.execute(sql, self._params(compiled, values))
+                rows = cursor.fetchall()
+        if len(rows) > 1:  # the statement ran in the caller's transaction, which this error rolls back
+            raise PreparedError(f"{self.name}: first_updated() is for an update of at most one row")
+        if not rows:
+            return None
+        compiler = compiled.compiler
+        row = next(compiler.apply_converters(rows, compiled.converters)) if compiled.converters else rows[0]
+        return model.from_db(DEFAULT_DB_ALIAS, compiled.fields, tuple(row))
+
     def _compile_one(self, values: dict[str, Any]) -> _Compiled | None:
         queryset, fields = self._pair(values, "field: value")
         if not _runs_as_plain_queryset(queryset) or type(queryset).update is not models.QuerySet.update:
@@ -371,7 +416,36 @@ class PreparedUpdate(_Statement[int]):
         if not sql:
             raise EmptyResultSet
         params = tuple(params)
-        return _Compiled(sql=sql, params=params, places=self._places(params, values), compiler=compiler)
+        # For first_updated: every column of the row written, and what a read of them converts (JSON, for one).
+        model = queryset.model
+        reader = model._base_manager.using(DEFAULT_DB_ALIAS).all().query.get_compiler(using=DEFAULT_DB_ALIAS)
+        reader.setup_query()
+        columns = [column[0] for column in reader.select]
+        quote = reader.connection.ops.quote_name
+        return _Compiled(
+            sql=sql,
+            params=params,
+            places=self._places(params, values),
+            compiler=compiler,
+            model=model,
+            fields=tuple(column.target.attname for column in columns),
+            returning=", ".join(f"{quote(model._meta.db_table)}.{quote(column.target.column)}" for column in columns),
+            converters=reader.get_converters(columns),
+        )
+
+
+def first_unlocked(queryset: models.QuerySet[Any]) -> RawSQL:
+    """The key of the first row of ``queryset`` (order it) that no other transaction holds, for ``pk=`` in an
+    update's filter (a scalar subquery, which PostgreSQL runs once a statement): the subquery locks the row it
+    picks and skips rows locked by others (PostgreSQL's ``FOR UPDATE SKIP LOCKED``), so of concurrent claims
+    each takes a different row, in one statement each, without waiting or losing a race. On a database
+    without it, the plain first row (SQLite runs one writer at a time)."""
+    sql, params = queryset.values("pk")[:1].query.sql_with_params()
+    connection = connections[queryset.db]
+    if connection.features.has_select_for_update_skip_locked:
+        table = connection.ops.quote_name(queryset.model._meta.db_table)
+        sql = f"{sql} FOR UPDATE OF {table} SKIP LOCKED"
+    return RawSQL(sql, params)
 
 
 class _Captured(Exception):

@@ -17,7 +17,7 @@ from django.utils import timezone
 from battles.models import Battle, Prompt
 from battles.selectors import assignment, campaigns
 from battles.services import buffer, vote
-from core.prepared import MAX_MANY, Many, Prepared, PreparedAggregate, PreparedError, PreparedUpdate
+from core.prepared import MAX_MANY, Many, Prepared, PreparedAggregate, PreparedError, PreparedUpdate, first_unlocked
 from raters.tenancy import ScopeError, organization_scope, scope, scopes_disabled
 from tests.factories import (
     CampaignFactory,
@@ -376,6 +376,47 @@ def test_an_aggregate_django_computes_through_a_subquery_is_refused() -> None:
         sliced.run(campaign_id=1)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_first_updated_returns_the_one_row_it_wrote_as_the_orm_reads_it(compiled: bool) -> None:
+    """``first_updated`` (UPDATE ... RETURNING, compiled; or the builder's read, update and read back) gives the
+    row as written, its JSON decoded, the same as a read of it; a claim of the oldest of what is left each
+    time; None when nothing is left; and it refuses an update of several rows."""
+    campaign = CampaignFactory.create()
+    left, right = CompetitorFactory.create(campaign=campaign), CompetitorFactory.create(campaign=campaign)
+    battles = [
+        Battle.objects.create(
+            organization=campaign.organization, campaign=campaign, prompt=PromptFactory.create(campaign=campaign),
+            left=left, right=right, status=Battle.Status.READY, params={"seed": i},
+            created_at=timezone.now() - timedelta(minutes=10 - i),
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    mark = PreparedUpdate(
+        lambda campaign_id, note: (
+            Battle.objects.filter(
+                pk=first_unlocked(Battle.objects.filter(campaign_id=campaign_id, void_reason="").order_by("created_at"))
+            ),
+            {"void_reason": note},
+        ),
+        campaign_id=int,
+        note=str,
+    )
+    with override_settings(ARENA_PREPARED=compiled), organization_scope(campaign.organization_id):
+        got = [mark.first_updated(campaign_id=campaign.pk, note=f"taken {i}") for i in range(3)]
+        assert mark.compiled_in_scope() == compiled
+        taken: list[Battle] = [g for g in got if g is not None]
+        assert [g.pk for g in taken] == [b.pk for b in battles] and got[2] is None
+        for i, battle in enumerate(taken):
+            assert battle.void_reason == f"taken {i}" and battle.params == {"seed": i}
+            assert _fields(battle) == _fields(Battle.objects.get(pk=battle.pk))
+        every = PreparedUpdate(
+            lambda campaign_id: (Battle.objects.filter(campaign_id=campaign_id), {"void_reason": "all"}),
+            campaign_id=int,
+        )
+        with pytest.raises(PreparedError, match="at most one row"):
+            every.first_updated(campaign_id=campaign.pk)
+
+
 @override_settings(ARENA_PREPARED=False)
 def test_switched_off_every_call_runs_the_builders_own_queryset() -> None:
     prompt = PromptFactory.create()
@@ -416,22 +457,24 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
             assert assignment.battle_turns(battle) == [] and assignment.battle_generations(battle) == []
             assert campaigns.campaign_for_rater(user=rater, campaign_id=campaign.pk) == campaign
             assert campaigns.pool_for_rater(campaign=campaign, user=rater) == pool
-            assert buffer._claim_candidates.all(campaign_id=campaign.pk, rater_id=rater.pk, since=now) == []
-            assert buffer._claim_candidates_first.all(campaign_id=campaign.pk, rater_id=rater.pk, since=now) == []
             assert vote._mark_shown.run(battle_id=UUID(int=0), shown_at=now) == 0
             assert (
                 vote._mark_voted.run(battle_id=UUID(int=0), voted_at=now, campaign_id=campaign.pk, rater_id=rater.pk)
                 == 0
             )
-            assert buffer._claim.run(
-                battle_id=UUID(int=0), rater_id=rater.pk, pool_id=pool.pk, session_key="k", claimed_at=now
-            ) == 0  # fmt: skip
+            for capped in (False, True):  # nothing ready in the buffer: nothing claimed
+                claim = buffer._claims[(False, capped)]
+                extra = {"hash_cap": 3} if capped else {}
+                assert claim.first_updated(
+                    campaign_id=campaign.pk, rater_id=rater.pk, since=now, pool_id=pool.pk, session_key="k",
+                    claimed_at=now, **extra,
+                ) is None  # fmt: skip
             assert vote._answers_logged.all(battle_id=battle.pk) == []
             assert assignment.hashes_rated_by(campaign=campaign, user=rater, hashes={prompt.text_hash, "x"}) == {
                 prompt.text_hash
             }
             assert assignment.battles_in_session_window(campaign=campaign, user=rater) == 1
-            assert assignment.rater_standing(campaign=campaign, user=rater) == assignment.RaterStanding(1, 1)
+            assert assignment.pool_and_standing(campaign=campaign, user=rater) == (pool, assignment.RaterStanding(1, 1))
             assert assignment.votes_by_rater(campaign=campaign, user=rater) == 0
             assert assignment.battle_page_counts(battle=battle, user=rater)[0] == 1
         statements: list[Prepared[Any] | PreparedUpdate | PreparedAggregate] = [
@@ -439,7 +482,7 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
             assignment._hashes_rated,
             assignment._battle_of_rater, assignment._battle_pending, assignment._turns_of_battle,
             assignment._generations_of_battle, campaigns._campaign_for_rater,
-            campaigns._pools_of_rater, buffer._claim_candidates, buffer._claim_candidates_first, buffer._claim,
-            vote._mark_shown, vote._mark_voted, vote._answers_logged, assignment._standing,
+            campaigns._pools_of_rater, buffer._claims[(False, False)], buffer._claims[(False, True)],
+            vote._mark_shown, vote._mark_voted, vote._answers_logged, assignment._pool_and_standing,
         ]  # fmt: skip
         assert [s.name for s in statements if not s.compiled_in_scope()] == []

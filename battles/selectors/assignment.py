@@ -10,17 +10,19 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, IntegerField, Max, Min, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.prepared import Many, Prepared, PreparedAggregate
+from raters.models import RaterPool
 from serving.models import Health
 from serving.selectors import endpoint_outage_periods, periods_overlap_s
 
 from .. import hooks
 from ..models import Battle, Campaign, Competitor, Generation, Prompt, Turn, Vote
 from ..sampling import active_pair_weights
+from .campaigns import pools_of_rater_in
 
 # The rater's cycle runs these on every request: compiled once (core.prepared), run with each call's values.
 _battle_of_rater: Prepared[Battle] = Prepared(
@@ -137,15 +139,38 @@ _votes_of_rater: PreparedAggregate = PreparedAggregate(
 
 
 _OPEN = (Battle.Status.READY, Battle.Status.GENERATING)
-_standing: PreparedAggregate = PreparedAggregate(
+
+
+@dataclass(frozen=True)
+class RaterStanding:
+    """What "next battle" asks first, with the rater's pool (``pool_and_standing``): whether the rater holds an
+    open battle (ready, or being prepared), and their battles in the session window
+    (``battles_in_session_window``)."""
+
+    open: int
+    in_session: int
+
+
+def _count_of_rows(queryset: QuerySet[Battle]) -> Coalesce:
+    """``COUNT(*)`` of the queryset's rows as a scalar subquery (of one campaign: grouped by it)."""
+    counted = queryset.order_by().values("campaign_id").annotate(n=Count("*")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+# "Next battle"'s first question after the campaign: the rater's pool (the oldest that qualifies), with their
+# standing (``RaterStanding``'s two counts) as its annotations, in one statement.
+_pool_and_standing: Prepared[RaterPool] = Prepared(
     lambda campaign_id, rater_id, since: (
-        Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id).filter(
-            Q(status__in=_OPEN) | (~Q(status=Battle.Status.VOID) & _taken_between(since))
-        ),
-        {
-            "open": Count("pk", filter=Q(status__in=_OPEN)),
-            "in_session": Count("pk", filter=~Q(status=Battle.Status.VOID) & _taken_between(since)),
-        },
+        pools_of_rater_in(campaign_id, rater_id)
+        .annotate(
+            open_battles=_count_of_rows(
+                Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id, status__in=_OPEN)
+            ),
+            battles_in_session=_count_of_rows(
+                rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(_taken_between(since))
+            ),
+        )
+        .order_by("id")[:1]
     ),
     campaign_id=int,
     rater_id=int,
@@ -153,19 +178,17 @@ _standing: PreparedAggregate = PreparedAggregate(
 )
 
 
-@dataclass(frozen=True)
-class RaterStanding:
-    """What "next battle" asks first, in one statement: whether the rater holds an open battle (ready, or
-    being prepared), and their battles in the session window (``battles_in_session_window``)."""
-
-    open: int
-    in_session: int
-
-
-def rater_standing(*, campaign: Campaign, user: User, now: datetime | None = None) -> RaterStanding:
+def pool_and_standing(
+    *, campaign: Campaign, user: User, now: datetime | None = None
+) -> tuple[RaterPool | None, RaterStanding]:
+    """``pool_for_rater`` and the rater's standing in one statement: the pool the rater votes through in this
+    campaign (None: they are in none of its pools; the standing is then zero) and their standing."""
     since = (now or timezone.now()) - timedelta(hours=campaign.session_window_h)
-    counts = _standing.run(campaign_id=campaign.pk, rater_id=user.pk, since=since)
-    return RaterStanding(open=int(counts["open"]), in_session=int(counts["in_session"]))
+    pool = _pool_and_standing.first(campaign_id=campaign.pk, rater_id=user.pk, since=since)
+    if pool is None:
+        return None, RaterStanding(open=0, in_session=0)
+    counts = RaterStanding(open=int(pool.open_battles), in_session=int(pool.battles_in_session))  # type: ignore[attr-defined]
+    return pool, counts
 
 
 def battles_in_session_window(*, campaign: Campaign, user: User, now: datetime | None = None) -> int:
@@ -327,15 +350,6 @@ def hashes_rated_by(*, campaign: Campaign, user: User, hashes: set[str]) -> set[
     if not hashes:
         return set()
     return set(_hashes_rated.all(campaign_id=campaign.pk, rater_id=user.pk, hashes=tuple(sorted(hashes))))
-
-
-def items_held_by(*, campaign: Campaign, user: User, item_keys: set[UUID]) -> set[UUID]:
-    """Of these shared items, those of which the rater already has a copy (in any state: a copy they
-    saw and did not vote on was still read)."""
-    held = Battle.objects.filter(campaign=campaign, rater=user, item_key__in=item_keys).values_list(
-        "item_key", flat=True
-    )
-    return {key for key in held if key is not None}
 
 
 def hashes_at_cap(*, campaign: Campaign, hashes: set[str]) -> set[str]:

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 from .assignment import LOST_TASK_S, Assignment, battle_assign, battle_generation_nudge
 from .buffer import (
-    CLAIM_CANDIDATES,
-    CLAIM_FIRST,
     battle_claim,
     buffer_fill,
     buffer_maintain,
@@ -176,8 +174,6 @@ __all__ = [
     "campaign_save",
     "CampaignClosed",
     "CapReached",
-    "CLAIM_CANDIDATES",
-    "CLAIM_FIRST",
     "competitor_delete",
     "competitor_delete_refusal",
     "competitor_has_battles",

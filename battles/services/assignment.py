@@ -85,13 +85,12 @@ def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_te
     live by a worker and streamed to the page (``battle_start_live``)."""
     if campaign.status != Campaign.Status.OPEN:
         raise NotAllowed("This campaign is not open.")
-    pool = selectors.pool_for_rater(campaign=campaign, user=user)
+    # The rater's pool, whether they hold an open battle and their count against the session cap, in one
+    # statement; the open battle itself is read only where there is one.
+    now = timezone.now()
+    pool, standing = selectors.pool_and_standing(campaign=campaign, user=user, now=now)
     if pool is None:
         raise NotAllowed("You are not in a rater pool of this campaign.")
-    # Whether the rater holds an open battle and their count against the session cap, in one statement; the
-    # open battle itself is read only where there is one.
-    now = timezone.now()
-    standing = selectors.rater_standing(campaign=campaign, user=user, now=now)
     in_session: int | None = standing.in_session
     if standing.open:
         pending = _pending_or_none(campaign=campaign, user=user)

@@ -7,20 +7,21 @@ import contextlib
 import random
 import secrets
 from datetime import datetime, timedelta
-from uuid import UUID
+from typing import Any
 
 from celery import shared_task
 from django.contrib.auth.models import User
 from django.db import models, transaction
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from core.prepared import Prepared, PreparedUpdate
+from core.prepared import PreparedUpdate, first_unlocked
 from core.tasks import TransactionAwareTask, mark_clear
 from raters.models import RaterPool
 from raters.tenancy import TenantTask, scopes_disabled
 
 from .. import selectors
-from ..models import Battle, Campaign, Competitor
+from ..models import Battle, Campaign, Competitor, Vote
 from .generation import STALE_GENERATION_S, _generation_queue
 from .identity import identity_refused
 
@@ -101,58 +102,79 @@ def buffer_fill_task(campaign_id: int, *, organization_id: int) -> int:
     return len(buffer_fill(campaign_id=campaign_id))
 
 
-# How many of the buffer's oldest battles a claim looks at before preparing one for the rater instead, and
-# how many it looks at first.
-CLAIM_CANDIDATES = 16
-CLAIM_FIRST = 4
+# A claim is one statement, compiled once (core.prepared) and run with each claim's values: an update of the
+# buffer's oldest ready battle that the rater may have and that no concurrent claim holds, which returns it.
+def _claim_statement(*, refuse_identity: bool, capped: bool) -> PreparedUpdate:
+    """The claim: the buffer's oldest ready battle that no rater has, that every rule lets this rater have and
+    that no concurrent claim holds (``first_unlocked``: PostgreSQL's ``FOR UPDATE SKIP LOCKED``), given to the
+    rater, in one conditional update that returns it. The rules, all asked of the database: within the age
+    limit, or pushed in shadow mode; both competitors still available, or for a shadow battle still active; a
+    prompt whose normalised text the rater has not had in a battle that was not voided; a shared item of which
+    the rater has no copy; under ``refuse_identity``, no prompt that asks the model's identity; where the
+    campaign caps votes a prompt hash (``capped``), a hash with fewer than ``hash_cap`` votes."""
 
-
-# A claim's statements, compiled once (core.prepared) and run with each claim's values: the buffer's oldest
-# ready battles no rater has (within the age limit, or pushed in shadow mode), and the conditional update.
-def _candidates(limit: int) -> Prepared[Battle]:
-    """The buffer's oldest ready battles that no rater has and that the rater may rate by the rules that hold
-    for everyone (within the age limit, or pushed in shadow mode; both competitors still available, or for a
-    shadow battle still active; a prompt whose normalised text the rater has not had in a battle that was not
-    voided), in one statement: the rest of the rules (a prompt-hash cap, an identity policy, a shared item) are
-    checked on the few read."""
-
-    def build(campaign_id: int, rater_id: int, since: datetime) -> models.QuerySet[Battle]:
+    def build(**values: Any) -> tuple[models.QuerySet[Battle], dict[str, Any]]:
+        campaign_id, rater_id = values["campaign_id"], values["rater_id"]
         available = selectors.competitors_available_in(campaign_id).values("pk")
         active = Competitor.objects.filter(campaign_id=campaign_id, active=True).values("pk")
         seen = selectors.rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(
             prompt__campaign_id=campaign_id,  # the same as the battle's: the prompts' index is (campaign, hash)
             prompt__text_hash=models.OuterRef("prompt__text_hash"),
         )
+        held = Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id, item_key=models.OuterRef("item_key"))
         shadow = models.Q(source=Battle.Source.SHADOW)
-        return (
+        candidates = (
             Battle.objects.filter(campaign_id=campaign_id, rater__isnull=True, status=Battle.Status.READY)
             .filter(
                 (shadow & models.Q(left__in=active, right__in=active))
-                | (~shadow & models.Q(created_at__gte=since, left__in=available, right__in=available))
+                | (~shadow & models.Q(created_at__gte=values["since"], left__in=available, right__in=available))
             )
             .exclude(models.Exists(seen))
-            .select_related("prompt")
-            .order_by("created_at")[:limit]
+            .exclude(models.Q(item_key__isnull=False) & models.Exists(held))
+        )
+        if refuse_identity:  # generated (or pushed) before the policy changed: never served under "refuse"
+            candidates = candidates.exclude(prompt__asks_identity=True)
+        if capped:
+            votes_on_hash = (
+                Vote.objects.filter(campaign_id=campaign_id, prompt_hash=models.OuterRef("prompt__text_hash"))
+                .order_by()
+                .values("campaign_id")
+                .annotate(n=models.Count("*"))
+                .values("n")
+            )
+            candidates = candidates.alias(
+                hash_votes=Coalesce(models.Subquery(votes_on_hash, output_field=models.IntegerField()), 0)
+            ).filter(hash_votes__lt=values["hash_cap"])
+        return (
+            Battle.objects.filter(
+                pk=first_unlocked(candidates.order_by("created_at")), rater__isnull=True, status=Battle.Status.READY
+            ),
+            {
+                "rater_id": rater_id,
+                "pool_id": values["pool_id"],
+                "session_key": values["session_key"],
+                "claimed_at": values["claimed_at"],
+            },
         )
 
-    return Prepared(build, campaign_id=int, rater_id=int, since=datetime)
+    slots: dict[str, type] = {
+        "campaign_id": int,
+        "rater_id": int,
+        "since": datetime,
+        "pool_id": int,
+        "session_key": str,
+        "claimed_at": datetime,
+    }
+    if capped:
+        slots["hash_cap"] = int
+    return PreparedUpdate(build, **slots)
 
 
-# The oldest few first (each candidate is a battle and its prompt built in Python: the few are cheaper, and
-# almost always hold one the rater may have); the oldest CLAIM_CANDIDATES only when none of the few does.
-_claim_candidates_first: Prepared[Battle] = _candidates(CLAIM_FIRST)
-_claim_candidates: Prepared[Battle] = _candidates(CLAIM_CANDIDATES)
-_claim: PreparedUpdate = PreparedUpdate(
-    lambda battle_id, rater_id, pool_id, session_key, claimed_at: (
-        Battle.objects.filter(pk=battle_id, rater__isnull=True, status=Battle.Status.READY),
-        {"rater_id": rater_id, "pool_id": pool_id, "session_key": session_key, "claimed_at": claimed_at},
-    ),
-    battle_id=UUID,
-    rater_id=int,
-    pool_id=int,
-    session_key=str,
-    claimed_at=datetime,
-)
+_claims: dict[tuple[bool, bool], PreparedUpdate] = {
+    (refuse_identity, capped): _claim_statement(refuse_identity=refuse_identity, capped=capped)
+    for refuse_identity in (False, True)
+    for capped in (False, True)
+}
 
 
 def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key: str) -> Battle | None:
@@ -163,59 +185,28 @@ def battle_claim(*, campaign: Campaign, user: User, pool: RaterPool, session_key
     competitors are still available, the battle is younger than the buffer's age limit (shadow battles:
     both competitors still active, and no age limit: see ``buffer_maintain``), a prompt asking the model's
     identity is not served under the "refuse" policy, and a shared item's copy goes to a rater without one.
-    The claim is a conditional update (``rater IS NULL``): of two raters racing for one battle, one gets it
-    and the other the next. A rater who already holds an open battle (a second tab) makes the database
-    refuse (IntegrityError: one open battle per rater and campaign), which the caller turns into that
-    battle. The rules that hold for everyone are asked of the database with the candidates (one statement);
-    it reads the oldest ``CLAIM_FIRST`` of those, and the oldest ``CLAIM_CANDIDATES`` only when none of the
-    first will do by the campaign's own rules: the battle handed out is the same either way."""
+    One statement asks every rule and claims the battle (``_claim_statement``): the oldest battle that passes
+    them and that no concurrent claim holds, so raters claiming at once each get a different battle, none
+    waits for another's and none loses a race and tries again. A rater who already holds an open battle (a
+    second tab) makes the database refuse (IntegrityError: one open battle per rater and campaign), which the
+    caller turns into that battle."""
     now = timezone.now()
-    values = {
+    capped = campaign.prompt_hash_cap is not None
+    values: dict[str, Any] = {
         "campaign_id": campaign.pk,
         "rater_id": user.pk,
         "since": now - timedelta(seconds=campaign.buffer_max_age_s),
+        "pool_id": pool.pk,
+        "session_key": session_key,
+        "claimed_at": now,
     }
-    first = _claim_candidates_first.all(**values)
-    claimed = _claim_first_usable(first, campaign=campaign, user=user, pool=pool, session_key=session_key, now=now)
-    if claimed is not None or len(first) < CLAIM_FIRST:
-        return claimed
-    looked = {candidate.pk for candidate in first}
-    more = [candidate for candidate in _claim_candidates.all(**values) if candidate.pk not in looked]
-    return _claim_first_usable(more, campaign=campaign, user=user, pool=pool, session_key=session_key, now=now)
-
-
-def _claim_first_usable(
-    candidates: list[Battle], *, campaign: Campaign, user: User, pool: RaterPool, session_key: str, now: datetime
-) -> Battle | None:
-    """Claim the first of ``candidates`` (oldest first) that the campaign's own rules let the rater have (the
-    rules for everyone were asked of the database with them), or None."""
-    if not candidates:
-        return None
-    hashes = {candidate.prompt.text_hash for candidate in candidates}
-    full = selectors.hashes_at_cap(campaign=campaign, hashes=hashes)  # a statement only under a cap
-    refuse = identity_refused(campaign)
-    items = {candidate.item_key for candidate in candidates if candidate.item_key is not None}
-    held = selectors.items_held_by(campaign=campaign, user=user, item_keys=items) if items else set()
-    for candidate in candidates:
-        if candidate.prompt.text_hash in full:
-            continue
-        if refuse and candidate.prompt.asks_identity:
-            continue  # generated (or pushed) before the policy changed: never served under "refuse"
-        if candidate.item_key is not None and candidate.item_key in held:
-            continue
-        # One statement: in autocommit it is a transaction of its own (no BEGIN and COMMIT around it); inside a
-        # caller's transaction a savepoint keeps that transaction usable if the one-open-battle constraint
-        # refuses the update.
-        with transaction.atomic() if transaction.get_connection().in_atomic_block else contextlib.nullcontext():
-            won = _claim.run(
-                battle_id=candidate.pk, rater_id=user.pk, pool_id=pool.pk, session_key=session_key, claimed_at=now
-            )
-        if won:
-            # What the conditional update wrote, set here rather than read back (nothing else of an unclaimed
-            # ready battle changes: it is this rater's now).
-            candidate.rater, candidate.pool, candidate.session_key, candidate.claimed_at = user, pool, session_key, now
-            return candidate
-    return None
+    if capped:
+        values["hash_cap"] = campaign.prompt_hash_cap
+    # One statement: in autocommit it is a transaction of its own (no BEGIN and COMMIT around it); inside a
+    # caller's transaction a savepoint keeps that transaction usable if the one-open-battle constraint refuses it.
+    with transaction.atomic() if transaction.get_connection().in_atomic_block else contextlib.nullcontext():
+        claimed: Battle | None = _claims[(identity_refused(campaign), capped)].first_updated(**values)
+    return claimed
 
 
 def buffer_maintain_schedule_open_campaigns() -> int:

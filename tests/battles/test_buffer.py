@@ -5,11 +5,12 @@ claim time; a rater who finds nothing claimable gets a battle prepared for them,
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -17,7 +18,7 @@ from battles import selectors, services
 from battles.models import Battle, Campaign, Prompt, Vote
 from battles.services import generation as generation_services
 from battles.tasks import buffer_maintain_open_task
-from raters.tenancy import principal_scope
+from raters.tenancy import principal_scope, scopes_disabled
 from tests.conftest import Tenant, generation_worker_run, login, start_battle
 from tests.factories import MembershipFactory, PromptFactory, UserFactory
 from tests.ranking.synth import votes_write
@@ -338,6 +339,52 @@ def test_raters_racing_for_one_battle_each_get_a_different_one(vote_log_purge, a
         assert battle.rater_id in {r.pk for r in raters}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_skips_a_battle_another_claim_holds_instead_of_waiting_for_it(vote_log_purge, acme, bob):
+    """The claim's one statement passes over a battle that another transaction holds (FOR UPDATE SKIP LOCKED):
+    it takes the next one at once, where a plain conditional update would wait for the holder and then find
+    the battle gone. The holder here keeps its lock until the claim returns; the claim's session would give
+    up after 5 s of waiting for a lock, and it does not wait at all."""
+    from django.db import connections
+
+    campaign = _with_buffer(acme, 0)
+    first, second = _ready_buffer(acme, list(Prompt.objects.filter(campaign=campaign)[:2]))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                with scopes_disabled():
+                    Battle.objects.select_for_update().get(pk=first.pk)
+                held.set()
+                release.wait(timeout=30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(timeout=30)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '5s'")
+        started = time.monotonic()
+        with principal_scope(bob):
+            claimed = services.battle_claim(campaign=campaign, user=bob, pool=acme.pool, session_key="s")
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join(timeout=30)
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert claimed is not None and claimed.pk == second.pk and claimed.rater_id == bob.pk
+    assert waited < 4  # not the lock's 5 s: it never waited
+    first.refresh_from_db()
+    assert first.rater_id is None  # the held battle is still there for the next claim
+    with principal_scope(bob):
+        Battle.objects.filter(pk=second.pk).update(status=Battle.Status.VOTED)
+        assert services.battle_claim(campaign=campaign, user=bob, pool=acme.pool, session_key="s") == first
+
+
 @pytest.mark.triton
 def test_a_second_tab_gets_the_claimed_battle_not_another(acme, bob, bob_client, triton_server):
     campaign = _with_buffer(acme, 2)
@@ -365,14 +412,18 @@ def test_prompt_pick_draws_at_random_but_never_a_rated_prompt(acme, bob):
     assert selectors.prompt_pick(campaign=campaign, user=bob, rng=random.Random(1)) is None
 
 
-def test_a_claim_looks_past_the_first_few_when_none_of_them_will_do(acme, bob):
-    """The claim reads the oldest CLAIM_FIRST battles, and the oldest CLAIM_CANDIDATES only when none of
-    those will do: the battle handed out is the oldest the rater may rate, either way."""
+def test_a_claim_looks_past_every_battle_the_rater_may_not_have(acme, bob):
+    """The claim asks every rule of the database in its one statement: the battle handed out is the oldest the
+    rater may rate, however many older ones they may not (here 12 prompts they rated, then an identity question
+    under the "refuse" policy)."""
     campaign = _with_buffer(acme, 0)
-    prompts = [PromptFactory.create(campaign=campaign) for _ in range(services.CLAIM_FIRST + 2)]
-    _rated_by(acme, bob, prompts[: services.CLAIM_FIRST])  # bob has rated these: the oldest few will not do
+    campaign.identity_policy = Campaign.IdentityPolicy.REFUSE
+    campaign.save(update_fields=["identity_policy"])
+    prompts = [PromptFactory.create(campaign=campaign) for _ in range(14)]
+    _rated_by(acme, bob, prompts[:12])  # bob has rated these: the 12 oldest will not do
+    Prompt.objects.filter(pk=prompts[12].pk).update(asks_identity=True)
     ready = _ready_buffer(acme, prompts)
-    assert _claim(campaign, bob).battle.pk == ready[services.CLAIM_FIRST].pk
+    assert _claim(campaign, bob).battle.pk == ready[13].pk
 
 
 @pytest.mark.django_db(transaction=True)

@@ -77,16 +77,16 @@ def test_the_raters_standing_says_what_the_pending_battle_and_the_session_count_
         Battle.objects.filter(pk=battle.pk).update(
             status=status, created_at=taken, claimed_at=taken if stamped else None
         )
-        standing = selectors.rater_standing(campaign=acme.campaign, user=bob, now=now)
-        assert standing.open == 0
+        pool, standing = selectors.pool_and_standing(campaign=acme.campaign, user=bob, now=now)
+        assert pool == acme.pool and standing.open == 0
         assert standing.in_session == selectors.battles_in_session_window(campaign=acme.campaign, user=bob, now=now)
     for status, hours in ((Battle.Status.READY, 0.5), (Battle.Status.GENERATING, 3 * window_h)):
         open_battle = ready_battle(acme, bob, f"Open, {status}")
         taken = now - timedelta(hours=hours)
         Battle.objects.filter(pk=open_battle.pk).update(status=status, created_at=taken, claimed_at=taken)
         with CaptureQueriesContext(connection) as captured:
-            standing = selectors.rater_standing(campaign=acme.campaign, user=bob, now=now)
-        assert len(captured.captured_queries) == 1
+            pool, standing = selectors.pool_and_standing(campaign=acme.campaign, user=bob, now=now)
+        assert len(captured.captured_queries) == 1 and pool == acme.pool
         assert standing.open == 1 and selectors.battle_pending_for_rater(campaign=acme.campaign, user=bob) is not None
         assert standing.in_session == selectors.battles_in_session_window(campaign=acme.campaign, user=bob, now=now)
         Battle.objects.filter(pk=open_battle.pk).update(status=Battle.Status.VOTED)

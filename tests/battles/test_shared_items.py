@@ -15,6 +15,7 @@ from battles.models import Battle, Campaign, Choice, Generation
 from ranking.selectors import rater_quality
 from tests.battles.test_gold import _configure, _next, _rater, _shadow, _vote
 from tests.conftest import Tenant
+from tests.factories import PromptFactory
 from tests.planting import planting
 
 pytestmark = [pytest.mark.django_db]
@@ -78,9 +79,15 @@ def test_a_rater_is_never_handed_a_second_copy(acme: Tenant, bob) -> None:  # ty
     assert other.item_key is not None and other.item_key == first.item_key
     again = services.battle_assign(campaign=acme.campaign, user=bob, session_key="s").battle
     assert again.item_key is None and again.source == Battle.Source.GENERATED  # a pool prompt's, not the copy
-    from battles.selectors import items_held_by
-
-    assert items_held_by(campaign=acme.campaign, user=bob, item_keys={other.item_key}) == {other.item_key}
+    # The claim's own rule, alone: the copy under a prompt bob has not seen, and bob holding no open battle.
+    Battle.objects.filter(pk=again.pk).update(status=Battle.Status.VOID)
+    Battle.objects.filter(pk=other.pk).update(prompt=PromptFactory.create(campaign=acme.campaign))
+    assert list(Battle.objects.filter(rater__isnull=True, status=Battle.Status.READY)) == [other]
+    assert services.battle_claim(campaign=acme.campaign, user=bob, pool=acme.pool, session_key="s") is None
+    Battle.objects.filter(pk=first.pk).update(item_key=None)  # bob's copy no longer of the item: it is claimable
+    assert services.battle_claim(campaign=acme.campaign, user=bob, pool=acme.pool, session_key="s") == other
+    Battle.objects.filter(pk=other.pk).update(rater=None, pool=None, claimed_at=None, session_key="")
+    Battle.objects.filter(pk=first.pk).update(item_key=other.item_key)
     # And the database refuses it outright (the race the claim's check cannot see).
     with pytest.raises(IntegrityError), transaction.atomic():
         Battle.objects.filter(pk=other.pk).update(rater=bob, pool=acme.pool)

@@ -153,10 +153,10 @@ def test_the_page_reads_turns_only_for_a_battle_that_may_have_them(acme: Tenant,
 
 
 def test_next_battle_from_the_buffer_costs_a_pinned_number_of_queries(acme: Tenant, bob: User, bob_client: Client):
-    """ "Next battle" from a buffer: the campaign, the rater's pool, their standing (an open battle? the session
-    count) in one statement, the candidates with the rules for everyone (competitors available, the prompt
-    not seen by the rater) in one statement, and the conditional claim (in a savepoint here; in autocommit
-    in production, see tests/battles/test_buffer.py)."""
+    """ "Next battle" from a buffer: the campaign, the rater's pool with their standing (an open battle? the
+    session count) in one statement, and the claim, one statement with every rule (competitors available, the prompt
+    not seen by the rater...) that returns the battle it claimed (in a savepoint here; in autocommit in
+    production, see tests/battles/test_buffer.py)."""
 
     def buffered(text: str) -> Battle:
         battle = ready_battle(acme, bob, text)
@@ -175,6 +175,8 @@ def test_next_battle_from_the_buffer_costs_a_pinned_number_of_queries(acme: Tena
     battle = buffered("Tell me about deltas.")
     location, queries = next_battle()
     assert location == f"/b/{battle.pk}/"
-    # campaign, pool, standing, candidates, SAVEPOINT, the claim, RELEASE.
-    assert len(queries) == 7, "\n".join(queries)
+    # campaign, pool with standing, SAVEPOINT, the claim, RELEASE.
+    assert len(queries) == 5, "\n".join(queries)
+    assert 'FROM "raters_raterpool"' in queries[1] and queries[1].count('COUNT(*) AS "n" FROM "battles_battle"') == 2
+    assert "SKIP LOCKED" in queries[3] and " RETURNING " in queries[3]
     assert not [q for q in queries if 'FROM "battles_competitor"' in q.split("WHERE")[0]]  # asked within the candidates
