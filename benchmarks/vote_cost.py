@@ -13,9 +13,11 @@ on, at a rate they never reach), with production settings (DEBUG off). Printed:
   parts     per part of the request, the median milliseconds (inclusive: a part's time includes the parts
             it calls; "battle read" is every call of battle_for_rater: the view's, which the service reuses)
   total     the vote request's median and p99
-  cycle     ``--cycles`` times a rater's whole cycle from a warm buffer, as benchmarks/load.py's raters do
-            it: next battle (the claim), the battle page, the vote; and the votes/s one core could serve;
-            and the floor: the same three requests, with the same session, to a view that does nothing
+  cycle     ``--cycles`` times a rater's whole cycle from a warm buffer of ``--cycles`` battles (filled
+            first), as benchmarks/load.py's raters do it: next battle (the claim), the battle page, the vote;
+            the CPU of this process and of the connection's PostgreSQL backend (read from /proc: a local
+            server); the votes/s one core could serve; and the floor: the same three requests, with the
+            same session, to a view that does nothing
   handlers  the sign-in page (every middleware, a template) served through the ASGI protocol in process by
             Django's ASGI handler alone and by the platform's application (core/asgi.py: sync views on
             Django's WSGI handler in threads), alternated three times: CPU and wall a request
@@ -185,6 +187,27 @@ class Timers:
         for part in parts:
             self.per_vote[part].append(self.current.get(part, 0.0))
         self.current.clear()
+
+
+def _backend_cpu_reader() -> Callable[[], float]:
+    """A function that reads the CPU seconds spent so far by this connection's PostgreSQL backend (from /proc:
+    the server on this machine), or always 0 where it cannot be read."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    stat = Path(f"/proc/{pid}/stat")
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+    return read
 
 
 def label(sql: str) -> str:
@@ -507,10 +530,15 @@ def main() -> int:
     # A rater's whole cycle from a warm buffer, as the load benchmark's raters do it: next, page, vote.
     cycles: dict[str, list[float]] = defaultdict(list)
     cycle_profiler = cProfile.Profile(time.process_time) if args.profile_cycle else None
+    backend_cpu = _backend_cpu_reader()
+    backend_spent = 0.0
+    # The buffer filled first, as the load benchmark's is: each claim finds the oldest of what is left.
     for i in range(args.cycles):
         battle_make(args.votes + 10 + i, buffered=True)
+    for _ in range(args.cycles):
         if cycle_profiler is not None:
             cycle_profiler.enable()
+        b0 = backend_cpu()
         t0, c0 = time.perf_counter(), time.process_time()
         response = client.post(reverse("battles:next", args=[campaign.pk]))
         t1 = time.perf_counter()
@@ -520,6 +548,7 @@ def main() -> int:
         assert page.status_code == 200 and b'name="choice"' in page.content
         voted = client.post(response["Location"] + "vote/", {"choice": "left"})
         t3, c3 = time.perf_counter(), time.process_time()
+        backend_spent += backend_cpu() - b0
         if cycle_profiler is not None:
             cycle_profiler.disable()
         assert voted.status_code == 302, voted.content[:500]
@@ -538,6 +567,10 @@ def main() -> int:
     # This process's CPU (Django's and the test client's, not PostgreSQL's): what the machine's other jobs
     # disturb far less than the wall time above.
     print(f"  {'cycle, CPU of this process':<48} {cycle_cpu_ms:7.2f}")
+    if backend_spent:
+        # The statements' cost on the server's side: the session's backend process (clock ticks summed over
+        # the cycles, so a mean, not a median).
+        print(f"  {'cycle, CPU of the PostgreSQL backend (mean)':<48} {backend_spent / args.cycles * 1000:7.2f}")
     print(f"  {'= votes/s one core could serve (1000 / cycle)':<48} {1000 / cycle_ms:7.1f}")
 
     # The floor under any cycle of this stack: the same three requests (POST, GET, POST with the same session,
