@@ -389,11 +389,14 @@ class PreparedUpdate(_Statement[int]):
             with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
                 cursor.execute(sql, self._params(compiled, values))
                 rows = cursor.fetchall()
-        if len(rows) > 1:  # the statement ran in the caller's transaction, which this error rolls back
-            raise PreparedError(f"{self.name}: first_updated() is for an update of at most one row")
+            if len(rows) > 1:
+                # A programming error (the builder's filter must name one row), said: inside a transaction it is
+                # rolled back with it; in autocommit the rows are written by now.
+                raise PreparedError(f"{self.name}: first_updated() is for an update of at most one row")
         if not rows:
             return None
-        compiler = compiled.compiler
+        compiler = copy.copy(compiled.compiler)
+        compiler.connection = connections[DEFAULT_DB_ALIAS]  # the converters are called with this call's connection
         row = next(compiler.apply_converters(rows, compiled.converters)) if compiled.converters else rows[0]
         return model.from_db(DEFAULT_DB_ALIAS, compiled.fields, tuple(row))
 
