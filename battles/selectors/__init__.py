@@ -72,6 +72,7 @@ from .campaigns import (
     pools_of_rater_in,
     prompts_of,
     rater_in_campaign_pool,
+    rows_counted,
     vote_counts,
 )
 from .experiments import (
@@ -190,6 +191,7 @@ __all__ = [
     "qualification_of",
     "rater_blocked",
     "rater_in_campaign_pool",
+    "rows_counted",
     "rater_battles_counted",
     "rater_progress",
     "pool_and_standing",

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db.models import Count, IntegerField, Max, Min, Q, QuerySet, Subquery
+from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -22,7 +22,7 @@ from serving.selectors import endpoint_outage_periods, periods_overlap_s
 from .. import hooks
 from ..models import Battle, Campaign, Competitor, Generation, Prompt, Turn, Vote
 from ..sampling import active_pair_weights
-from .campaigns import pools_of_rater_in
+from .campaigns import pools_of_rater_in, rows_counted
 
 # The rater's cycle runs these on every request: compiled once (core.prepared), run with each call's values.
 _battle_of_rater: Prepared[Battle] = Prepared(
@@ -151,22 +151,16 @@ class RaterStanding:
     in_session: int
 
 
-def _count_of_rows(queryset: QuerySet[Battle]) -> Coalesce:
-    """``COUNT(*)`` of the queryset's rows as a scalar subquery (of one campaign: grouped by it)."""
-    counted = queryset.order_by().values("campaign_id").annotate(n=Count("*")).values("n")
-    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
-
-
 # "Next battle"'s first question after the campaign: the rater's pool (the oldest that qualifies), with their
 # standing (``RaterStanding``'s two counts) as its annotations, in one statement.
 _pool_and_standing: Prepared[RaterPool] = Prepared(
     lambda campaign_id, rater_id, since: (
         pools_of_rater_in(campaign_id, rater_id)
         .annotate(
-            open_battles=_count_of_rows(
+            open_battles=rows_counted(
                 Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id, status__in=_OPEN)
             ),
-            battles_in_session=_count_of_rows(
+            battles_in_session=rows_counted(
                 rater_battles_counted(campaign_id=campaign_id, rater_id=rater_id).filter(_taken_between(since))
             ),
         )

@@ -111,11 +111,17 @@ def rater_in_campaign_pool(*, campaign: Campaign, user: User) -> bool:
 # --- The REST API's reads: campaigns, competitors, categories, prompts --------------------------------
 
 
+def rows_counted(queryset: QuerySet[Any]) -> Coalesce:
+    """``COUNT(*)`` of ``queryset``'s rows as a scalar subquery, 0 where there are none, for an annotation or a
+    filter (rows of one campaign: grouped by it)."""
+    counted = queryset.order_by().values("campaign").annotate(n=Count("*")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
 def _count_of(queryset: QuerySet[Any]) -> Coalesce:
     """A correlated ``COUNT(*)`` of ``queryset``'s rows of the outer campaign (one subquery per count, so
     three counts do not multiply into a join of competitors × prompts × votes)."""
-    counted = queryset.filter(campaign=OuterRef("pk")).order_by().values("campaign").annotate(n=Count("*")).values("n")
-    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+    return rows_counted(queryset.filter(campaign=OuterRef("pk")))
 
 
 def campaigns_with_counts(user: User | ApiKeyPrincipal) -> QuerySet[Campaign]:

@@ -12,7 +12,6 @@ from typing import Any
 from celery import shared_task
 from django.contrib.auth.models import User
 from django.db import models, transaction
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.prepared import PreparedUpdate, first_unlocked
@@ -135,16 +134,12 @@ def _claim_statement(*, refuse_identity: bool, capped: bool) -> PreparedUpdate:
         if refuse_identity:  # generated (or pushed) before the policy changed: never served under "refuse"
             candidates = candidates.exclude(prompt__asks_identity=True)
         if capped:
-            votes_on_hash = (
-                Vote.objects.filter(campaign_id=campaign_id, prompt_hash=models.OuterRef("prompt__text_hash"))
-                .order_by()
-                .values("campaign_id")
-                .annotate(n=models.Count("*"))
-                .values("n")
+            votes_on_hash = Vote.objects.filter(
+                campaign_id=campaign_id, prompt_hash=models.OuterRef("prompt__text_hash")
             )
-            candidates = candidates.alias(
-                hash_votes=Coalesce(models.Subquery(votes_on_hash, output_field=models.IntegerField()), 0)
-            ).filter(hash_votes__lt=values["hash_cap"])
+            candidates = candidates.alias(hash_votes=selectors.rows_counted(votes_on_hash)).filter(
+                hash_votes__lt=values["hash_cap"]
+            )
         return (
             Battle.objects.filter(
                 pk=first_unlocked(candidates.order_by("created_at")), rater__isnull=True, status=Battle.Status.READY
