@@ -46,9 +46,9 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
-from django.db.models.expressions import RawSQL
+from django.db.models.expressions import DatabaseDefault, RawSQL
 from django.db.models.query import FlatValuesListIterable, ModelIterable, ValuesIterable, ValuesListIterable
-from django.db.models.sql import UpdateQuery
+from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.models.sql.constants import ROW_COUNT, SINGLE
 from django_scopes import get_scope
 
@@ -400,6 +400,56 @@ class PreparedUpdate(_Statement[int]):
         row = next(compiler.apply_converters(rows, compiled.converters)) if compiled.converters else rows[0]
         return model.from_db(DEFAULT_DB_ALIAS, compiled.fields, tuple(row))
 
+    def update_and_insert(self, instance: models.Model, **values: Any) -> bool:
+        """For an update of at most one row that a new row goes with (a vote and the battle it locks): run the
+        update and, in the same statement, insert ``instance`` (a new row of any model) if and only if the update
+        changed a row. True, the instance stored (its key and the columns the database returns set, as ``save()``
+        sets them); or False and nothing written. One statement (``WITH updated AS (UPDATE ... RETURNING 1),
+        inserted AS (INSERT ... SELECT ... FROM updated)``), so in autocommit it is a transaction of its own with
+        no ``BEGIN`` or ``COMMIT`` around it, and an error in the insert (a unique constraint) undoes the update
+        too. The builder's own path (another database, or ``ARENA_PREPARED`` off) runs the update, then the
+        insert, in a transaction. Neither sends ``pre_save`` or ``post_save`` (nor calls the model's ``save()``):
+        for models whose rows need neither, as the vote log's append-only rows."""
+        if not instance._state.adding:
+            raise PreparedError(f"{self.name}: update_and_insert() inserts a new instance, not {instance!r}")
+        values, compiled = self._for_call(values)
+        if compiled is None:
+            queryset, fields = self._pair(values, "field: value")
+            with transaction.atomic(using=DEFAULT_DB_ALIAS):
+                updated = queryset.update(**fields)
+                if updated > 1:
+                    raise PreparedError(f"{self.name}: update_and_insert() is for an update of at most one row")
+                if not updated:
+                    return False
+                insert = _Insert(instance)
+                returned = (
+                    type(instance)
+                    ._base_manager.using(DEFAULT_DB_ALIAS)
+                    ._insert(  # type: ignore[attr-defined]
+                        [instance], fields=insert.fields, returning_fields=insert.returning, using=DEFAULT_DB_ALIAS
+                    )
+                )
+                insert.stored(returned[0])
+                return True
+        insert = _Insert(instance)
+        sql = (
+            f'WITH "updated" AS ({compiled.sql} RETURNING 1), "inserted" AS ({insert.sql} FROM (SELECT 1 FROM '
+            f'"updated" LIMIT 1) AS "one" RETURNING {insert.returning_sql}) SELECT (SELECT COUNT(*) FROM "updated"), '
+            '"inserted".* FROM (SELECT 1) AS "always" LEFT JOIN "inserted" ON TRUE'
+        )
+        with transaction.mark_for_rollback_on_error(using=DEFAULT_DB_ALIAS):
+            with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+                cursor.execute(sql, [*self._params(compiled, values), *insert.params])
+                row = cursor.fetchone()
+            if row[0] > 1:
+                # A programming error (the builder's filter must name one row), said: inside a transaction it is
+                # rolled back with it; in autocommit the rows are written by now.
+                raise PreparedError(f"{self.name}: update_and_insert() is for an update of at most one row")
+        if not row[0]:
+            return False
+        insert.stored(row[1:])
+        return True
+
     def _compile_one(self, values: dict[str, Any]) -> _Compiled | None:
         queryset, fields = self._pair(values, "field: value")
         if not _runs_as_plain_queryset(queryset) or type(queryset).update is not models.QuerySet.update:
@@ -435,6 +485,55 @@ class PreparedUpdate(_Statement[int]):
             returning=", ".join(f"{quote(model._meta.db_table)}.{quote(column.target.column)}" for column in columns),
             converters=reader.get_converters(columns),
         )
+
+
+class _Insert:
+    """One new row as ``save()`` would insert it (the same columns, ``pre_save`` values and parameters, by Django's
+    insert compiler), as an ``INSERT ... SELECT`` without its ``FROM``, for ``update_and_insert``; a column whose
+    value is the database's default (``db_default``) is left out, as the database then writes it."""
+
+    def __init__(self, instance: models.Model) -> None:
+        model = type(instance)
+        meta = model._meta
+        connection = connections[DEFAULT_DB_ALIAS]
+        self.instance = instance
+        if meta.parents:
+            raise PreparedError(f"{model.__name__}: a model with parent tables is not inserted in one statement")
+        query = InsertQuery(model)
+        query.insert_values(meta.local_concrete_fields, [instance])
+        compiler = query.get_compiler(using=DEFAULT_DB_ALIAS)
+        pk_set = instance._is_pk_set(meta)  # type: ignore[attr-defined]  # Django's own, untyped in the stubs
+        fields, row = [], []
+        for field in meta.local_concrete_fields:
+            if field.generated or (field is meta.auto_field and not pk_set):
+                continue
+            value = compiler.pre_save_val(field, instance)
+            if isinstance(value, DatabaseDefault):
+                continue
+            fields.append(field)
+            row.append(compiler.prepare_value(field, value))
+        placeholders, params = compiler.assemble_as_sql(fields, [row])
+        quote = connection.ops.quote_name
+        self._table: str = meta.db_table
+        self.fields = fields
+        self.returning = meta.db_returning_fields
+        self.sql = (
+            f"INSERT INTO {quote(self._table)} ({', '.join(quote(str(field.column)) for field in fields)}) "
+            f"SELECT {', '.join(placeholders[0])}"
+        )
+        self.params = list(params[0])
+        self.returning_sql = ", ".join(quote(str(field.column)) for field in self.returning)
+        self._compiler = compiler
+
+    def stored(self, returned: Any) -> None:
+        """The row is written: the columns the database returned set on the instance, as ``save()`` sets them."""
+        columns = [field.get_col(self._table) for field in self.returning]
+        converters = self._compiler.get_converters(columns)
+        values = next(self._compiler.apply_converters([list(returned)], converters)) if converters else returned
+        for value, field in zip(values, self.returning, strict=True):
+            setattr(self.instance, field.attname, value)
+        self.instance._state.adding = False
+        self.instance._state.db = DEFAULT_DB_ALIAS
 
 
 def first_unlocked(queryset: models.QuerySet[Any]) -> RawSQL:

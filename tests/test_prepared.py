@@ -9,12 +9,13 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from django.db import connection
-from django.db.models import Count, Max, Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, Max, Q, Value
+from django.db.models.expressions import DatabaseDefault
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
-from battles.models import Battle, Prompt
+from battles.models import Battle, Prompt, Vote
 from battles.selectors import assignment, campaigns
 from battles.services import buffer, vote
 from core.prepared import MAX_MANY, Many, Prepared, PreparedAggregate, PreparedError, PreparedUpdate, first_unlocked
@@ -417,6 +418,76 @@ def test_first_updated_returns_the_one_row_it_wrote_as_the_orm_reads_it(compiled
             every.first_updated(campaign_id=campaign.pk)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_update_and_insert_inserts_the_row_only_with_the_update_in_one_statement(compiled: bool) -> None:
+    """``update_and_insert`` (one ``WITH ... UPDATE ... INSERT`` statement compiled; or the builder's update, then
+    the insert, in a transaction) stores the new row only where the update changed one: the row as the ORM reads
+    it back (its JSON, a column left to the database's default, its key set on the instance); nothing where the
+    update matched nothing; an insert refused by a constraint undoes the update; several rows are refused."""
+    campaign = CampaignFactory.create()
+    left, right = CompetitorFactory.create(campaign=campaign), CompetitorFactory.create(campaign=campaign)
+    rater = UserFactory.create()
+    pool = RaterPoolFactory.create(organization=campaign.organization)
+    prompt = PromptFactory.create(campaign=campaign)
+    battle = Battle.objects.create(
+        organization=campaign.organization, campaign=campaign, prompt=prompt, left=left, right=right, rater=rater,
+        pool=pool, status=Battle.Status.READY, params={"seed": 1},
+    )  # fmt: skip
+    flip = PreparedUpdate(
+        lambda battle_id: (Battle.objects.filter(pk=battle_id, status=Battle.Status.READY), {"status": "voted"}),
+        battle_id=UUID,
+    )
+
+    def vote_of(choice: str, on: Battle = battle) -> Vote:
+        made = Vote(
+            organization=campaign.organization, campaign=campaign, battle=on, created_at=timezone.now(),
+            rater=rater, pool=pool, prompt=prompt, prompt_hash=prompt.text_hash, category="", language="en",
+            prompt_source="pool", left=left, right=right, left_model="l", left_version="1", left_tokens=3,
+            left_finish_reason="stop", left_latency_s=0.5, right_model="r", right_version="1", right_tokens=4,
+            right_finish_reason="length", right_latency_s=0.25, params={"seed": 1, "top_p": 0.9}, choice=choice,
+            decision_ms=1200, left_style={"bold": 2}, right_style={}, prompt_asks_identity=False,
+            answer_names_model=False, turns=[{"index": 0}],
+        )  # fmt: skip
+        made.source = DatabaseDefault(Value("generated"), output_field=Vote._meta.get_field("source"))
+        return made
+
+    with override_settings(ARENA_PREPARED=compiled), organization_scope(campaign.organization_id):
+        stored = vote_of("left")
+        with CaptureQueriesContext(connection) as captured:
+            assert flip.update_and_insert(stored, battle_id=battle.pk) is True
+        assert flip.compiled_in_scope() == compiled
+        assert len([q for q in captured.captured_queries if q["sql"].startswith(("WITH", "UPDATE", "INSERT"))]) == (
+            1 if compiled else 2
+        )
+        assert stored.pk is not None and not stored._state.adding and stored.source == "generated"
+        assert _fields(stored) == _fields(Vote.objects.get(pk=stored.pk))
+        assert Battle.objects.get(pk=battle.pk).status == "voted"
+
+        again = vote_of("right")
+        assert flip.update_and_insert(again, battle_id=battle.pk) is False  # the update matched nothing
+        assert again.pk is None and again._state.adding
+        assert list(Vote.objects.filter(battle=battle).values_list("choice", flat=True)) == ["left"]
+
+        Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.READY)
+        with pytest.raises(IntegrityError), transaction.atomic():  # the log's one vote a battle
+            flip.update_and_insert(vote_of("tie"), battle_id=battle.pk)
+        assert Battle.objects.get(pk=battle.pk).status == Battle.Status.READY  # the update went with the insert
+
+        every = PreparedUpdate(
+            lambda campaign_id: (Battle.objects.filter(campaign_id=campaign_id), {"void_reason": "all"}),
+            campaign_id=int,
+        )
+        other = Battle.objects.create(
+            organization=campaign.organization, campaign=campaign, prompt=PromptFactory.create(campaign=campaign),
+            left=left, right=right, status=Battle.Status.READY,
+        )  # fmt: skip
+        with pytest.raises(PreparedError, match="at most one row"), transaction.atomic():
+            every.update_and_insert(vote_of("tie", on=other), campaign_id=campaign.pk)
+        assert not Battle.objects.filter(void_reason="all").exists()  # rolled back with the transaction
+        with pytest.raises(PreparedError, match="new instance"):
+            flip.update_and_insert(stored, battle_id=battle.pk)
+
+
 @override_settings(ARENA_PREPARED=False)
 def test_switched_off_every_call_runs_the_builders_own_queryset() -> None:
     prompt = PromptFactory.create()
@@ -459,7 +530,9 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
             assert campaigns.pool_for_rater(campaign=campaign, user=rater) == pool
             assert vote._mark_shown.run(battle_id=UUID(int=0), shown_at=now) == 0
             assert (
-                vote._mark_voted.run(battle_id=UUID(int=0), voted_at=now, campaign_id=campaign.pk, rater_id=rater.pk)
+                vote._mark_voted.run(
+                    battle_id=UUID(int=0), voted_at=now, campaign_id=campaign.pk, rater_id=rater.pk, shown_at=now
+                )
                 == 0
             )
             for capped in (False, True):  # nothing ready in the buffer: nothing claimed

@@ -1,9 +1,10 @@
-"""The vote: a battle marked shown, then the rater's vote appended to the log in the transaction that
-flips the battle from READY to VOTED, with what the log records of the battle's answers."""
+"""The vote: a battle marked shown, then the rater's vote appended to the log in the statement that flips the
+battle from READY to VOTED, with what the log records of the battle's answers."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -17,7 +18,7 @@ from core.errors import Invalid
 from core.prepared import Prepared, PreparedUpdate
 from raters.hooks import send_on_commit
 from raters.models import WebhookEvent
-from raters.services import webhook_event_emit
+from raters.services import webhook_event_emit, webhook_events_subscribed
 from serving.analysis import prompt_asks_identity
 
 from .. import hooks, selectors
@@ -63,9 +64,12 @@ _mark_shown: PreparedUpdate = PreparedUpdate(
 )
 # The flip checks that the rater is still in a pool the campaign names, in the same statement: a rater taken
 # out of the pool after the battle was handed out votes no more (what the vote's own read of the pool did).
+# It also asks that the battle be shown as the vote saw it (its first showing's stamp): a turn added since in
+# another tab clears the stamp until its answers are shown, so a vote is never stored with the answers of fewer
+# turns than the battle has, nor with a decision time counted from another showing.
 _mark_voted: PreparedUpdate = PreparedUpdate(
-    lambda battle_id, voted_at, campaign_id, rater_id: (
-        Battle.objects.filter(pk=battle_id, status=Battle.Status.READY).filter(
+    lambda battle_id, voted_at, campaign_id, rater_id, shown_at: (
+        Battle.objects.filter(pk=battle_id, status=Battle.Status.READY, shown_at=shown_at).filter(
             Exists(selectors.pools_of_rater_in(campaign_id, rater_id))
         ),
         {"status": Battle.Status.VOTED, "voted_at": voted_at},
@@ -74,6 +78,7 @@ _mark_voted: PreparedUpdate = PreparedUpdate(
     voted_at=datetime,
     campaign_id=int,
     rater_id=int,
+    shown_at=datetime,
 )
 
 
@@ -137,11 +142,12 @@ def battle_mark_shown(*, battle: Battle) -> Battle:
 
 
 def vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | None = None) -> Vote:
-    """Append the rater's vote on their battle to the log, in the transaction that flips the battle from
+    """Append the rater's vote on their battle to the log, in the statement that flips the battle from
     READY to VOTED (the flip is conditional: of two concurrent submissions one wins, the other is told the
-    first vote stands). ``battle``: the rater's battle as the caller already read it with
-    ``selectors.battle_for_rater`` (the page's view does, for its study gate), so it is not read twice;
-    every check below is made on it all the same, and the conditional update settles any change since."""
+    first vote stands; a vote with more to write, a gold battle's or one with webhooks, in one transaction).
+    ``battle``: the rater's battle as the caller already read it with ``selectors.battle_for_rater`` (the page's
+    view does, for its study gate), so it is not read twice; every check below is made on it all the same, and
+    the conditional update settles any change since."""
     try:
         return _vote_submit(battle_id=battle_id, user=user, choice=choice, battle=battle)
     except IntegrityError:
@@ -153,7 +159,6 @@ def vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | Non
         raise
 
 
-@transaction.atomic
 def _vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | None) -> Vote:
     if choice not in Choice.values:
         raise Invalid(f"Unknown choice {choice!r}: use one of {', '.join(Choice.values)}.")
@@ -173,17 +178,11 @@ def _vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | No
     assert pool_id is not None  # set with the rater (battle_for_rater found it by its rater)
 
     now = timezone.now()
-    # The database settles races: of two concurrent submissions only one flips READY to VOTED. The flip also
-    # asks that the rater still be in a pool of the campaign; when it flips nothing, a look at the pool says
-    # which of the two refused it (the failure path pays the look-up).
-    claimed = _mark_voted.run(battle_id=battle.pk, voted_at=now, campaign_id=battle.campaign_id, rater_id=user.pk)
-    if not claimed:
-        if not selectors.rater_in_campaign_pool(campaign=battle.campaign, user=user):
-            raise VoteRejected("You are no longer in a rater pool of this campaign; this vote was not stored.")
-        raise VoteRejected("This battle has already been voted on (perhaps in another tab). Your first vote stands.")
+    # What the log records of the answers, read before the write: the flip below stores the vote only where the
+    # battle is still shown as it was read (the same turns).
     log = _conversation_log(battle)
     decision_ms = max(0, int((now - battle.shown_at).total_seconds() * 1000))
-    vote = Vote.objects.create(
+    vote = Vote(
         organization_id=battle.organization_id,
         campaign=battle.campaign,
         battle=battle,
@@ -207,6 +206,42 @@ def _vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | No
         decision_ms=decision_ms,
         **log,
     )
+    # The vote is one statement, a transaction of its own (the flip and the insert): the common case. Where more
+    # is written with it (a gold battle's assessments, the webhook deliveries of an organisation subscribed to
+    # rated battles) or a caller's transaction is open (a savepoint: a refusal leaves it usable), all of it runs
+    # in one transaction.
+    alone = not (
+        transaction.get_connection().in_atomic_block
+        or battle.source == Battle.Source.GOLD
+        or WebhookEvent.BATTLE_RATED in webhook_events_subscribed(battle.organization_id)
+    )
+    with nullcontext() if alone else transaction.atomic():
+        return _vote_store(vote=vote, battle=battle, user=user, now=now)
+
+
+def _vote_store(*, vote: Vote, battle: Battle, user: User, now: datetime) -> Vote:
+    # The database settles races: of two concurrent submissions only one flips READY to VOTED, and the vote is
+    # inserted in the same statement only where it did. The flip also asks that the rater still be in a pool of
+    # the campaign, and that the battle be shown as read; when it flips nothing, a look says which refused it
+    # (the failure path pays the reads).
+    assert battle.shown_at is not None
+    stored = _mark_voted.update_and_insert(
+        vote,
+        battle_id=battle.pk,
+        voted_at=now,
+        campaign_id=battle.campaign_id,
+        rater_id=user.pk,
+        shown_at=battle.shown_at,
+    )
+    if not stored:
+        if not selectors.rater_in_campaign_pool(campaign=battle.campaign, user=user):
+            raise VoteRejected("You are no longer in a rater pool of this campaign; this vote was not stored.")
+        now_status = Battle.objects.filter(pk=battle.pk).values_list("status", flat=True).first()
+        if now_status == Battle.Status.VOTED:
+            raise VoteRejected(
+                "This battle has already been voted on (perhaps in another tab). Your first vote stands."
+            )
+        raise VoteRejected("This battle changed in another tab (a new turn?); reload it and vote again.")
     if battle.source == Battle.Source.GOLD:
         _attention_assess(vote=vote, battle=battle)
         _qualification_assess(vote=vote, battle=battle)

@@ -37,6 +37,7 @@ from .webhooks import (
     webhook_endpoint_enable,
     webhook_endpoint_update,
     webhook_event_emit,
+    webhook_events_subscribed,
     webhook_ping,
 )
 
@@ -75,5 +76,6 @@ __all__ = [
     "webhook_endpoint_enable",
     "webhook_endpoint_update",
     "webhook_event_emit",
+    "webhook_events_subscribed",
     "webhook_ping",
 ]

@@ -5,8 +5,9 @@ from the shared cache, core.cached), the view's study gate (whether the account 
 cache too) and the service: the battle read once (the view hands it to the service), the conditional
 READY -> VOTED update that also checks the rater is still in a pool of the campaign, the answers' log
 fields (not their text; a single-turn battle reads no turns), the vote insert (the webhook subscriptions:
-the cache, read from the database only where some endpoint subscribes); the transaction around it
-(BEGIN/COMMIT in production, a savepoint and its release inside the test's transaction).
+the cache, read from the database only where some endpoint subscribes), the flip and the insert one statement
+(a transaction of its own in production's autocommit; a savepoint and its release inside a caller's
+transaction, as inside the test's).
 benchmarks/vote_cost.py times each part. "Next battle" and the battle page are pinned here too."""
 
 from __future__ import annotations
@@ -17,16 +18,18 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from battles.models import Battle, Turn, Vote
+from battles.services import VoteRejected
 from raters.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from tests.battles.test_identity_refuse import ready_battle
 from tests.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
 
-# battle, SAVEPOINT, the conditional update (with the pool check), answers, vote insert, RELEASE.
-VOTE_QUERIES = 6
+# battle, answers, SAVEPOINT, the conditional update (with the pool check) and the vote insert, RELEASE.
+VOTE_QUERIES = 5
 
 
 def _vote(client: Client, battle: Battle) -> list[str]:
@@ -45,9 +48,10 @@ def test_a_vote_costs_a_pinned_number_of_queries_and_reads_its_battle_once(acme:
         assert not [q for q in queries if f'FROM "{table}"' in q], table
     battle_reads = [q for q in queries if q.startswith("SELECT") and 'FROM "battles_battle"' in q]
     assert len(battle_reads) == 1
-    # The pool is checked by the flip itself, not by a read of its own.
-    (flip,) = [q for q in queries if q.startswith('UPDATE "battles_battle"')]
-    assert '"raters_raterpool"' in flip
+    # The pool is checked by the flip itself, not by a read of its own; the vote is inserted by the same statement.
+    (flip,) = [q for q in queries if 'UPDATE "battles_battle"' in q]
+    assert '"raters_raterpool"' in flip and 'INSERT INTO "battles_vote"' in flip
+    assert not [q for q in queries if q.startswith("INSERT")]
     assert not [q for q in queries if q.startswith("SELECT") and 'FROM "raters_raterpool"' in q]
     # The answers' texts stay in the database: the log takes their counts.
     (answers,) = [q for q in queries if 'FROM "battles_generation"' in q]
@@ -70,6 +74,57 @@ def test_a_multi_turn_battle_reads_its_turns_too(acme: Tenant, bob: User, bob_cl
     assert len(queries) == VOTE_QUERIES + 1
     vote = Vote.objects.get(battle=battle)
     assert vote.left_tokens == 7 and vote.turns is not None and len(vote.turns) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_autocommit_a_vote_is_three_statements_and_no_transaction(
+    vote_log_purge: None, acme: Tenant, bob: User, bob_client: Client
+):
+    """As production runs it (autocommit, no test transaction around the request): the battle, the answers, and
+    the flip with the vote's insert in one statement, which is a transaction of its own (no BEGIN, COMMIT or
+    SAVEPOINT); the vote is stored as the ORM reads it, and the battle voted."""
+    _vote(bob_client, ready_battle(acme, bob, "Warm up: the first request loads what later ones reuse."))
+    battle = ready_battle(acme, bob)
+    queries = _vote(bob_client, battle)
+    assert len(queries) == 3, "\n".join(queries)
+    assert not [q for q in queries if q.split()[0] in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK")]
+    assert queries[2].startswith('WITH "updated" AS (UPDATE "battles_battle"')
+    vote = Vote.objects.get(battle=battle)
+    assert (vote.choice, vote.left_tokens, vote.right_tokens, vote.source, vote.turns) == (
+        "left",
+        2,
+        2,
+        "generated",
+        None,
+    )
+    assert vote.decision_ms >= 0 and vote.params == battle.params
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.VOTED and battle.voted_at == vote.created_at
+
+
+def test_a_vote_on_a_battle_given_a_new_turn_since_it_was_read_is_not_stored(
+    acme: Tenant, bob: User, bob_client: Client
+):
+    """The flip asks that the battle be shown as the vote read it: a turn added in another tab between the vote's
+    read and its write (the stamp cleared, then a new one once its answers are shown) stores nothing, and the rater
+    is told to reload; the vote on the battle as it now is goes through, with both turns in the log."""
+    from battles import selectors, services
+
+    battle = ready_battle(acme, bob)
+    read = selectors.battle_for_rater(user=bob, battle_id=str(battle.pk))
+    assert read is not None
+    Turn.objects.create(battle=battle, index=1, text="And lakes?", text_hash="0" * 64)
+    for generation in list(battle.generations.all()):
+        generation.pk = None
+        generation.turn = 1
+        generation.save()
+    Battle.objects.filter(pk=battle.pk).update(shown_at=timezone.now())  # the new turn's answers shown since
+    with pytest.raises(VoteRejected, match="changed in another tab"):
+        services.vote_submit(battle_id=battle.pk, user=bob, choice="left", battle=read)
+    assert not Vote.objects.filter(battle=battle).exists()
+    assert Battle.objects.get(pk=battle.pk).status == Battle.Status.READY
+    vote = services.vote_submit(battle_id=battle.pk, user=bob, choice="left")
+    assert vote.turns is not None and len(vote.turns) == 2
 
 
 def test_an_organisation_with_a_webhook_gets_its_delivery_in_the_votes_transaction(
