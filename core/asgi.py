@@ -12,7 +12,8 @@ and the vote's p99 at half of peak 124 ms against 29 ms; this router, in process
 so this router keeps both: a request whose URL resolves to a coroutine view goes to the ASGI handler, and
 every other one to the WSGI handler in a worker thread (``WSGIBridge``). The same Django, settings,
 middleware and URLs serve both; only the handler differs. A request that resolves to nothing goes to the
-WSGI handler, which answers it as before (the 404 page, or ``APPEND_SLASH``'s redirect).
+WSGI handler, which answers it as before (the 404 page, or ``APPEND_SLASH``'s redirect). The match the router
+made goes with the request to the WSGI handler (``ResolvedWSGIHandler``), which does not resolve the path again.
 
 ``ARENA_WEB_THREADS`` (default: ``DB_POOL_MAX_SIZE``, 10 without a pool) bounds the sync requests a worker
 process runs at once; more wait for a thread. Each holds at most one database connection, so a thread never
@@ -34,24 +35,52 @@ from a2wsgi.wsgi import Body, build_environ
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.asgi import get_asgi_application
+from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
-from django.urls import Resolver404, resolve
+from django.http import HttpRequest
+from django.urls import Resolver404, ResolverMatch, resolve
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[..., Awaitable[None]]  # (scope, receive, send)
 
 
-def resolves_to_async_view(scope: Scope) -> bool:
-    """Whether the request's path names a coroutine view (as Django's handler would resolve it)."""
+# The environ's key for the URL's match the router made, as (the path it resolved, the match): Django's WSGI
+# handler below takes it instead of resolving the same path a second time.
+RESOLVED = "arena.resolved"
+
+
+def resolved(scope: Scope) -> tuple[str, ResolverMatch] | None:
+    """The request's path (without the root path) and its match, as Django's handler would resolve it; None
+    where nothing matches."""
     path: str = scope.get("path", "")
     root = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root) :]
+    path = path or "/"
     try:
-        match = resolve(path or "/")
+        return path, resolve(path)
     except Resolver404:
-        return False
-    return iscoroutinefunction(match.func)
+        return None
+
+
+def resolves_to_async_view(scope: Scope) -> bool:
+    """Whether the request's path names a coroutine view (as Django's handler would resolve it)."""
+    found = resolved(scope)
+    return found is not None and iscoroutinefunction(found[1].func)
+
+
+class ResolvedWSGIHandler(WSGIHandler):
+    """Django's WSGI handler that takes the URL's match the router made for this request (``RESOLVED`` in the
+    environ: the same resolver, the same path) instead of resolving the path again. A request whose path
+    differs from the one resolved, or whose middleware set a ``urlconf`` of its own, is resolved as Django
+    resolves it."""
+
+    def resolve_request(self, request: HttpRequest) -> ResolverMatch:
+        given = request.META.get(RESOLVED)
+        if given is not None and given[0] == request.path_info and not hasattr(request, "urlconf"):
+            request.resolver_match = given[1]
+            return cast(ResolverMatch, given[1])
+        return super().resolve_request(request)
 
 
 # A request body up to this size is read on the event loop before the view runs (a form's POST, a vote, an API
@@ -83,12 +112,18 @@ class WSGIBridge:
         self.app = app
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="WSGI")
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(
+        self, scope: Scope, receive: Any, send: Any, *, found: tuple[str, ResolverMatch] | None = None
+    ) -> None:
+        """``found``: the path's match as the router made it (``resolved``), handed to the application in the
+        environ under ``RESOLVED``."""
         loop = asyncio.get_running_loop()
         body = await self._body(scope, receive, loop)
         if body is None:
             return  # the client left before its request's body arrived: there is no one to answer
         environ = cast(dict[str, Any], build_environ(scope, body))  # type: ignore[arg-type]  # a2wsgi's types
+        if found is not None:
+            environ[RESOLVED] = found
         context = contextvars.copy_context()
         run = functools.partial(context.run, self._run, environ, send, loop)
         answered = await loop.run_in_executor(self.executor, run)
@@ -176,9 +211,12 @@ class SyncViewsOverWSGI:
         self.threads = threads
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and not resolves_to_async_view(scope):
-            await self.wsgi_app(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            found = resolved(scope)
+            if found is None or not iscoroutinefunction(found[1].func):
+                # The match goes with the request: Django's handler (ResolvedWSGIHandler) does not resolve again.
+                await self.wsgi_app(scope, receive, send, found=found)
+                return
         await self.asgi_app(scope, receive, send)
 
 
@@ -188,8 +226,9 @@ def web_application() -> ASGIApp:
     django_asgi = get_asgi_application()
     if settings.ARENA_ASGI_SYNC_VIEWS == "asgi":
         return django_asgi
+    get_wsgi_application()  # Django's own set-up for WSGI, as a WSGI server would do it
     return SyncViewsOverWSGI(
         asgi_app=django_asgi,
-        wsgi_app=get_wsgi_application(),
+        wsgi_app=ResolvedWSGIHandler(),
         threads=settings.ARENA_WEB_THREADS,
     )

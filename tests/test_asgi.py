@@ -11,10 +11,20 @@ from typing import Any
 
 import pytest
 from django.core.asgi import get_asgi_application
+from django.core.handlers.wsgi import WSGIRequest
 from django.core.wsgi import get_wsgi_application
+from django.test import RequestFactory
+from django.urls import URLResolver, resolve
 
 from core.asgi import BODY_READ_AHEAD_MAX as WSGI_READ_AHEAD
-from core.asgi import SyncViewsOverWSGI, WSGIBridge, resolves_to_async_view, web_application
+from core.asgi import (
+    RESOLVED,
+    ResolvedWSGIHandler,
+    SyncViewsOverWSGI,
+    WSGIBridge,
+    resolves_to_async_view,
+    web_application,
+)
 
 
 def _scope(method: str, path: str, *, root_path: str = "", client: tuple[str, int] = ("203.0.113.9", 50000)) -> dict:
@@ -120,6 +130,36 @@ def test_only_coroutine_views_resolve_as_async():
     assert not resolves_to_async_view(_scope("GET", f"/b/{uuid.uuid4()}/"))
     assert not resolves_to_async_view(_scope("GET", "/accounts/login/"))
     assert not resolves_to_async_view(_scope("GET", "/nothing-here/"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_router_resolves_a_sync_request_once_and_django_takes_its_match(monkeypatch: pytest.MonkeyPatch):
+    """The router's match goes with the request: Django's WSGI handler serves the page without resolving the
+    path again (one resolve a request, not two), with the same view and arguments; a path that resolves to
+    nothing is still Django's 404, and a match made for another path is not taken."""
+    calls: list[str] = []
+    own = URLResolver.resolve
+
+    def counted(self: URLResolver, path: str) -> Any:
+        if self.pattern.regex.pattern in ("^/", ""):  # the root resolver only: includes recurse into their own
+            calls.append(path)
+        return own(self, path)
+
+    monkeypatch.setattr(URLResolver, "resolve", counted)
+    app = SyncViewsOverWSGI(asgi_app=get_asgi_application(), wsgi_app=ResolvedWSGIHandler(), threads=2)
+    status, _, content = _serve(app, _scope("GET", "/accounts/login/"))
+    assert status == 200 and b"csrfmiddlewaretoken" in content
+    assert calls == ["/accounts/login/"]
+    calls.clear()
+    assert _serve(app, _scope("GET", "/no/such/page/"))[0] == 404
+    assert calls == ["/no/such/page/", "/no/such/page/"]  # no match to hand over: Django resolves for its 404
+
+    handler = ResolvedWSGIHandler()
+    request = WSGIRequest({**RequestFactory().get("/accounts/login/").environ})
+    request.META[RESOLVED] = ("/accounts/signup/", resolve("/accounts/signup/"))
+    calls.clear()
+    assert handler.resolve_request(request).url_name == "account_login"  # another path's match is not taken
+    assert calls == ["/accounts/login/"]
 
 
 @pytest.mark.django_db(transaction=True)
