@@ -30,6 +30,12 @@ def user_key(user_id: Any) -> str:
     return f"arena:fact:user:{user_id}"
 
 
+def user_facts_along(user_id: Any) -> list[str]:
+    """The keys of every fact a request of this user reads after its session: the user, their organisations,
+    and those of the apps above (``raters.hooks.user_fact_keys``)."""
+    return [user_key(user_id), organizations_key(user_id), *user_fact_keys(user_id)]
+
+
 def session_user(request: HttpRequest) -> User | AnonymousUser:
     """``django.contrib.auth.get_user`` with the user from the cache: the same session checks (the backend
     named in the session must be configured; the session hash must match the user's password as now saved,
@@ -48,7 +54,7 @@ def session_user(request: HttpRequest) -> User | AnonymousUser:
     user: Any = cached_fact(
         user_key(user_id),
         lambda: backend.get_user(user_id),
-        along=[organizations_key(user_id), *user_fact_keys(user_id)],
+        along=user_facts_along(user_id)[1:],
     )
     if user is None or not hasattr(user, "get_session_auth_hash"):
         return user or AnonymousUser()

@@ -175,11 +175,12 @@ def test_a_request_reads_each_fact_once_and_the_users_facts_in_the_round_trip_of
     monkeypatch.setattr(core.cached, "cache", counted)
     assert bob_client.get(campaign_page).status_code == 200
     # The page asks for the session, the user, the organisations (the tenant scope) and the participation
-    # (the study gate, twice): two round trips, the session's, then the user's with the other two.
+    # (the study gate, twice): one round trip, the session's with the user's facts along (this process has read
+    # the session before, so it knows whose it is).
     session = session_key_fact(bob_client.cookies[settings.SESSION_COOKIE_NAME].value)
     facts = [[key for key in read if key != EPOCH_KEY and not key.endswith(":v")] for read in counted.reads]
     facts = [read for read in facts if read]
-    assert facts == [[session], [user_key(bob.pk), organizations_key(bob.pk), participant_key(bob.pk)]], facts
+    assert facts == [[session, user_key(bob.pk), organizations_key(bob.pk), participant_key(bob.pk)]], facts
 
     # A fact kept for one request is not kept for the next: a participation made between them counts.
     study = Study.objects.create(
@@ -190,6 +191,33 @@ def test_a_request_reads_each_fact_once_and_the_users_facts_in_the_round_trip_of
     bob_client.get(campaign_page)
     reads = [key for read in counted.reads for key in read if key == participant_key(bob.pk)]
     assert len(reads) == 2  # fetched along with the user (stale: not kept), then read on its own and loaded
+
+
+def test_a_sessions_user_is_only_guessed_for_the_round_trip_never_taken_from_the_guess(
+    acme: Tenant, bob_client: Client, bob: User, alice: User, monkeypatch: pytest.MonkeyPatch
+):
+    """The process's guess of whose a session is (raters.sessions) only decides which facts ride along with the
+    session's read: a wrong guess (another user's) fetches that user's facts for nothing, and the request is still
+    the session's own user, read in a round trip of its own; the next request of the session guesses right."""
+    import core.cached
+    import raters.sessions
+    from raters.principals import user_key
+
+    campaign_page = reverse("battles:campaign", args=[acme.campaign.pk])
+    assert bob_client.get(campaign_page).status_code == 200
+    session_key = bob_client.cookies[settings.SESSION_COOKIE_NAME].value
+    assert raters.sessions._user_hints[session_key] == str(bob.pk)
+    monkeypatch.setitem(raters.sessions._user_hints, session_key, str(alice.pk))  # a wrong guess
+    counted = _CountedCache(core.cached.cache)  # type: ignore[attr-defined]
+    monkeypatch.setattr(core.cached, "cache", counted)
+    response = bob_client.get(campaign_page)
+    assert response.status_code == 200 and response.wsgi_request.user == bob
+    facts = [[key for key in read if key != EPOCH_KEY and not key.endswith(":v")] for read in counted.reads]
+    assert user_key(alice.pk) in facts[0] and [user_key(bob.pk)] == [k for k in facts[1] if k == user_key(bob.pk)]
+    assert raters.sessions._user_hints[session_key] == str(bob.pk)  # learnt again
+    counted.reads.clear()
+    bob_client.get(campaign_page)
+    assert len([read for read in counted.reads if any(k.startswith("arena:fact:") for k in read)]) == 1
 
 
 def test_a_fact_kept_for_the_request_is_a_snapshot_its_own_drops_refresh_and_a_stale_companion_is_not_kept():
