@@ -301,7 +301,7 @@ def _battle_context(request: AuthenticatedHttpRequest, battle: Battle) -> dict[s
 @require_GET
 @login_required
 def battle_detail(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
-    battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+    battle = selectors.battle_page_for_rater(user=request.user, battle_id=battle_id)  # its counts read with it
     if battle is None:
         raise Http404("No such battle.")
     gate = _study_gate(request, battle.campaign, asking_for_more=False)

@@ -550,6 +550,9 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
             assert assignment.pool_and_standing(campaign=campaign, user=rater) == (pool, assignment.RaterStanding(1, 1))
             assert assignment.votes_by_rater(campaign=campaign, user=rater) == 0
             assert assignment.battle_page_counts(battle=battle, user=rater)[0] == 1
+            page = assignment.battle_page_for_rater(user=rater, battle_id=battle.pk)
+            assert page is not None and _fields(page.left) == _fields(reference.left)
+            assert (page.page_position, page.page_in_session) == (1, 1)  # type: ignore[attr-defined]
         statements: list[Prepared[Any] | PreparedUpdate | PreparedAggregate] = [
             assignment._in_session_window, assignment._page_counts, assignment._votes_of_rater,
             assignment._hashes_rated,
@@ -557,5 +560,6 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
             assignment._generations_of_battle, campaigns._campaign_for_rater,
             campaigns._pools_of_rater, buffer._claims[(False, False)], buffer._claims[(False, True)],
             vote._mark_shown, vote._mark_voted, vote._answers_logged, assignment._pool_and_standing,
+            assignment._battle_page_of_rater,
         ]  # fmt: skip
         assert [s.name for s in statements if not s.compiled_in_scope()] == []

@@ -10,7 +10,17 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import (
+    Count,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+)
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -60,6 +70,21 @@ def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
     return _battle_of_rater.first(battle_id=key, rater_id=user.pk)
 
 
+def battle_page_for_rater(*, user: User, battle_id: UUID | str, now: datetime | None = None) -> Battle | None:
+    """``battle_for_rater`` for the battle page: the same battle, with the page's two counts
+    (``battle_page_counts``) read in the same statement, as of ``now``."""
+    try:
+        key = battle_id if isinstance(battle_id, UUID) else UUID(str(battle_id))
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if type(user.pk) is not int:
+        return None
+    battle = _battle_page_of_rater.first(battle_id=key, rater_id=user.pk, now=now or timezone.now())
+    if battle is not None:
+        battle._page_counted = True  # type: ignore[attr-defined]  # its annotations are battle_page_counts'
+    return battle
+
+
 def battle_pending_for_rater(*, campaign: Campaign, user: User) -> Battle | None:
     """A battle already assigned and not yet voted on is shown again rather than replaced, so reloading
     the page cannot be used to regenerate answers or to fish for a preferred pair."""
@@ -88,6 +113,44 @@ def battle_generations(battle: Battle) -> list[Generation]:
 
 # When the rater got a battle: its claim (a battle from before claims were stamped: its creation).
 _TAKEN_AT = Coalesce("claimed_at", "created_at")
+
+
+def _page_counts_of_outer_battle(now: datetime) -> dict[str, Coalesce]:
+    """``battle_page_counts``' two counts as annotations of a read of the battle (its campaign joined): the rater's
+    counted battles of the campaign taken in the session window before ``now``, and in the window before the
+    battle was taken, up to it (its number). As ``_taken_between`` counts them: taken = claimed, else created."""
+    window = ExpressionWrapper(
+        OuterRef("campaign__session_window_h") * timedelta(hours=1), output_field=DurationField()
+    )
+    taken_at = Coalesce(OuterRef("claimed_at"), OuterRef("created_at"))
+    of_rater = Battle.objects.filter(campaign_id=OuterRef("campaign_id"), rater_id=OuterRef("rater_id")).exclude(
+        status=Battle.Status.VOID
+    )
+    return {
+        "page_in_session": rows_counted(
+            of_rater.alias(taken=_TAKEN_AT).filter(
+                taken__gt=ExpressionWrapper(now - window, output_field=DateTimeField())
+            )
+        ),
+        "page_position": rows_counted(
+            of_rater.alias(taken=_TAKEN_AT).filter(
+                taken__gt=ExpressionWrapper(taken_at - window, output_field=DateTimeField()), taken__lte=taken_at
+            )
+        ),
+    }
+
+
+_battle_page_of_rater: Prepared[Battle] = Prepared(
+    lambda battle_id, rater_id, now: (
+        Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint")
+        .filter(pk=battle_id, rater_id=rater_id)
+        .annotate(**_page_counts_of_outer_battle(now))
+        .order_by()
+    ),
+    battle_id=UUID,
+    rater_id=int,
+    now=datetime,
+)
 
 
 def _taken_between(since: datetime, until: datetime | None = None) -> Q:
@@ -220,10 +283,14 @@ def battle_position_in_session(battle: Battle) -> int:
 
 def battle_page_counts(*, battle: Battle, user: User, now: datetime | None = None) -> tuple[int, RaterProgress]:
     """For the battle page: the battle's number in its session window (``battle_position_in_session``) and
-    the rater's progress against the caps (``rater_progress``), the two battle counts in one statement."""
+    the rater's progress against the caps (``rater_progress``), the two battle counts in one statement (none
+    for a battle read by ``battle_page_for_rater``, which counted them as it read it)."""
     campaign = battle.campaign
     if battle.rater_id != user.pk:  # not the rater's own battle (or not yet anyone's): counted apart
         return battle_position_in_session(battle), rater_progress(campaign=campaign, user=user)
+    if getattr(battle, "_page_counted", False) and now is None:
+        position, in_session = battle.page_position, battle.page_in_session  # type: ignore[attr-defined]
+        return int(position), rater_progress(campaign=campaign, user=user, in_session=int(in_session))
     window = timedelta(hours=campaign.session_window_h)
     taken_at = battle.claimed_at or battle.created_at
     session_since, position_since = (now or timezone.now()) - window, taken_at - window

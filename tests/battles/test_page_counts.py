@@ -1,5 +1,6 @@
-"""The battle page's two battle counts in one statement (selectors.battle_page_counts) say exactly what the
-two selectors they replace say: the battle's number in its session window and the rater's progress."""
+"""The battle page's two battle counts in one statement (selectors.battle_page_counts), or in the page's read
+of the battle (selectors.battle_page_for_rater), say exactly what the two selectors they replace say: the
+battle's number in its session window and the rater's progress."""
 
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ def test_one_statement_counts_what_the_two_selectors_count(acme: Tenant, bob: Us
             selectors.rater_progress(campaign=battle.campaign, user=bob),
         )
         assert selectors.battle_page_counts(battle=battle, user=bob) == expected
+        # The page's read counts them in its own statement: the same numbers, and nothing more is sent.
+        read = selectors.battle_page_for_rater(user=bob, battle_id=battle.pk)
+        assert read is not None and read.pk == battle.pk
+        with CaptureQueriesContext(connection) as captured:
+            assert selectors.battle_page_counts(battle=read, user=bob) == expected
+        assert captured.captured_queries == []
     assert acme.campaign.rater_vote_cap is None
     with CaptureQueriesContext(connection) as captured:
         _, progress = selectors.battle_page_counts(battle=battle, user=bob)

@@ -188,6 +188,8 @@ def test_the_page_reads_turns_only_for_a_battle_that_may_have_them(acme: Tenant,
     single = ready_battle(acme, bob)
     page, queries = _page(bob_client, single)
     assert not [q for q in queries if 'FROM "battles_turn"' in q]
+    # The battle with the page's two counts, and its answers (shown before: no stamp to write).
+    assert len(queries) == 2 and '"page_position"' in queries[0], "\n".join(queries)
     assert "Rivers flow." in page
     Battle.objects.filter(pk=single.pk).update(status=Battle.Status.VOID)  # bob's one open battle: let it go
 
