@@ -207,6 +207,11 @@ class FailoverRedisCache(RedisCache):
         """True while the local cache stands in for Redis."""
         return self._down
 
+    def validate_key(self, key: str) -> None:
+        """No check. Django's base warns of keys that memcached could not store (longer than 250 characters,
+        with spaces or control characters: ``CacheKeyWarning``), by walking every character of every key on
+        every call, half a dozen keys a request; Redis, and the local stand-in, store any key as it is."""
+
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Django's cache operation ``name`` on Redis, or on the local stand-in while Redis is unreachable."""
         return self._call_with(

@@ -263,3 +263,20 @@ def test_incr_windows_counts_every_key_in_one_command_and_each_keeps_its_window(
     local = LocMemCache(f"windows-{uuid.uuid4().hex}", {})
     assert windows_incr(local, [("a", 60), ("b", 60)]) == [1, 1]
     assert windows_incr(local, [("a", 60)]) == [2]
+
+
+def test_any_key_is_stored_as_it_is_without_memcacheds_warnings(redis_cache):
+    """Redis (and the stand-in) store any key: no ``CacheKeyWarning`` for keys memcached would refuse, and each
+    such key round-trips, alone and in a ``get_many``."""
+    import warnings
+
+    from django.core.cache import CacheKeyWarning
+
+    keys = [f"with space {uuid.uuid4().hex}", f"tab\t{uuid.uuid4().hex}", "long:" + "x" * 300]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheKeyWarning)
+        for i, key in enumerate(keys):
+            redis_cache.set(key, i, timeout=30)
+            assert redis_cache.get(key) == i
+        assert redis_cache.get_many(keys) == {key: i for i, key in enumerate(keys)}
+        redis_cache.delete_many(keys)
