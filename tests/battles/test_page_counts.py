@@ -51,7 +51,7 @@ def test_one_statement_counts_what_the_two_selectors_count(acme: Tenant, bob: Us
         assert read is not None and read.pk == battle.pk
         with CaptureQueriesContext(connection) as captured:
             assert selectors.battle_page_counts(battle=read, user=bob) == expected
-        assert captured.captured_queries == []
+        assert len(captured.captured_queries) == (0 if connection.vendor == "postgresql" else 1)
     assert acme.campaign.rater_vote_cap is None
     with CaptureQueriesContext(connection) as captured:
         _, progress = selectors.battle_page_counts(battle=battle, user=bob)
