@@ -36,7 +36,6 @@ from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.core.handlers.wsgi import WSGIHandler
-from django.core.wsgi import get_wsgi_application
 from django.http import HttpRequest
 from django.urls import Resolver404, ResolverMatch, resolve
 
@@ -63,10 +62,13 @@ def resolved(scope: Scope) -> tuple[str, ResolverMatch] | None:
         return None
 
 
+def _names_async_view(found: tuple[str, ResolverMatch] | None) -> bool:
+    return found is not None and iscoroutinefunction(found[1].func)
+
+
 def resolves_to_async_view(scope: Scope) -> bool:
     """Whether the request's path names a coroutine view (as Django's handler would resolve it)."""
-    found = resolved(scope)
-    return found is not None and iscoroutinefunction(found[1].func)
+    return _names_async_view(resolved(scope))
 
 
 class ResolvedWSGIHandler(WSGIHandler):
@@ -213,7 +215,7 @@ class SyncViewsOverWSGI:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             found = resolved(scope)
-            if found is None or not iscoroutinefunction(found[1].func):
+            if not _names_async_view(found):
                 # The match goes with the request: Django's handler (ResolvedWSGIHandler) does not resolve again.
                 await self.wsgi_app(scope, receive, send, found=found)
                 return
@@ -226,8 +228,7 @@ def web_application() -> ASGIApp:
     django_asgi = get_asgi_application()
     if settings.ARENA_ASGI_SYNC_VIEWS == "asgi":
         return django_asgi
-    get_wsgi_application()  # Django's own set-up for WSGI, as a WSGI server would do it
-    return SyncViewsOverWSGI(
+    return SyncViewsOverWSGI(  # Django is set up by get_asgi_application, as get_wsgi_application would
         asgi_app=django_asgi,
         wsgi_app=ResolvedWSGIHandler(),
         threads=settings.ARENA_WEB_THREADS,

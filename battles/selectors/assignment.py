@@ -60,26 +60,28 @@ _generations_of_battle: Prepared[Generation] = Prepared(
 )
 
 
-def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
-    """A rater sees only their own battles; anything else is indistinguishable from a missing one."""
+def _battle_key(user: User, battle_id: UUID | str) -> UUID | None:
+    """The battle's key as a rater's read takes it; None for a malformed id or an anonymous visitor (no pk:
+    nobody's battle is theirs)."""
     try:
         key = battle_id if isinstance(battle_id, UUID) else UUID(str(battle_id))
     except (ValueError, TypeError, AttributeError):
         return None
-    if type(user.pk) is not int:  # an anonymous visitor (no pk): nobody's battle is theirs
-        return None
-    return _battle_of_rater.first(battle_id=key, rater_id=user.pk)
+    return key if type(user.pk) is int else None
+
+
+def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
+    """A rater sees only their own battles; anything else is indistinguishable from a missing one."""
+    key = _battle_key(user, battle_id)
+    return None if key is None else _battle_of_rater.first(battle_id=key, rater_id=user.pk)
 
 
 def battle_page_for_rater(*, user: User, battle_id: UUID | str, now: datetime | None = None) -> Battle | None:
     """``battle_for_rater`` for the battle page: the same battle, with the page's two counts
     (``battle_page_counts``) read in the same statement, as of ``now`` (on PostgreSQL; elsewhere the battle
     alone, and ``battle_page_counts`` counts in a statement of its own)."""
-    try:
-        key = battle_id if isinstance(battle_id, UUID) else UUID(str(battle_id))
-    except (ValueError, TypeError, AttributeError):
-        return None
-    if type(user.pk) is not int:
+    key = _battle_key(user, battle_id)
+    if key is None:
         return None
     if connection.vendor != "postgresql":  # SQLite (the demo) has no interval arithmetic: counted apart
         return _battle_of_rater.first(battle_id=key, rater_id=user.pk)
@@ -127,17 +129,15 @@ def _page_counts_of_outer_battle(now: datetime) -> dict[str, Coalesce]:
         OuterRef("campaign__session_window_h") * timedelta(hours=1), output_field=DurationField()
     )
     taken_at = Coalesce(OuterRef("claimed_at"), OuterRef("created_at"))
-    of_rater = Battle.objects.filter(campaign_id=OuterRef("campaign_id"), rater_id=OuterRef("rater_id")).exclude(
-        status=Battle.Status.VOID
+    of_rater = rater_battles_counted(campaign_id=OuterRef("campaign_id"), rater_id=OuterRef("rater_id")).alias(
+        taken=_TAKEN_AT
     )
     return {
         "page_in_session": rows_counted(
-            of_rater.alias(taken=_TAKEN_AT).filter(
-                taken__gt=ExpressionWrapper(now - window, output_field=DateTimeField())
-            )
+            of_rater.filter(taken__gt=ExpressionWrapper(now - window, output_field=DateTimeField()))
         ),
         "page_position": rows_counted(
-            of_rater.alias(taken=_TAKEN_AT).filter(
+            of_rater.filter(
                 taken__gt=ExpressionWrapper(taken_at - window, output_field=DateTimeField()), taken__lte=taken_at
             )
         ),
@@ -167,9 +167,9 @@ def _taken_between(since: datetime, until: datetime | None = None) -> Q:
     return claimed | created
 
 
-def rater_battles_counted(*, campaign_id: int, rater_id: int) -> QuerySet[Battle]:
+def rater_battles_counted(*, campaign_id: int | OuterRef, rater_id: int | OuterRef) -> QuerySet[Battle]:
     """The rater's battles of the campaign that count: those not voided (what the session cap counts, and the
-    battles in which a prompt counts as had by the rater)."""
+    battles in which a prompt counts as had by the rater). ``OuterRef``s: those of an outer query's battle."""
     return Battle.objects.filter(campaign_id=campaign_id, rater_id=rater_id).exclude(status=Battle.Status.VOID)
 
 
