@@ -15,6 +15,7 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import DomainError
@@ -172,7 +173,9 @@ def campaign_consent(request: AuthenticatedHttpRequest, campaign_id: int) -> Htt
 @login_required
 @ratelimits(Limit("user", _battle_rate), Limit("ip", _battle_ip_rate, group="battles.next.ip"))
 def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResponse:
-    campaign = selectors.campaign_for_rater(user=request.user, campaign_id=campaign_id)
+    now = timezone.now()
+    # The rater's pool and standing (an open battle? the session cap's count) are read with it, as of now.
+    campaign = selectors.campaign_for_next(user=request.user, campaign_id=campaign_id, now=now)
     if campaign is None:
         raise Http404("No such campaign.")
     gate = _study_gate(request, campaign, asking_for_more=True)
@@ -186,7 +189,7 @@ def battle_next(request: AuthenticatedHttpRequest, campaign_id: int) -> HttpResp
         request.session[_draft_key(campaign.pk)] = prompt_text[:PROMPT_MAX_CHARS]
     try:
         assignment = services.battle_assign(
-            campaign=campaign, user=request.user, session_key=_session_key(request), prompt_text=prompt_text
+            campaign=campaign, user=request.user, session_key=_session_key(request), prompt_text=prompt_text, now=now
         )
     except services.CapReached as exc:
         # The end of a stint, not a refusal: a thank-you page with 200 (429 is for rate limits), and
@@ -331,7 +334,8 @@ def battle_state(request: AuthenticatedHttpRequest, battle_id: str) -> JsonRespo
 @login_required
 @ratelimits(Limit("user", _vote_rate), Limit("ip", _vote_ip_rate, group="battles.vote.ip"))
 def battle_vote(request: AuthenticatedHttpRequest, battle_id: str) -> HttpResponse:
-    battle = selectors.battle_for_rater(user=request.user, battle_id=battle_id)
+    # What the log takes of its answers is read with it.
+    battle = selectors.battle_with_answers_logged(user=request.user, battle_id=battle_id)
     if battle is None:
         raise Http404("No such battle.")
     gate = _study_gate(request, battle.campaign, asking_for_more=False)

@@ -542,24 +542,32 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
                     campaign_id=campaign.pk, rater_id=rater.pk, since=now, pool_id=pool.pk, session_key="k",
                     claimed_at=now, **extra,
                 ) is None  # fmt: skip
-            assert vote._answers_logged.all(battle_id=battle.pk) == []
+            assert assignment._answers_logged.all(battle_id=battle.pk) == []
             assert assignment.hashes_rated_by(campaign=campaign, user=rater, hashes={prompt.text_hash, "x"}) == {
                 prompt.text_hash
             }
             assert assignment.battles_in_session_window(campaign=campaign, user=rater) == 1
             assert assignment.pool_and_standing(campaign=campaign, user=rater) == (pool, assignment.RaterStanding(1, 1))
+            read = assignment.campaign_for_next(user=rater, campaign_id=campaign.pk, now=now)
+            assert read is not None and read.pk == campaign.pk and _fields(read.organization) == _fields(organization)
+            standing = assignment.RaterStanding(1, 1)
+            assert assignment.pool_and_standing(campaign=read, user=rater, now=now) == (pool, standing)
             assert assignment.votes_by_rater(campaign=campaign, user=rater) == 0
             assert assignment.battle_page_counts(battle=battle, user=rater)[0] == 1
             page = assignment.battle_page_for_rater(user=rater, battle_id=battle.pk)
             assert page is not None and _fields(page.left) == _fields(reference.left)
             assert (page.page_position, page.page_in_session) == (1, 1)  # type: ignore[attr-defined]
+            assert assignment.battle_generations(page) == []  # no answers stored: none read with it
+            logged = assignment.battle_with_answers_logged(user=rater, battle_id=battle.pk)
+            assert logged is not None and _fields(logged.prompt) == _fields(reference.prompt)
+            assert assignment.battle_answers_logged(logged) == []
         statements: list[Prepared[Any] | PreparedUpdate | PreparedAggregate] = [
             assignment._in_session_window, assignment._page_counts, assignment._votes_of_rater,
             assignment._hashes_rated,
             assignment._battle_of_rater, assignment._battle_pending, assignment._turns_of_battle,
             assignment._generations_of_battle, campaigns._campaign_for_rater,
             campaigns._pools_of_rater, buffer._claims[(False, False)], buffer._claims[(False, True)],
-            vote._mark_shown, vote._mark_voted, vote._answers_logged, assignment._pool_and_standing,
-            assignment._battle_page_of_rater,
+            vote._mark_shown, vote._mark_voted, assignment._answers_logged, assignment._pool_and_standing,
+            assignment._battle_page_of_rater, assignment._battle_logged_of_rater, assignment._campaign_for_next,
         ]  # fmt: skip
         assert [s.name for s in statements if not s.compiled_in_scope()] == []

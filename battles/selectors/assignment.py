@@ -10,21 +10,24 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import (
     Count,
     DateTimeField,
     DurationField,
+    Expression,
     ExpressionWrapper,
     Max,
     Min,
     OuterRef,
     Q,
     QuerySet,
+    Subquery,
 )
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from core.nested import instances_from_json, rows_json
 from core.prepared import Many, Prepared, PreparedAggregate
 from raters.models import RaterPool
 from serving.models import Health
@@ -33,7 +36,7 @@ from serving.selectors import endpoint_outage_periods, periods_overlap_s
 from .. import hooks
 from ..models import Battle, Campaign, Competitor, Generation, Prompt, Turn, Vote
 from ..sampling import active_pair_weights
-from .campaigns import pools_of_rater_in, rows_counted
+from .campaigns import campaign_for_rater, pools_of_rater_in, rows_counted
 
 # The rater's cycle runs these on every request: compiled once (core.prepared), run with each call's values.
 _battle_of_rater: Prepared[Battle] = Prepared(
@@ -58,6 +61,56 @@ _turns_of_battle: Prepared[Turn] = Prepared(
 _generations_of_battle: Prepared[Generation] = Prepared(
     lambda battle_id: Generation.objects.filter(battle_id=battle_id), battle_id=UUID
 )
+# What the vote log takes of each answer (not its text), and what the battle page shows of each (its text and
+# rendering, the reveal's figures): read with the battle, in its statement, on PostgreSQL (core.nested).
+ANSWER_LOGGED_FIELDS = (
+    "id",
+    "battle_id",
+    "side",
+    "turn",
+    "output_tokens",
+    "finish_reason",
+    "latency_s",
+    "ttft_s",
+    "model_mentions",
+    "style",
+)
+ANSWER_SHOWN_FIELDS = (
+    "id",
+    "battle_id",
+    "side",
+    "turn",
+    "competitor_id",
+    "text",
+    "text_html",
+    "text_html_version",
+    "output_tokens",
+    "finish_reason",
+    "latency_s",
+)
+_answers_logged: Prepared[Generation] = Prepared(
+    lambda battle_id: (
+        Generation.objects.filter(battle_id=battle_id).only(*ANSWER_LOGGED_FIELDS).order_by("turn", "side")
+    ),
+    battle_id=UUID,
+)
+
+
+def _answers_of_outer_battle(fields: tuple[str, ...]) -> Subquery:
+    """The outer read's battle's answers (``fields`` of each, in turn and side order) as one JSON array."""
+    return rows_json(Generation.objects.filter(battle_id=OuterRef("pk")), fields, order_by=("turn", "side"))
+
+
+_battle_logged_of_rater: Prepared[Battle] = Prepared(
+    lambda battle_id, rater_id: (
+        Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint")
+        .filter(pk=battle_id, rater_id=rater_id)
+        .annotate(answers_logged_json=_answers_of_outer_battle(ANSWER_LOGGED_FIELDS))
+        .order_by()
+    ),
+    battle_id=UUID,
+    rater_id=int,
+)
 
 
 def _battle_key(user: User, battle_id: UUID | str) -> UUID | None:
@@ -78,16 +131,34 @@ def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
 
 def battle_page_for_rater(*, user: User, battle_id: UUID | str, now: datetime | None = None) -> Battle | None:
     """``battle_for_rater`` for the battle page: the same battle, with the page's two counts
-    (``battle_page_counts``) read in the same statement, as of ``now`` (on PostgreSQL; elsewhere the battle
-    alone, and ``battle_page_counts`` counts in a statement of its own)."""
+    (``battle_page_counts``, as of ``now``) and its answers (``battle_generations``: what the page shows of
+    each) read in the same statement (on PostgreSQL; elsewhere the battle alone, and the counts and the answers
+    in statements of their own)."""
     key = _battle_key(user, battle_id)
     if key is None:
         return None
-    if connection.vendor != "postgresql":  # SQLite (the demo) has no interval arithmetic: counted apart
+    if connection.vendor != "postgresql":  # SQLite (the demo) has no interval arithmetic nor jsonb_agg: apart
         return _battle_of_rater.first(battle_id=key, rater_id=user.pk)
     battle = _battle_page_of_rater.first(battle_id=key, rater_id=user.pk, now=now or timezone.now())
     if battle is not None:
         battle._page_counted = True  # type: ignore[attr-defined]  # its annotations are battle_page_counts'
+        rows = battle.__dict__.pop("answers_shown_json")
+        battle._answers_shown = instances_from_json(Generation, ANSWER_SHOWN_FIELDS, rows)  # type: ignore[attr-defined]
+    return battle
+
+
+def battle_with_answers_logged(*, user: User, battle_id: UUID | str) -> Battle | None:
+    """``battle_for_rater`` for the vote: the same battle, with what the vote log takes of its answers
+    (``battle_answers_logged``) read in the same statement (on PostgreSQL; elsewhere the answers apart)."""
+    key = _battle_key(user, battle_id)
+    if key is None:
+        return None
+    if connection.vendor != "postgresql":
+        return _battle_of_rater.first(battle_id=key, rater_id=user.pk)
+    battle = _battle_logged_of_rater.first(battle_id=key, rater_id=user.pk)
+    if battle is not None:
+        rows = battle.__dict__.pop("answers_logged_json")
+        battle._answers_logged = instances_from_json(Generation, ANSWER_LOGGED_FIELDS, rows)  # type: ignore[attr-defined]
     return battle
 
 
@@ -113,8 +184,17 @@ def battle_turns_given(battle: Battle, answered: Iterable[int]) -> list[Turn]:
 
 
 def battle_generations(battle: Battle) -> list[Generation]:
-    """Every answer of the battle, both sides of every turn, in the model's order (turn, side)."""
-    return _generations_of_battle.all(battle_id=battle.pk)
+    """Every answer of the battle, both sides of every turn: those ``battle_page_for_rater`` read with the
+    battle (the fields the page shows; the others load on access), else read now."""
+    shown: list[Generation] | None = getattr(battle, "_answers_shown", None)
+    return shown if shown is not None else _generations_of_battle.all(battle_id=battle.pk)
+
+
+def battle_answers_logged(battle: Battle) -> list[Generation]:
+    """What the vote log takes of each answer of the battle (``ANSWER_LOGGED_FIELDS``), in turn and side order:
+    those ``battle_with_answers_logged`` read with the battle, else read now."""
+    logged: list[Generation] | None = getattr(battle, "_answers_logged", None)
+    return logged if logged is not None else _answers_logged.all(battle_id=battle.pk)
 
 
 # When the rater got a battle: its claim (a battle from before claims were stamped: its creation).
@@ -148,7 +228,7 @@ _battle_page_of_rater: Prepared[Battle] = Prepared(
     lambda battle_id, rater_id, now: (
         Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint")
         .filter(pk=battle_id, rater_id=rater_id)
-        .annotate(**_page_counts_of_outer_battle(now))
+        .annotate(**_page_counts_of_outer_battle(now), answers_shown_json=_answers_of_outer_battle(ANSWER_SHOWN_FIELDS))
         .order_by()
     ),
     battle_id=UUID,
@@ -157,7 +237,7 @@ _battle_page_of_rater: Prepared[Battle] = Prepared(
 )
 
 
-def _taken_between(since: datetime, until: datetime | None = None) -> Q:
+def _taken_between(since: datetime | Expression, until: datetime | None = None) -> Q:
     """Battles the rater got after `since` (and at or before `until`)."""
     claimed = Q(claimed_at__gt=since)
     created = Q(claimed_at__isnull=True, created_at__gt=since)
@@ -239,11 +319,65 @@ _pool_and_standing: Prepared[RaterPool] = Prepared(
 )
 
 
+# "Next battle"'s campaign, with the rater's pool and standing (``_pool_and_standing``'s) as its annotations: the
+# campaign and the pool-and-standing in one statement (``campaign_for_next``).
+def _standing_of_outer_campaign(rater_id: int, now: datetime) -> dict[str, Subquery | Coalesce]:
+    since = ExpressionWrapper(
+        now - ExpressionWrapper(OuterRef("session_window_h") * timedelta(hours=1), output_field=DurationField()),
+        output_field=DateTimeField(),
+    )
+    return {
+        "next_pool_id": Subquery(pools_of_rater_in(OuterRef("pk"), rater_id).order_by("id").values("id")[:1]),
+        "open_battles": rows_counted(
+            Battle.objects.filter(campaign_id=OuterRef("pk"), rater_id=rater_id, status__in=_OPEN)
+        ),
+        "battles_in_session": rows_counted(
+            rater_battles_counted(campaign_id=OuterRef("pk"), rater_id=rater_id).filter(_taken_between(since))
+        ),
+    }
+
+
+_campaign_for_next: Prepared[Campaign] = Prepared(
+    lambda campaign_id, rater_id, now: (
+        Campaign.objects.filter(pk=campaign_id, status=Campaign.Status.OPEN)
+        .select_related("organization")
+        .annotate(**_standing_of_outer_campaign(rater_id, now))
+        .order_by()
+    ),
+    campaign_id=int,
+    rater_id=int,
+    now=datetime,
+)
+
+
+def campaign_for_next(*, user: User, campaign_id: int, now: datetime) -> Campaign | None:
+    """``campaign_for_rater`` for "next battle": the same campaign, with the rater's pool and standing
+    (``pool_and_standing`` as of ``now``) read in the same statement (on PostgreSQL; elsewhere the campaign
+    alone, and ``pool_and_standing`` reads them apart)."""
+    if connection.vendor != "postgresql" or type(campaign_id) is not int or type(user.pk) is not int:
+        return campaign_for_rater(user=user, campaign_id=campaign_id)
+    campaign = _campaign_for_next.first(campaign_id=campaign_id, rater_id=user.pk, now=now)
+    if campaign is None or campaign.next_pool_id is None:  # type: ignore[attr-defined]
+        # Closed, missing, or the rater in none of its pools: campaign_for_rater's own answer (the rare path).
+        return None if campaign is None else campaign_for_rater(user=user, campaign_id=campaign_id)
+    annotations = campaign.__dict__
+    pool = RaterPool.from_db(DEFAULT_DB_ALIAS, ["id"], [annotations.pop("next_pool_id")])  # its id, the rest deferred
+    standing = RaterStanding(
+        open=int(annotations.pop("open_battles")), in_session=int(annotations.pop("battles_in_session"))
+    )
+    campaign._standing_read = (user.pk, now, pool, standing)  # type: ignore[attr-defined]
+    return campaign
+
+
 def pool_and_standing(
     *, campaign: Campaign, user: User, now: datetime | None = None
 ) -> tuple[RaterPool | None, RaterStanding]:
     """``pool_for_rater`` and the rater's standing in one statement: the pool the rater votes through in this
-    campaign (None: they are in none of its pools; the standing is then zero) and their standing."""
+    campaign (None: they are in none of its pools; the standing is then zero) and their standing (those
+    ``campaign_for_next`` read with the campaign as of the same ``now``: no statement)."""
+    read = getattr(campaign, "_standing_read", None)
+    if read is not None and read[0] == user.pk and read[1] == now:
+        return read[2], read[3]
     since = (now or timezone.now()) - timedelta(hours=campaign.session_window_h)
     pool = _pool_and_standing.first(campaign_id=campaign.pk, rater_id=user.pk, since=since)
     if pool is None:

@@ -47,7 +47,7 @@ _pools_of_rater: Prepared[RaterPool] = Prepared(
 )
 
 
-def pools_of_rater_in(campaign_id: int, user_id: int) -> QuerySet[RaterPool]:
+def pools_of_rater_in(campaign_id: int | OuterRef, user_id: int | OuterRef) -> QuerySet[RaterPool]:
     """The pools of the campaign that the rater belongs to, by ids (what a statement compiled once is built
     from: the vote's flip asks that there be one, ``pool_for_rater`` takes the oldest)."""
     return RaterPool.objects.filter(campaigns=campaign_id, members=user_id)

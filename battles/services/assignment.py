@@ -75,19 +75,24 @@ def _check_caps(*, campaign: Campaign, user: User, now: datetime, in_session: in
         )
 
 
-def battle_assign(*, campaign: Campaign, user: User, session_key: str, prompt_text: str | None = None) -> Assignment:
+def battle_assign(
+    *, campaign: Campaign, user: User, session_key: str, prompt_text: str | None = None, now: datetime | None = None
+) -> Assignment:
     """Give the rater a battle: the pending one if there is one; else, for a pool prompt, one claimed
     from the campaign's buffer of battles generated ahead; else one prepared for this rater now, by a
     worker (no web worker waits on a model): streamed live to the page where live streaming is on, else
     the page says "preparing" and polls until it is ready.
 
     ``prompt_text`` is a rater-typed prompt (only where the campaign allows it); its battle is generated
-    live by a worker and streamed to the page (``battle_start_live``)."""
+    live by a worker and streamed to the page (``battle_start_live``).
+
+    ``now``: the time the rater asked (the caps and the session window count as of it; default: now), the
+    one ``selectors.campaign_for_next`` read the campaign as of, whose pool and standing are then not read again."""
     if campaign.status != Campaign.Status.OPEN:
         raise NotAllowed("This campaign is not open.")
     # The rater's pool, whether they hold an open battle and their count against the session cap, in one
     # statement; the open battle itself is read only where there is one.
-    now = timezone.now()
+    now = now or timezone.now()
     pool, standing = selectors.pool_and_standing(campaign=campaign, user=user, now=now)
     if pool is None:
         raise NotAllowed("You are not in a rater pool of this campaign.")

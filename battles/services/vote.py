@@ -15,7 +15,7 @@ from django.db.models import Exists
 from django.utils import timezone
 
 from core.errors import Invalid
-from core.prepared import Prepared, PreparedUpdate
+from core.prepared import PreparedUpdate
 from raters.hooks import send_on_commit
 from raters.models import WebhookEvent
 from raters.services import webhook_event_emit, webhook_events_subscribed
@@ -37,23 +37,7 @@ def _style_sum(styles: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 # The vote's statements that every vote runs, compiled once (core.prepared) and run with each vote's values:
-# what the log takes of each answer (not its text), in turn order; the stamp of the first showing; the flip.
-_LOGGED_FIELDS = (
-    "id",
-    "battle_id",
-    "side",
-    "turn",
-    "output_tokens",
-    "finish_reason",
-    "latency_s",
-    "ttft_s",
-    "model_mentions",
-    "style",
-)
-_answers_logged: Prepared[Generation] = Prepared(
-    lambda battle_id: Generation.objects.filter(battle_id=battle_id).only(*_LOGGED_FIELDS).order_by("turn", "side"),
-    battle_id=UUID,
-)
+# the stamp of the first showing; the flip (what the log takes of the answers is read with the battle).
 _mark_shown: PreparedUpdate = PreparedUpdate(
     lambda battle_id, shown_at: (
         Battle.objects.filter(pk=battle_id, shown_at__isnull=True),
@@ -89,7 +73,7 @@ def _conversation_log(battle: Battle) -> dict[str, Any]:
     generations: dict[int, dict[str, Generation]] = {}
     # What the log takes of each answer (not its text), in turn order; turns are read only for a battle
     # that has more than one (a single-turn battle's only message is its prompt).
-    for generation in _answers_logged.all(battle_id=battle.pk):
+    for generation in selectors.battle_answers_logged(battle):
         generations.setdefault(generation.turn, {})[generation.side] = generation
     later = [turn.text for turn in selectors.battle_turns_given(battle, generations)]
     texts = [battle.prompt.text, *later]
@@ -163,7 +147,7 @@ def _vote_submit(*, battle_id: Any, user: User, choice: str, battle: Battle | No
     if choice not in Choice.values:
         raise Invalid(f"Unknown choice {choice!r}: use one of {', '.join(Choice.values)}.")
     if battle is None or str(battle.pk) != str(battle_id) or battle.rater_id != user.pk:
-        battle = selectors.battle_for_rater(user=user, battle_id=battle_id)
+        battle = selectors.battle_with_answers_logged(user=user, battle_id=battle_id)
     if battle is None:
         raise NotAllowed("No such battle.")
     if battle.status == Battle.Status.VOID:

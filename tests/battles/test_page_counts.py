@@ -5,16 +5,18 @@ battle's number in its session window and the rater's progress."""
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from battles import selectors, services
-from battles.models import Battle
+from battles.models import Battle, Campaign, Generation
+from battles.selectors.assignment import ANSWER_SHOWN_FIELDS
 from tests.battles.test_identity_refuse import ready_battle
 from tests.conftest import Tenant
 
@@ -51,7 +53,14 @@ def test_one_statement_counts_what_the_two_selectors_count(acme: Tenant, bob: Us
         assert read is not None and read.pk == battle.pk
         with CaptureQueriesContext(connection) as captured:
             assert selectors.battle_page_counts(battle=read, user=bob) == expected
-        assert len(captured.captured_queries) == (0 if connection.vendor == "postgresql" else 1)
+            # Its answers too: what the page shows of each, as a read of their own gives it.
+            shown = selectors.battle_generations(read)
+        assert len(captured.captured_queries) == (0 if connection.vendor == "postgresql" else 2)
+        apart = Generation.objects.filter(battle=battle).order_by("turn", "side")
+        assert [[getattr(g, f) for f in ANSWER_SHOWN_FIELDS] for g in shown] == [
+            [getattr(g, f) for f in ANSWER_SHOWN_FIELDS] for g in apart
+        ]
+        assert len(shown) == 2
     assert acme.campaign.rater_vote_cap is None
     with CaptureQueriesContext(connection) as captured:
         _, progress = selectors.battle_page_counts(battle=battle, user=bob)
@@ -87,6 +96,7 @@ def test_the_raters_standing_says_what_the_pending_battle_and_the_session_count_
         pool, standing = selectors.pool_and_standing(campaign=acme.campaign, user=bob, now=now)
         assert pool == acme.pool and standing.open == 0
         assert standing.in_session == selectors.battles_in_session_window(campaign=acme.campaign, user=bob, now=now)
+        _read_with_the_campaign_alike(acme, bob, now, (pool, standing))
     for status, hours in ((Battle.Status.READY, 0.5), (Battle.Status.GENERATING, 3 * window_h)):
         open_battle = ready_battle(acme, bob, f"Open, {status}")
         taken = now - timedelta(hours=hours)
@@ -96,4 +106,42 @@ def test_the_raters_standing_says_what_the_pending_battle_and_the_session_count_
         assert len(captured.captured_queries) == 1 and pool == acme.pool
         assert standing.open == 1 and selectors.battle_pending_for_rater(campaign=acme.campaign, user=bob) is not None
         assert standing.in_session == selectors.battles_in_session_window(campaign=acme.campaign, user=bob, now=now)
+        _read_with_the_campaign_alike(acme, bob, now, (pool, standing))
         Battle.objects.filter(pk=open_battle.pk).update(status=Battle.Status.VOTED)
+
+
+def _read_with_the_campaign_alike(acme: Tenant, bob: User, now: datetime, expected: tuple[object, object]) -> None:
+    """ "Next battle" reads the pool and the standing with its campaign (selectors.campaign_for_next): the same
+    campaign, and the same pool and standing without a statement more, as of the same time only."""
+    with CaptureQueriesContext(connection) as captured:
+        campaign = selectors.campaign_for_next(user=bob, campaign_id=acme.campaign.pk, now=now)
+        assert campaign is not None
+        assert selectors.pool_and_standing(campaign=campaign, user=bob, now=now) == expected
+    assert len(captured.captured_queries) == (1 if connection.vendor == "postgresql" else 2)
+    alone = selectors.campaign_for_rater(user=bob, campaign_id=acme.campaign.pk)
+    assert alone is not None and _columns(campaign) == _columns(alone)
+    assert _columns(campaign.organization) == _columns(alone.organization)
+    with CaptureQueriesContext(connection) as captured:  # another time: read again
+        later = selectors.pool_and_standing(campaign=campaign, user=bob, now=now + timedelta(hours=1))
+    assert len(captured.captured_queries) == 1 and later[0] == expected[0]
+
+
+def _columns(instance: Model) -> dict[str, object]:
+    return {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+
+
+def test_next_battles_campaign_is_none_where_campaign_for_rater_says_none(
+    acme: Tenant, globex: Tenant, bob: User, charlie: User
+):
+    """Not in a pool of the campaign, a closed campaign, another organisation's campaign, a campaign that is not
+    there: no campaign, as campaign_for_rater answers."""
+    now = timezone.now()
+    assert selectors.campaign_for_next(user=bob, campaign_id=acme.campaign.pk, now=now) is not None
+    for user, campaign_id in ((charlie, acme.campaign.pk), (bob, globex.campaign.pk), (bob, acme.campaign.pk + 10_000)):
+        assert selectors.campaign_for_rater(user=user, campaign_id=campaign_id) is None
+        assert selectors.campaign_for_next(user=user, campaign_id=campaign_id, now=now) is None
+    acme.pool.members.remove(bob)
+    assert selectors.campaign_for_next(user=bob, campaign_id=acme.campaign.pk, now=now) is None
+    acme.pool.members.add(bob)
+    Campaign.objects.filter(pk=acme.campaign.pk).update(status=Campaign.Status.CLOSED)
+    assert selectors.campaign_for_next(user=bob, campaign_id=acme.campaign.pk, now=now) is None

@@ -2,9 +2,9 @@
 
 The vote request through every middleware (the session, the user and the tenant scope's memberships come
 from the shared cache, core.cached), the view's study gate (whether the account is a participant: the
-cache too) and the service: the battle read once (the view hands it to the service), the conditional
-READY -> VOTED update that also checks the rater is still in a pool of the campaign, the answers' log
-fields (not their text; a single-turn battle reads no turns), the vote insert (the webhook subscriptions:
+cache too) and the service: the battle read once, with its answers' log fields (not their text; a single-turn battle
+reads no turns) in the same statement (the view hands it to the service), the conditional READY -> VOTED
+update that also checks the rater is still in a pool of the campaign, the vote insert (the webhook subscriptions:
 the cache, read from the database only where some endpoint subscribes), the flip and the insert one statement
 (a transaction of its own in production's autocommit; a savepoint and its release inside a caller's
 transaction, as inside the test's).
@@ -28,8 +28,8 @@ from tests.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
 
-# battle, answers, SAVEPOINT, the conditional update (with the pool check) and the vote insert, RELEASE.
-VOTE_QUERIES = 5
+# battle with its answers, SAVEPOINT, the conditional update (with the pool check) and the vote insert, RELEASE.
+VOTE_QUERIES = 4
 
 
 def _vote(client: Client, battle: Battle) -> list[str]:
@@ -48,14 +48,15 @@ def test_a_vote_costs_a_pinned_number_of_queries_and_reads_its_battle_once(acme:
         assert not [q for q in queries if f'FROM "{table}"' in q], table
     battle_reads = [q for q in queries if q.startswith("SELECT") and 'FROM "battles_battle"' in q]
     assert len(battle_reads) == 1
+    # The answers' log fields in the battle's own statement (one JSON array), their texts left in the database.
+    (answers,) = [q for q in queries if 'FROM "battles_generation"' in q]
+    assert answers is battle_reads[0]
+    assert "('style')::text" in answers and "('text')::text" not in answers and "('text_html')::text" not in answers
     # The pool is checked by the flip itself, not by a read of its own; the vote is inserted by the same statement.
     (flip,) = [q for q in queries if 'UPDATE "battles_battle"' in q]
     assert '"raters_raterpool"' in flip and 'INSERT INTO "battles_vote"' in flip
     assert not [q for q in queries if q.startswith("INSERT")]
     assert not [q for q in queries if q.startswith("SELECT") and 'FROM "raters_raterpool"' in q]
-    # The answers' texts stay in the database: the log takes their counts.
-    (answers,) = [q for q in queries if 'FROM "battles_generation"' in q]
-    assert '"battles_generation"."text"' not in answers
     assert not [q for q in queries if 'FROM "battles_turn"' in q]
     vote = Vote.objects.get(battle=battle)
     assert (vote.left_tokens, vote.right_tokens, vote.choice) == (2, 2, "left")
@@ -77,18 +78,18 @@ def test_a_multi_turn_battle_reads_its_turns_too(acme: Tenant, bob: User, bob_cl
 
 
 @pytest.mark.django_db(transaction=True)
-def test_in_autocommit_a_vote_is_three_statements_and_no_transaction(
+def test_in_autocommit_a_vote_is_two_statements_and_no_transaction(
     vote_log_purge: None, acme: Tenant, bob: User, bob_client: Client
 ):
-    """As production runs it (autocommit, no test transaction around the request): the battle, the answers, and
-    the flip with the vote's insert in one statement, which is a transaction of its own (no BEGIN, COMMIT or
+    """As production runs it (autocommit, no test transaction around the request): the battle with its answers,
+    and the flip with the vote's insert in one statement, which is a transaction of its own (no BEGIN, COMMIT or
     SAVEPOINT); the vote is stored as the ORM reads it, and the battle voted."""
     _vote(bob_client, ready_battle(acme, bob, "Warm up: the first request loads what later ones reuse."))
     battle = ready_battle(acme, bob)
     queries = _vote(bob_client, battle)
-    assert len(queries) == 3, "\n".join(queries)
+    assert len(queries) == 2, "\n".join(queries)
     assert not [q for q in queries if q.split()[0] in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK")]
-    assert queries[2].startswith('WITH "updated" AS (UPDATE "battles_battle"')
+    assert queries[1].startswith('WITH "updated" AS (UPDATE "battles_battle"')
     vote = Vote.objects.get(battle=battle)
     assert (vote.choice, vote.left_tokens, vote.right_tokens, vote.source, vote.turns) == (
         "left",
@@ -188,8 +189,9 @@ def test_the_page_reads_turns_only_for_a_battle_that_may_have_them(acme: Tenant,
     single = ready_battle(acme, bob)
     page, queries = _page(bob_client, single)
     assert not [q for q in queries if 'FROM "battles_turn"' in q]
-    # The battle with the page's two counts, and its answers (shown before: no stamp to write).
-    assert len(queries) == 2 and '"page_position"' in queries[0], "\n".join(queries)
+    # The battle with the page's two counts and its answers, in one statement (shown before: no stamp to write).
+    assert len(queries) == 1 and '"page_position"' in queries[0], "\n".join(queries)
+    assert 'FROM "battles_generation"' in queries[0]
     assert "Rivers flow." in page
     Battle.objects.filter(pk=single.pk).update(status=Battle.Status.VOID)  # bob's one open battle: let it go
 
@@ -210,7 +212,7 @@ def test_the_page_reads_turns_only_for_a_battle_that_may_have_them(acme: Tenant,
 
 
 def test_next_battle_from_the_buffer_costs_a_pinned_number_of_queries(acme: Tenant, bob: User, bob_client: Client):
-    """ "Next battle" from a buffer: the campaign, the rater's pool with their standing (an open battle? the
+    """ "Next battle" from a buffer: the campaign with the rater's pool and their standing (an open battle? the
     session count) in one statement, and the claim, one statement with every rule (competitors available, the prompt
     not seen by the rater...) that returns the battle it claimed (in a savepoint here; in autocommit in
     production, see tests/battles/test_buffer.py)."""
@@ -232,8 +234,9 @@ def test_next_battle_from_the_buffer_costs_a_pinned_number_of_queries(acme: Tena
     battle = buffered("Tell me about deltas.")
     location, queries = next_battle()
     assert location == f"/b/{battle.pk}/"
-    # campaign, pool with standing, SAVEPOINT, the claim, RELEASE.
-    assert len(queries) == 5, "\n".join(queries)
-    assert 'FROM "raters_raterpool"' in queries[1] and queries[1].count('COUNT(*) AS "n" FROM "battles_battle"') == 2
-    assert "SKIP LOCKED" in queries[3] and " RETURNING " in queries[3]
+    # The campaign with the rater's pool and standing, SAVEPOINT, the claim, RELEASE.
+    assert len(queries) == 4, "\n".join(queries)
+    assert queries[0].startswith('SELECT "battles_campaign"."id"') and 'FROM "raters_raterpool"' in queries[0]
+    assert queries[0].count('COUNT(*) AS "n" FROM "battles_battle"') == 2
+    assert "SKIP LOCKED" in queries[2] and " RETURNING " in queries[2]
     assert not [q for q in queries if 'FROM "battles_competitor"' in q.split("WHERE")[0]]  # asked within the candidates
