@@ -548,10 +548,11 @@ def test_the_rater_cycles_statements_run_compiled_in_a_tenant_scope() -> None:
             }
             assert assignment.battles_in_session_window(campaign=campaign, user=rater) == 1
             assert assignment.pool_and_standing(campaign=campaign, user=rater) == (pool, assignment.RaterStanding(1, 1))
-            read = assignment.campaign_for_next(user=rater, campaign_id=campaign.pk, now=now)
-            assert read is not None and read.pk == campaign.pk and _fields(read.organization) == _fields(organization)
+            for_next = assignment.campaign_for_next(user=rater, campaign_id=campaign.pk, now=now)
+            assert for_next is not None and for_next.pk == campaign.pk
+            assert _fields(for_next.organization) == _fields(organization)
             standing = assignment.RaterStanding(1, 1)
-            assert assignment.pool_and_standing(campaign=read, user=rater, now=now) == (pool, standing)
+            assert assignment.pool_and_standing(campaign=for_next, user=rater, now=now) == (pool, standing)
             assert assignment.votes_by_rater(campaign=campaign, user=rater) == 0
             assert assignment.battle_page_counts(battle=battle, user=rater)[0] == 1
             page = assignment.battle_page_for_rater(user=rater, battle_id=battle.pk)
