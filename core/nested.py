@@ -39,7 +39,7 @@ _AS_IS = (
     models.BooleanField,
     models.CharField,
     models.TextField,
-    models.IntegerField,  # and its subclasses: big, small, positive, auto
+    models.IntegerField,  # and its subclasses: big, small, positive, the auto keys
     models.JSONField,
 )
 
@@ -47,8 +47,6 @@ _AS_IS = (
 def _loader(field: models.Field[Any, Any]) -> Callable[[Any], Any] | None:
     # A foreign key's column holds its target's value.
     target = field.target_field if isinstance(field, models.ForeignKey) else field
-    if isinstance(target, models.AutoField | models.BigAutoField | models.SmallAutoField):
-        return None
     if isinstance(target, models.FloatField):
         return float
     if isinstance(target, models.UUIDField):
@@ -89,7 +87,8 @@ def rows_json(queryset: models.QuerySet[Any], fields: Sequence[str], *, order_by
     ``fields``, in ``order_by``'s order: an annotation of the parent's read (NULL where there are none)."""
     _plan(queryset.model, tuple(fields))  # refuses a field that does not go through JSON, here and not on a read
     objects = JSONObject(**{name: name for name in fields})
-    # One group of all the rows: a constant to group by, so the aggregate is the subquery's one row.
+    # Grouped by a constant (which Django leaves out of GROUP BY): one aggregate over every row, the subquery's one
+    # row; without a grouping Django would group by the key, a row each.
     rows = (
         queryset.order_by()
         .annotate(_one=models.Value(1, output_field=models.IntegerField()))

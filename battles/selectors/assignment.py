@@ -7,6 +7,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 from uuid import UUID
 
 from django.contrib.auth.models import User
@@ -24,6 +25,7 @@ from django.db.models import (
     QuerySet,
     Subquery,
 )
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -105,7 +107,7 @@ _battle_logged_of_rater: Prepared[Battle] = Prepared(
     lambda battle_id, rater_id: (
         Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint")
         .filter(pk=battle_id, rater_id=rater_id)
-        .annotate(answers_logged_json=_answers_of_outer_battle(ANSWER_LOGGED_FIELDS))
+        .annotate(answers_json=_answers_of_outer_battle(ANSWER_LOGGED_FIELDS))
         .order_by()
     ),
     battle_id=UUID,
@@ -129,37 +131,40 @@ def battle_for_rater(*, user: User, battle_id: UUID | str) -> Battle | None:
     return None if key is None else _battle_of_rater.first(battle_id=key, rater_id=user.pk)
 
 
-def battle_page_for_rater(*, user: User, battle_id: UUID | str, now: datetime | None = None) -> Battle | None:
-    """``battle_for_rater`` for the battle page: the same battle, with the page's two counts
-    (``battle_page_counts``, as of ``now``) and its answers (``battle_generations``: what the page shows of
-    each) read in the same statement (on PostgreSQL; elsewhere the battle alone, and the counts and the answers
-    in statements of their own)."""
-    key = _battle_key(user, battle_id)
-    if key is None:
-        return None
-    if connection.vendor != "postgresql":  # SQLite (the demo) has no interval arithmetic nor jsonb_agg: apart
-        return _battle_of_rater.first(battle_id=key, rater_id=user.pk)
-    battle = _battle_page_of_rater.first(battle_id=key, rater_id=user.pk, now=now or timezone.now())
-    if battle is not None:
-        battle._page_counted = True  # type: ignore[attr-defined]  # its annotations are battle_page_counts'
-        rows = battle.__dict__.pop("answers_shown_json")
-        battle._answers_shown = instances_from_json(Generation, ANSWER_SHOWN_FIELDS, rows)  # type: ignore[attr-defined]
-    return battle
+# Where a battle read with its answers keeps them, by the fields read: the page's, the log's.
+_ANSWERS_KEPT = {ANSWER_SHOWN_FIELDS: "_answers_shown", ANSWER_LOGGED_FIELDS: "_answers_logged"}
 
 
-def battle_with_answers_logged(*, user: User, battle_id: UUID | str) -> Battle | None:
-    """``battle_for_rater`` for the vote: the same battle, with what the vote log takes of its answers
-    (``battle_answers_logged``) read in the same statement (on PostgreSQL; elsewhere the answers apart)."""
+def _battle_with_answers(
+    user: User, battle_id: UUID | str, statement: Prepared[Battle], fields: tuple[str, ...], **slots: object
+) -> Battle | None:
+    """``battle_for_rater`` by ``statement``, which reads the answers' ``fields`` with the battle (its
+    ``answers_json``), kept on the battle as instances. PostgreSQL only: elsewhere (SQLite, the demo: no
+    ``jsonb_agg``, no interval arithmetic) the battle alone, and what goes with it is read apart when asked."""
     key = _battle_key(user, battle_id)
     if key is None:
         return None
     if connection.vendor != "postgresql":
         return _battle_of_rater.first(battle_id=key, rater_id=user.pk)
-    battle = _battle_logged_of_rater.first(battle_id=key, rater_id=user.pk)
+    battle = statement.first(battle_id=key, rater_id=user.pk, **slots)
     if battle is not None:
-        rows = battle.__dict__.pop("answers_logged_json")
-        battle._answers_logged = instances_from_json(Generation, ANSWER_LOGGED_FIELDS, rows)  # type: ignore[attr-defined]
+        setattr(
+            battle, _ANSWERS_KEPT[fields], instances_from_json(Generation, fields, battle.__dict__.pop("answers_json"))
+        )
     return battle
+
+
+def battle_page_for_rater(*, user: User, battle_id: UUID | str, now: datetime | None = None) -> Battle | None:
+    """``battle_for_rater`` for the battle page: the same battle, with the page's two counts
+    (``battle_page_counts``, as of ``now``) and its answers (``battle_generations``: what the page shows of
+    each) read in the same statement (on PostgreSQL; elsewhere apart)."""
+    return _battle_with_answers(user, battle_id, _battle_page_of_rater, ANSWER_SHOWN_FIELDS, now=now or timezone.now())
+
+
+def battle_with_answers_logged(*, user: User, battle_id: UUID | str) -> Battle | None:
+    """``battle_for_rater`` for the vote: the same battle, with what the vote log takes of its answers
+    (``battle_answers_logged``) read in the same statement (on PostgreSQL; elsewhere the answers apart)."""
+    return _battle_with_answers(user, battle_id, _battle_logged_of_rater, ANSWER_LOGGED_FIELDS)
 
 
 def battle_pending_for_rater(*, campaign: Campaign, user: User) -> Battle | None:
@@ -201,25 +206,25 @@ def battle_answers_logged(battle: Battle) -> list[Generation]:
 _TAKEN_AT = Coalesce("claimed_at", "created_at")
 
 
+def _hours_before(moment: datetime | Expression, hours: OuterRef) -> ExpressionWrapper[CombinedExpression]:
+    """``moment`` less ``hours`` hours (a column of the outer read: a campaign's session window), as a date-time."""
+    window = ExpressionWrapper(hours * timedelta(hours=1), output_field=DurationField())
+    return ExpressionWrapper(moment - window, output_field=DateTimeField())
+
+
 def _page_counts_of_outer_battle(now: datetime) -> dict[str, Coalesce]:
     """``battle_page_counts``' two counts as annotations of a read of the battle (its campaign joined): the rater's
     counted battles of the campaign taken in the session window before ``now``, and in the window before the
     battle was taken, up to it (its number). As ``_taken_between`` counts them: taken = claimed, else created."""
-    window = ExpressionWrapper(
-        OuterRef("campaign__session_window_h") * timedelta(hours=1), output_field=DurationField()
-    )
+    window_h = OuterRef("campaign__session_window_h")
     taken_at = Coalesce(OuterRef("claimed_at"), OuterRef("created_at"))
     of_rater = rater_battles_counted(campaign_id=OuterRef("campaign_id"), rater_id=OuterRef("rater_id")).alias(
         taken=_TAKEN_AT
     )
     return {
-        "page_in_session": rows_counted(
-            of_rater.filter(taken__gt=ExpressionWrapper(now - window, output_field=DateTimeField()))
-        ),
+        "page_in_session": rows_counted(of_rater.filter(taken__gt=_hours_before(now, window_h))),
         "page_position": rows_counted(
-            of_rater.filter(
-                taken__gt=ExpressionWrapper(taken_at - window, output_field=DateTimeField()), taken__lte=taken_at
-            )
+            of_rater.filter(taken__gt=_hours_before(taken_at, window_h), taken__lte=taken_at)
         ),
     }
 
@@ -228,7 +233,7 @@ _battle_page_of_rater: Prepared[Battle] = Prepared(
     lambda battle_id, rater_id, now: (
         Battle.objects.select_related("campaign", "prompt", "left__endpoint", "right__endpoint")
         .filter(pk=battle_id, rater_id=rater_id)
-        .annotate(**_page_counts_of_outer_battle(now), answers_shown_json=_answers_of_outer_battle(ANSWER_SHOWN_FIELDS))
+        .annotate(**_page_counts_of_outer_battle(now), answers_json=_answers_of_outer_battle(ANSWER_SHOWN_FIELDS))
         .order_by()
     ),
     battle_id=UUID,
@@ -322,10 +327,7 @@ _pool_and_standing: Prepared[RaterPool] = Prepared(
 # "Next battle"'s campaign, with the rater's pool and standing (``_pool_and_standing``'s) as its annotations: the
 # campaign and the pool-and-standing in one statement (``campaign_for_next``).
 def _standing_of_outer_campaign(rater_id: int, now: datetime) -> dict[str, Subquery | Coalesce]:
-    since = ExpressionWrapper(
-        now - ExpressionWrapper(OuterRef("session_window_h") * timedelta(hours=1), output_field=DurationField()),
-        output_field=DateTimeField(),
-    )
+    since = _hours_before(now, OuterRef("session_window_h"))
     return {
         "next_pool_id": Subquery(pools_of_rater_in(OuterRef("pk"), rater_id).order_by("id").values("id")[:1]),
         "open_battles": rows_counted(
@@ -335,6 +337,15 @@ def _standing_of_outer_campaign(rater_id: int, now: datetime) -> dict[str, Subqu
             rater_battles_counted(campaign_id=OuterRef("pk"), rater_id=rater_id).filter(_taken_between(since))
         ),
     }
+
+
+class _StandingRead(NamedTuple):
+    """What ``campaign_for_next`` read with the campaign: for whom, as of when."""
+
+    rater_id: int
+    now: datetime
+    pool: RaterPool
+    standing: RaterStanding
 
 
 _campaign_for_next: Prepared[Campaign] = Prepared(
@@ -365,7 +376,7 @@ def campaign_for_next(*, user: User, campaign_id: int, now: datetime) -> Campaig
     standing = RaterStanding(
         open=int(annotations.pop("open_battles")), in_session=int(annotations.pop("battles_in_session"))
     )
-    campaign._standing_read = (user.pk, now, pool, standing)  # type: ignore[attr-defined]
+    campaign._standing_read = _StandingRead(user.pk, now, pool, standing)  # type: ignore[attr-defined]
     return campaign
 
 
@@ -375,9 +386,9 @@ def pool_and_standing(
     """``pool_for_rater`` and the rater's standing in one statement: the pool the rater votes through in this
     campaign (None: they are in none of its pools; the standing is then zero) and their standing (those
     ``campaign_for_next`` read with the campaign as of the same ``now``: no statement)."""
-    read = getattr(campaign, "_standing_read", None)
-    if read is not None and read[0] == user.pk and read[1] == now:
-        return read[2], read[3]
+    read: _StandingRead | None = getattr(campaign, "_standing_read", None)
+    if read is not None and read.rater_id == user.pk and read.now == now:
+        return read.pool, read.standing
     since = (now or timezone.now()) - timedelta(hours=campaign.session_window_h)
     pool = _pool_and_standing.first(campaign_id=campaign.pk, rater_id=user.pk, since=since)
     if pool is None:
@@ -426,7 +437,7 @@ def battle_page_counts(*, battle: Battle, user: User, now: datetime | None = Non
     campaign = battle.campaign
     if battle.rater_id != user.pk:  # not the rater's own battle (or not yet anyone's): counted apart
         return battle_position_in_session(battle), rater_progress(campaign=campaign, user=user)
-    if getattr(battle, "_page_counted", False) and now is None:
+    if hasattr(battle, "page_position") and now is None:  # read by battle_page_for_rater, which counted them
         position, in_session = battle.page_position, battle.page_in_session  # type: ignore[attr-defined]
         return int(position), rater_progress(campaign=campaign, user=user, in_session=int(in_session))
     window = timedelta(hours=campaign.session_window_h)
